@@ -1,0 +1,175 @@
+"""GD, l2-SAM, linf-SAM and USAM flows of the diagonal network (THEORY.md s.2, s.3).
+
+Every flow is one rule, written once:
+
+    W_hat = W + eps(G),   G = grad L(W) = -r * prod_excl(W),
+    dW/dt = -grad L(W_hat) = r(W_hat) * prod_excl(W_hat),
+
+with the perturbation eps of the method:
+
+| method | eps(G)             |
+|--------|--------------------|
+| gd     | 0                  |
+| l2     | rho G / ||G||_2    | (norm over all layers; 0 exactly when G = 0)
+| linf   | rho sign(G)        |
+| usam   | rho G              |
+
+For one sample {(mu, +1)}, r(W) = slope(z) mu with slope > 0. For gd, l2 and linf
+eps does not depend on that factor, and dividing the velocity by slope(z_hat)
+gives the rescaled flow in tau, dtau/dt = slope(z_hat):
+
+    dW/dtau = mu * prod_excl(W_hat),   log(dt/dtau) = log_inv_slope(z_hat).
+
+(For usam the same time change is exact too; its eps keeps the slope factor.)
+`rescaled_velocity` returns log(dt/dtau), finite even where dt/dtau overflows;
+`samflow.solve` turns it into real time (THEORY.md section 4 on why t is a
+secondary quantity of the tau clock).
+
+`memory` is the sign-memory of the linf field: where a weight is exactly 0, its
+sign is taken from `memory` (the side it came from, see `samflow.solve`), which
+gives the one-sided limit of the discontinuous field; with `memory = 0` it is
+plain `sign`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .data import Dataset
+from .losses import AbstractLoss
+from .model import beta, prod_excl, residual
+
+__all__ = [
+    "Method",
+    "METHOD_LABELS",
+    "unit_l2",
+    "perturbation",
+    "perturbed_weights",
+    "real_time_velocity",
+    "rescaled_velocity",
+]
+
+
+class Method(str, enum.Enum):
+    """The four flows. Values are the names used in configs and result files."""
+
+    GD = "gd"
+    L2 = "l2"
+    LINF = "linf"
+    USAM = "usam"
+
+    @classmethod
+    def parse(cls, name: "str | Method") -> "Method":
+        """Method from its name; `ValueError` naming the allowed names otherwise."""
+        try:
+            return cls(name)
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown method {name!r}: allowed values are {allowed}") from None
+
+
+METHOD_LABELS = {
+    Method.GD: "GD",
+    Method.L2: r"$\ell_2$-SAM",
+    Method.LINF: r"$\ell_\infty$-SAM",
+    Method.USAM: "USAM",
+}
+
+
+def unit_l2(G: Float[Array, "..."]) -> Float[Array, "..."]:
+    """G / ||G||_2 over all entries, and exactly 0 where G = 0.
+
+    Scaled by max|G| first, so the result has norm 1 to rounding however small
+    G is (no underflow of G**2), with no additive epsilon. The unselected branch
+    is kept finite so that `jax.jacfwd` is finite at and near 0.
+    """
+    m = jnp.max(jnp.abs(G))
+    nonzero = m > 0
+    Gs = G / jnp.where(nonzero, m, 1.0)
+    n = jnp.sqrt(jnp.sum(Gs * Gs))
+    return jnp.where(nonzero, Gs / jnp.where(nonzero, n, 1.0), 0.0)
+
+
+def sign_with_memory(W: Float[Array, "L d"], memory: Float[Array, "L d"] | None) -> Float[Array, "L d"]:
+    """sign(W), with `memory` used where W is exactly 0 (plain sign if None)."""
+    s = jnp.sign(W)
+    if memory is None:
+        return s
+    return jnp.where(W == 0, memory, s)
+
+
+def perturbation(
+    W: Float[Array, "L d"],
+    r: Float[Array, " d"],
+    rho: Float[Array, ""],
+    method: Method,
+    memory: Float[Array, "L d"] | None = None,
+) -> Float[Array, "L d"]:
+    """The SAM perturbation eps(G) for G = -r * prod_excl(W) (table above).
+
+    **Arguments:** weights `W` (L, d); `r` (d,), the residual with -grad L =
+    r * prod_excl(W) (any positive multiple for gd, l2 and linf); `rho` >= 0;
+    `method`; `memory`, the linf sign memory (L, d) or None.
+
+    **Returns:** eps, shape (L, d). For l2, ||eps||_2 = rho exactly when G != 0
+    and eps = 0 when G = 0.
+    """
+    if method is Method.GD:
+        return jnp.zeros_like(W)
+    if method is Method.LINF:
+        # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the
+        # sign memory stand in for sign(0) on a switching surface.
+        return rho * jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    G = -r[None, :] * prod_excl(W)
+    if method is Method.L2:
+        return rho * unit_l2(G)
+    if method is Method.USAM:
+        return rho * G
+    raise ValueError(f"unknown method {method!r}")
+
+
+def perturbed_weights(W, r, rho, method: Method, memory=None):
+    """W_hat = W + eps(G) (THEORY.md section 2), shape (L, d)."""
+    return W + perturbation(W, r, rho, method, memory)
+
+
+def real_time_velocity(
+    W: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    method: Method,
+    data: Dataset,
+    loss: AbstractLoss,
+    memory: Float[Array, "L d"] | None = None,
+) -> Float[Array, "L d"]:
+    """dW/dt = -grad L(W + eps(grad L(W))) for any data (THEORY.md section 2).
+
+    Units: weights per unit of real time t. Shape (L, d).
+    """
+    W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
+    return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+
+
+def rescaled_velocity(
+    W: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    method: Method,
+    data: Dataset,
+    loss: AbstractLoss,
+    memory: Float[Array, "L d"] | None = None,
+) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
+    """Rescaled flow of a single sample {(mu, +1)} (THEORY.md section 3).
+
+    **Returns:** (dW/dtau, log(dt/dtau)), shapes (L, d) and ().
+
+    The data set must have one sample (checked by the caller, `samflow.solve`);
+    `mu` is then y_1 x_1.
+    """
+    mu = data.y[0] * data.X[0]
+    r_pert = residual(W, data, loss) if method is Method.USAM else mu
+    W_hat = perturbed_weights(W, r_pert, rho, method, memory)
+    z_hat = jnp.dot(beta(W_hat), mu)
+    dW = mu[None, :] * prod_excl(W_hat)
+    return dW, loss.log_inv_slope(z_hat)

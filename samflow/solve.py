@@ -1,0 +1,542 @@
+"""Integrate one cell (one init, one rho) of a flow with diffrax, singular points included.
+
+The solve of a cell is a short loop of diffrax solves ("segments"). Each segment
+runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
+
+- **collapse** (l2-SAM, L >= 2): ||W||_2 falls to `capture_radius * rho`. The
+  field is bounded near 0, so the remaining time to W = 0 is extrapolated
+  linearly (error O(capture^2)); the cell's state is 0 from then on
+  (THEORY.md section 4). Status `COLLAPSED`.
+- **sign switch** (linf-SAM): a weight reaches 0. It is set to exactly 0 and the
+  one-sided limits of the field decide: if the field points towards 0 from both
+  sides the weight stays there (Filippov sliding, status `SLID`); otherwise it
+  crosses and the integration goes on with its sign on the new side. The next
+  segment starts at the event, so the solver never steps across the
+  discontinuity and never chatters.
+- **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`. Status
+  `BLEW_UP`; later saved values are NaN.
+
+Every segment saves at the requested times that fall inside it. A cell that
+fails (max_steps, non-finite input) gets its own status and NaNs, never an
+exception, so a vmapped batch survives any one member (`throw=False`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from .data import Dataset
+from .flows import Method, real_time_velocity, rescaled_velocity
+from .losses import AbstractLoss, get_loss
+from .model import beta as beta_of
+from .model import init_weights, loss_value, margins
+from .status import Status
+
+__all__ = ["Clock", "SolverSettings", "Trajectory", "solve", "solve_cell"]
+
+_BIG = 1e300
+_LOG_RATE_CAP = 600.0
+
+
+class Clock(str, enum.Enum):
+    """The time variable of a solve: real time `t` or rescaled time `tau`."""
+
+    T = "t"
+    TAU = "tau"
+
+    @classmethod
+    def parse(cls, name: "str | Clock") -> "Clock":
+        """Clock from its name; `ValueError` naming the allowed names otherwise."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown clock {name!r}: allowed values are t, tau") from None
+
+
+_SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverSettings:
+    """Static settings of a solve (hashable: one compilation per distinct value).
+
+    **Fields:**
+
+    - `solver`: "tsit5" (default), "dopri5" or "dopri8" (diffrax explicit RK).
+    - `rtol`, `atol`: tolerances of the PID step-size controller (atol in units of
+      the weights).
+    - `max_steps`: step budget of one segment.
+    - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
+      (THEORY.md section 4 recommends 1e-6 in float64).
+    - `blowup_log10`: blow-up is declared when max_j |beta_j| >= 10**blowup_log10.
+    - `max_segments`: most segments (events) per cell; None means 2 L d + 2.
+    - `loss`: "logistic" or "exponential".
+    """
+
+    solver: str = "tsit5"
+    rtol: float = 1e-8
+    atol: float = 1e-12
+    max_steps: int = 16384
+    capture_radius: float = 1e-6
+    blowup_log10: float = 200.0
+    max_segments: int | None = None
+    loss: str = "logistic"
+
+    def __post_init__(self):
+        if self.solver not in _SOLVERS:
+            raise ValueError(
+                f"solver.solver: unknown solver {self.solver!r}; allowed: {', '.join(_SOLVERS)}"
+            )
+        for name in ("rtol", "atol", "capture_radius"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"solver.{name} must be a finite number > 0, got {v!r}")
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ValueError(f"solver.max_steps must be an integer >= 1, got {self.max_steps!r}")
+        if self.max_segments is not None and not (
+            isinstance(self.max_segments, int) and self.max_segments >= 1
+        ):
+            raise ValueError(
+                f"solver.max_segments must be an integer >= 1 or omitted, got {self.max_segments!r}"
+            )
+        get_loss(self.loss)
+
+
+class Trajectory(eqx.Module):
+    """The solution of one cell (or, with leading batch axes, of a grid of cells).
+
+    Shapes are given for one cell; a batched solve adds leading axes to each.
+
+    **Fields:**
+
+    - `ts`: `(n_save,)` save times in the clock of the solve (t or tau).
+    - `t`: `(n_save,)` real time at the save times (equals `ts` for clock t).
+    - `W`: `(n_save, L, d)` weights.
+    - `beta`: `(n_save, d)` linear predictor.
+    - `loss`: `(n_save,)` empirical loss L(W).
+    - `status`: `()` int, a `samflow.Status`.
+    - `event_time`: `()` clock time of the collapse, blow-up or failure; NaN if none.
+    - `event_t`: `()` the same event in real time t; NaN if none.
+    - `collapse_direction`: `(d,)` beta/||beta|| just before collapse; NaN otherwise.
+    - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never.
+    - `num_steps`: `()` accepted + rejected solver steps over all segments.
+    - `num_segments`: `()` diffrax solves used.
+    """
+
+    ts: Float[Array, " n_save"]
+    t: Float[Array, " n_save"]
+    W: Float[Array, "n_save L d"]
+    beta: Float[Array, "n_save d"]
+    loss: Float[Array, " n_save"]
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_t: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    slide_time: Float[Array, "L d"]
+    num_steps: Int[Array, ""]
+    num_segments: Int[Array, ""]
+
+
+class _Carry(NamedTuple):
+    seg: Int[Array, ""]
+    t0: Float[Array, ""]
+    W: Float[Array, "L d"]
+    s: Float[Array, ""]
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    slide_time: Float[Array, "L d"]
+    out_W: Float[Array, "n L d"]
+    out_s: Float[Array, " n"]
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_s: Float[Array, ""]
+    coll_dir: Float[Array, " d"]
+    steps: Int[Array, ""]
+    done: Bool[Array, ""]
+
+
+def _velocity(W, s, rho, data, memory, frozen, method, clock, loss):
+    """(dW, ds) of the segment's field, frozen weights held at 0."""
+    if clock is Clock.T:
+        dW = real_time_velocity(W, rho, method, data, loss, memory)
+        ds = jnp.zeros_like(s)
+    else:
+        dW, log_rate = rescaled_velocity(W, rho, method, data, loss, memory)
+        # Real time rides along as a plain quadrature state (no feedback, so not
+        # stiff); its rate is capped at e^600 so that it can never overflow.
+        ds = jnp.exp(jnp.minimum(log_rate, _LOG_RATE_CAP))
+    return jnp.where(frozen, 0.0, dW), ds
+
+
+def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss):
+    """For weights at exactly 0 (`candidates`), decide slide or leave, from the
+    one-sided limits of the field (Filippov): returns (memory, frozen) updated."""
+    L, d = W.shape
+    flat = jnp.arange(L * d)
+
+    def one_sided(c, side):
+        mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
+        dW, _ = _velocity(W, s, rho, data, mem, frozen, method, clock, loss)
+        return dW.reshape(-1)[c]
+
+    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
+    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    out_plus = f_plus > 0
+    out_minus = f_minus < 0
+    came_from = memory
+    # Leaves towards the one side whose field points away from 0; when both do
+    # (a repelling surface), it keeps going the way it came, and from rest it stays.
+    new_side = jnp.where(
+        out_plus & ~out_minus,
+        1.0,
+        jnp.where(out_minus & ~out_plus, -1.0, jnp.where(out_plus & out_minus, -came_from, 0.0)),
+    )
+    slides = candidates & (new_side == 0)
+    memory = jnp.where(candidates & ~slides, new_side, memory)
+    return memory, frozen | slides
+
+
+def solve_cell(
+    W0: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    data: Dataset,
+    ts: Float[Array, " n_save"],
+    *,
+    method: Method,
+    clock: Clock,
+    settings: SolverSettings,
+) -> Trajectory:
+    """Solve one cell from W(0) = `W0` at radius `rho`; pure and vmappable.
+
+    The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
+    `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
+    `jax.vmap` over `W0` and `rho` (and `data` if wanted).
+
+    **Returns:** a `Trajectory` (see there for shapes).
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    loss = get_loss(settings.loss)
+    L, d = W0.shape
+    n_save = ts.shape[0]
+    t_final = ts[-1]
+    max_segments = settings.max_segments or (2 * L * d + 2)
+    dtype = jnp.result_type(W0.dtype, jnp.float64)
+    W0 = W0.astype(dtype)
+    rho = jnp.asarray(rho, dtype)
+
+    finite = jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
+    # Replace bad inputs by harmless ones so nothing non-finite enters the solver;
+    # the cell is marked and its outputs are NaN.
+    W0 = jnp.where(finite, W0, 0.0)
+    rho = jnp.where(finite, rho, 0.0)
+    data = Dataset(X=jnp.where(finite, data.X, 0.0), y=data.y)
+
+    def field(t, y, args):
+        W, s = y
+        rho_, data_, memory, frozen = args
+        return _velocity(W, s, rho_, data_, memory, frozen, method, clock, loss)
+
+    capture = settings.capture_radius * rho
+    conds = {}
+    if method is Method.L2 and L >= 2:
+        # Event functions are made dimensionless (divided by rho) so that the root
+        # finder's absolute tolerance means the same at every rho.
+        conds["collapse"] = lambda t, y, args, **kw: (
+            jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
+        ) / jnp.where(rho > 0, rho, 1.0)
+    if method is Method.LINF:
+
+        def _cross(t, y, args, **kw):
+            _, _, memory, frozen = args
+            active = ~frozen & (memory != 0)
+            scale = jnp.where(rho > 0, rho, 1.0)
+            return jnp.min(jnp.where(active, y[0] * memory / scale, _BIG))
+
+        conds["cross"] = _cross
+    if clock is Clock.TAU:
+
+        def _blowup(t, y, args, **kw):
+            m = jnp.max(jnp.abs(beta_of(y[0])))
+            return settings.blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
+
+        conds["blowup"] = _blowup
+    event = (
+        diffrax.Event(conds, root_finder=optx.Newton(rtol=1e-10, atol=1e-10), direction=False)
+        if conds
+        else None
+    )
+    term = diffrax.ODETerm(field)
+    solver = _SOLVERS[settings.solver]()
+    # Step sizes follow the weights only. Real time in the tau clock is a
+    # secondary quadrature: controlling its error would cost a number of steps
+    # growing with the log of the time once the loss is tiny (THEORY.md s.4).
+    controller = diffrax.PIDController(
+        rtol=settings.rtol, atol=settings.atol, norm=lambda e: optx.rms_norm(e[0])
+    )
+
+    memory0 = jnp.sign(W0)
+    frozen0 = jnp.zeros((L, d), bool)
+    s0 = jnp.zeros((), dtype)
+    if method is Method.LINF:
+        memory0, frozen0 = _slide_decision(
+            W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss
+        )
+    slide0 = jnp.where(frozen0, 0.0, jnp.nan).astype(dtype)
+
+    start_collapsed = (
+        jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in conds else jnp.asarray(False)
+    )
+    nan_d = jnp.full((d,), jnp.nan, dtype)
+    init = _Carry(
+        seg=jnp.asarray(0),
+        t0=jnp.where(~finite | start_collapsed, t_final, 0.0).astype(dtype),
+        W=W0,
+        s=s0,
+        memory=memory0,
+        frozen=frozen0,
+        slide_time=slide0,
+        out_W=jnp.full((n_save, L, d), jnp.nan, dtype),
+        out_s=jnp.full((n_save,), jnp.nan, dtype),
+        status=jnp.where(
+            finite,
+            jnp.where(start_collapsed, int(Status.COLLAPSED), int(Status.FINISHED)),
+            int(Status.NONFINITE_INPUT),
+        ),
+        event_time=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
+        event_s=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
+        coll_dir=nan_d,
+        steps=jnp.asarray(0),
+        done=~finite | start_collapsed,
+    )
+
+    def cond_fun(c: _Carry):
+        return (~c.done) & (c.seg < max_segments)
+
+    def body_fun(c: _Carry):
+        args = (rho, data, c.memory, c.frozen)
+        ts_seg = jnp.clip(ts, c.t0, t_final)
+        sol = diffrax.diffeqsolve(
+            term,
+            solver,
+            c.t0,
+            t_final,
+            None,
+            (c.W, c.s),
+            args=args,
+            saveat=diffrax.SaveAt(
+                subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))
+            ),
+            stepsize_controller=controller,
+            event=event,
+            max_steps=settings.max_steps,
+            throw=False,
+        )
+        (W_seg, s_seg), (W_end, s_end) = sol.ys
+        t_end = sol.ts[1][0]
+        W_end, s_end = W_end[0], s_end[0]
+        result = sol.result
+        ok = result == diffrax.RESULTS.successful
+        is_event = result == diffrax.RESULTS.event_occurred
+        healthy = ok | is_event
+        # The step at which a failure happened is not reported reliably; keep
+        # what was saved strictly before the failure and nothing after it.
+        saved_ok = jnp.isfinite(W_seg).all((1, 2)) & (ts >= c.t0)
+        t_last_ok = jnp.max(jnp.where(saved_ok, ts, c.t0))
+        t_end = jnp.where(healthy, t_end, t_last_ok)
+        inside = (ts >= c.t0) & jnp.where(ok, ts <= t_end, ts < t_end)
+        out_W = jnp.where(inside[:, None, None], W_seg, c.out_W)
+        out_s = jnp.where(inside, s_seg, c.out_s)
+        mask = sol.event_mask if conds else {}
+        hit = {k: is_event & mask[k] for k in conds}
+        collapsed = hit.get("collapse", jnp.asarray(False))
+        crossed = hit.get("cross", jnp.asarray(False))
+        blew_up = hit.get("blowup", jnp.asarray(False))
+
+        # Collapse: extrapolate linearly to W = 0 (the field is bounded there).
+        dW_end, ds_end = _velocity(W_end, s_end, rho, data, c.memory, c.frozen, method, clock, loss)
+        radial = -jnp.sum(W_end * dW_end)
+        dt_rem = jnp.where(radial > 0, jnp.sum(W_end**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
+        b_end = beta_of(W_end)
+        b_norm = jnp.sqrt(jnp.sum(b_end**2))
+        coll_dir = jnp.where(collapsed, b_end / jnp.where(b_norm > 0, b_norm, 1.0), c.coll_dir)
+
+        # Sign switch: zero the weights that reached 0, then slide or cross.
+        active = ~c.frozen & (c.memory != 0)
+        zero_tol = 1e-9 * rho
+        at_zero = crossed & active & (W_end * c.memory <= zero_tol)
+        W_next = jnp.where(at_zero, 0.0, W_end)
+        if method is Method.LINF:
+            memory, frozen = _slide_decision(
+                W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss
+            )
+        else:
+            memory, frozen = c.memory, c.frozen
+        slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
+
+        status = jnp.select(
+            [collapsed, blew_up, result == diffrax.RESULTS.max_steps_reached, ~healthy],
+            [int(Status.COLLAPSED), int(Status.BLEW_UP), int(Status.MAX_STEPS), int(Status.FAILED)],
+            c.status,
+        )
+        stops = collapsed | blew_up | ~healthy
+        event_time = jnp.where(stops, t_end + jnp.where(collapsed, dt_rem, 0.0), c.event_time)
+        event_s = jnp.where(stops, s_end + jnp.where(collapsed, ds_end * dt_rem, 0.0), c.event_s)
+        done = ok | stops
+        new = _Carry(
+            seg=c.seg + 1,
+            # A finished cell's later (masked) iterations must cost nothing.
+            t0=jnp.where(done, t_final, t_end),
+            W=jnp.where(collapsed, 0.0, W_next),
+            s=s_end,
+            memory=memory,
+            frozen=frozen,
+            slide_time=slide_time,
+            out_W=out_W,
+            out_s=out_s,
+            status=status,
+            event_time=event_time,
+            event_s=event_s,
+            coll_dir=coll_dir,
+            steps=c.steps + sol.stats["num_steps"],
+            done=done,
+        )
+        return new
+
+    c = jax.lax.while_loop(cond_fun, body_fun, init)
+    status = jnp.where(
+        (c.status == int(Status.FINISHED)) & jnp.any(c.frozen), int(Status.SLID), c.status
+    )
+    status = jnp.where(c.done, status, int(Status.MAX_STEPS))  # ran out of segments
+    event_time = jnp.where(c.done, c.event_time, c.t0)  # t0: where the segments ran out
+
+    # After a collapse the state is 0 and the clock runs at the zero-margin rate.
+    after = ts > c.event_time
+    is_coll = status == int(Status.COLLAPSED)
+    out_W = jnp.where(is_coll & after[:, None, None], 0.0, c.out_W)
+    if clock is Clock.TAU:
+        rate0 = jnp.exp(loss.log_inv_slope(0.0))
+        t_after = c.event_s + (ts - c.event_time) * rate0
+        t_real = jnp.where(is_coll & after, t_after, c.out_s)
+        # Where dt/dtau passed the cap the quadrature no longer follows t: inf.
+        log_rate = jax.vmap(lambda W: loss.log_inv_slope(jnp.max(margins(W, data))))(out_W)
+        t_real = jnp.where(log_rate > _LOG_RATE_CAP - 50.0, jnp.inf, t_real)
+        t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), t_real, jnp.nan)
+        event_t = c.event_s
+    else:
+        t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), ts, jnp.nan)
+        event_t = event_time
+    t_real = jnp.where(status == int(Status.NONFINITE_INPUT), jnp.nan, t_real)
+    betas = jax.vmap(beta_of)(out_W)
+    losses = jax.vmap(lambda W: loss_value(W, data, loss))(out_W)
+    return Trajectory(
+        ts=ts,
+        t=t_real,
+        W=out_W,
+        beta=betas,
+        loss=losses,
+        status=status,
+        event_time=event_time,
+        event_t=event_t,
+        collapse_direction=c.coll_dir,
+        slide_time=c.slide_time,
+        num_steps=c.steps,
+        num_segments=c.seg,
+    )
+
+
+@eqx.filter_jit
+def _solve_batch(W0, rho, data, ts, method, clock, settings):
+    fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+    return jax.vmap(fn)(W0, rho)
+
+
+def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
+    """Validate save times: 1-D, finite, >= 0, strictly increasing, last > 0.
+
+    **Raises:** `ValueError` naming `name` and what is wrong.
+    """
+    ts = np.asarray(ts, dtype=np.float64)
+    if ts.ndim != 1 or ts.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D list of times, got shape {ts.shape}")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError(f"{name} contains a non-finite time")
+    if ts[0] < 0:
+        raise ValueError(f"{name} must start at a time >= 0 (the flow starts at 0), got {ts[0]}")
+    if np.any(np.diff(ts) <= 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    if ts[-1] <= 0:
+        raise ValueError(f"{name} must end at a time > 0, got {ts[-1]}")
+    return ts
+
+
+def solve(
+    method: "str | Method",
+    data: Dataset,
+    alpha: ArrayLike,
+    rho: ArrayLike,
+    ts: ArrayLike,
+    *,
+    depth: int = 2,
+    clock: "str | Clock" = Clock.T,
+    settings: SolverSettings = SolverSettings(),
+) -> Trajectory:
+    """Solve a flow from the init `alpha` at radius `rho`, for one cell or a batch.
+
+    **Arguments:**
+
+    - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
+    - `data`: a `samflow.Dataset` (one sample for `clock="tau"`).
+    - `alpha`: init scale: a scalar, a (d,) vector, or a (L, d) per-layer init
+      (`samflow.init_weights`); with a leading batch axis `(B, ...)` when `rho`
+      is a vector of length B.
+    - `rho`: SAM radius >= 0, a scalar or a (B,) vector (ignored by "gd").
+    - `ts`: save times in the clock's units, increasing, the last one being the
+      horizon. The clock starts at 0.
+    - `depth`: L >= 1. `clock`: "t" (real time) or "tau" (rescaled, one sample).
+    - `settings`: `SolverSettings`.
+
+    **Returns:** a `Trajectory`, batched over B when `rho` is a vector.
+
+    **Raises:** `ValueError` for a depth < 1, a negative or non-finite rho, bad
+    save times, or the tau clock on multi-sample data.
+
+    Compiles once per (method, clock, settings, depth, d, batch size, number of
+    save times); new values of alpha, rho, data or ts reuse the compilation.
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    if clock is Clock.TAU and not data.is_single_sample:
+        raise ValueError(
+            "clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'"
+        )
+    ts = jnp.asarray(check_save_times(ts))
+    rho_arr = np.asarray(rho, dtype=np.float64)
+    if np.any(rho_arr < 0):
+        raise ValueError(f"rho must be >= 0, got {rho!r}")
+    batched = rho_arr.ndim == 1
+    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
+    B = rho_b.shape[0]
+    a = jnp.asarray(alpha, dtype=jnp.float64)
+    if batched:
+        if a.shape[:1] != (B,):
+            a = jnp.broadcast_to(a, (B,) + a.shape)
+        W0 = jax.vmap(lambda x: init_weights(x, depth, data.d))(a)
+    else:
+        W0 = init_weights(a, depth, data.d)[None]
+    out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
+    if not batched:
+        out = jax.tree_util.tree_map(lambda x: x[0], out)
+    return out

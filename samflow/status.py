@@ -1,0 +1,53 @@
+"""Per-cell outcome of a solve: a small enumeration with plain-sentence meanings."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Status", "STATUS_MESSAGES"]
+
+
+class Status(enum.IntEnum):
+    """How the solve of one cell ended. Stored as an int8 in result files."""
+
+    FINISHED = 0
+    COLLAPSED = 1
+    SLID = 2
+    BLEW_UP = 3
+    MAX_STEPS = 4
+    NONFINITE_INPUT = 5
+    FAILED = 6
+
+    @property
+    def message(self) -> str:
+        """A plain sentence saying what happened and what to do about it."""
+        return STATUS_MESSAGES[self]
+
+
+STATUS_MESSAGES = {
+    Status.FINISHED: "Integrated to the final time.",
+    Status.COLLAPSED: (
+        "The weights reached 0 in finite time (l2-SAM collapse, regime 1); "
+        "`event_time` is the collapse time and the state is 0 from then on."
+    ),
+    Status.SLID: (
+        "Integrated to the final time; some weights reached 0 and stayed there "
+        "(Filippov sliding of the linf-SAM sign switch); `slide_time` says which and when."
+    ),
+    Status.BLEW_UP: (
+        "|beta| passed the blow-up threshold at `event_time` (finite-time blow-up of a "
+        "rescaled flow, or growth past the float64 range); later saved values are NaN. "
+        "Integrate in real time t to follow the cell further."
+    ),
+    Status.MAX_STEPS: (
+        "The solver reached `max_steps` before the final time; later saved values are NaN. "
+        "Increase `solver.max_steps` or loosen `solver.rtol`."
+    ),
+    Status.NONFINITE_INPUT: (
+        "An input of this cell (alpha, rho or the data) was NaN or inf; nothing was integrated."
+    ),
+    Status.FAILED: (
+        "The solver failed (step size underflow or a non-finite state); later saved values "
+        "are NaN."
+    ),
+}
