@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["Dataset", "single_sample"]
+__all__ = ["Dataset", "load_dataset", "single_sample"]
 
 
 class Dataset(eqx.Module):
@@ -89,3 +89,33 @@ def single_sample(mu: ArrayLike) -> Dataset:
     if mu.ndim != 1 or mu.size == 0:
         raise ValueError(f"mu must be a non-empty vector, got shape {mu.shape}")
     return Dataset.from_arrays(mu[None, :], np.ones(1))
+
+
+def load_dataset(path) -> Dataset:
+    """Load binary data from a file.
+
+    **Arguments:** `path` of a `.npz` file holding arrays `X` (n, d) and `y` (n,),
+    or a `.csv` file of n rows whose last column is the label y and the others x.
+
+    **Raises:** `FileNotFoundError` naming the path when it does not exist;
+    `ValueError` for another suffix, missing arrays, or invalid values.
+    """
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"data file not found: {p}")
+    if p.suffix == ".npz":
+        with np.load(p) as f:
+            missing = [k for k in ("X", "y") if k not in f]
+            if missing:
+                raise ValueError(f"{p}: the .npz file lacks the array(s) {', '.join(missing)}")
+            X, y = f["X"], f["y"]
+    elif p.suffix == ".csv":
+        table = np.loadtxt(p, delimiter=",", ndmin=2)
+        if table.shape[1] < 2:
+            raise ValueError(f"{p}: a data .csv needs at least 2 columns (features, then the label)")
+        X, y = table[:, :-1], table[:, -1]
+    else:
+        raise ValueError(f"{p}: unknown data file type {p.suffix!r}; use .npz (X, y) or .csv")
+    return Dataset.from_arrays(X, y)

@@ -272,7 +272,7 @@ def solve_cell(
 
         conds["blowup"] = _blowup
     event = (
-        diffrax.Event(conds, root_finder=optx.Newton(rtol=1e-10, atol=1e-10), direction=False)
+        diffrax.Event(conds, root_finder=optx.Newton(rtol=1e-12, atol=1e-12, cauchy_termination=False), direction=False)
         if conds
         else None
     )

@@ -1,0 +1,345 @@
+"""Sweep configuration: a TOML file, validated in full before any computation.
+
+A config names the methods, the depth, the data, the (alpha, rho) grid, the save
+times and the solver settings (see `configs/default.toml` for every key with a
+comment). `load_config` reads and validates a file and raises `ConfigError`,
+whose message lists every problem of the file, one line each, naming the field,
+the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .flows import Method
+
+__all__ = ["ConfigError", "SweepConfig", "load_config", "parse_config"]
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; `str(err)` is one line per problem."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _finite(v: float, what: str) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"{what} must be finite, got {v}")
+    return v
+
+
+class GridAxis(_Strict):
+    """An evenly spaced axis: `num` points from `start` to `stop`, log or linear."""
+
+    start: float
+    stop: float
+    num: Annotated[int, Field(ge=1, le=1_000_000)]
+    scale: Literal["log", "linear"] = "log"
+
+    @model_validator(mode="after")
+    def _check(self):
+        _finite(self.start, "start")
+        _finite(self.stop, "stop")
+        if self.scale == "log" and (self.start <= 0 or self.stop <= 0):
+            raise ValueError("a log-spaced axis needs start > 0 and stop > 0")
+        if self.num > 1 and self.stop <= self.start:
+            raise ValueError(f"stop ({self.stop}) must be greater than start ({self.start})")
+        return self
+
+    def values(self) -> np.ndarray:
+        """The axis as a float64 array of shape (num,)."""
+        if self.scale == "log":
+            return np.geomspace(self.start, self.stop, self.num)
+        return np.linspace(self.start, self.stop, self.num)
+
+
+def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
+    arr = v.values() if isinstance(v, GridAxis) else np.asarray(v, dtype=np.float64)
+    return arr
+
+
+class DataConfig(_Strict):
+    """The data: one sample `mu`, explicit `X` and `y`, or a `file` (.npz/.npy/.csv).
+
+    - `mu`: the single sample {(mu, +1)}, a list of d numbers.
+    - `X`, `y`: a multi-sample data set given inline (n lists of d numbers; n labels).
+    - `file`: a .npz holding arrays `X` and `y`, or a .csv whose last column is y.
+    """
+
+    mu: list[float] | None = None
+    X: list[list[float]] | None = None
+    y: list[float] | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("mu", "X", "file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of data.mu, data.X (with data.y) or data.file; got "
+                + (", ".join(given) or "none")
+            )
+        if self.mu is not None:
+            if len(self.mu) == 0:
+                raise ValueError("data.mu must not be empty")
+            for v in self.mu:
+                _finite(v, "every entry of data.mu")
+        if self.X is not None:
+            if self.y is None:
+                raise ValueError("data.X needs data.y (the labels, +1 or -1)")
+            if len(self.X) == 0 or len(self.X[0]) == 0:
+                raise ValueError("data.X must be a non-empty list of rows")
+            if len({len(r) for r in self.X}) != 1:
+                raise ValueError("every row of data.X must have the same length d")
+            if len(self.y) != len(self.X):
+                raise ValueError(f"data.y has {len(self.y)} labels but data.X has {len(self.X)} rows")
+            if any(v not in (-1.0, 1.0) for v in self.y):
+                raise ValueError("data.y must contain only the labels -1 and +1")
+            for row in self.X:
+                for v in row:
+                    _finite(v, "every entry of data.X")
+        elif self.y is not None:
+            raise ValueError("data.y is only used together with data.X")
+        return self
+
+
+class GridConfig(_Strict):
+    """The (alpha, rho) grid.
+
+    - `alpha`: the init scales, a list or `{start, stop, num, scale}`; every layer
+      and coordinate starts at alpha.
+    - `alpha_relative_to_rho`: if true, the alpha values are multiples of rho
+      (alpha = value * rho), so the axis is alpha / rho.
+    - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
+    """
+
+    alpha: list[float] | GridAxis
+    rho: list[float] | GridAxis
+    alpha_relative_to_rho: bool = False
+
+    @field_validator("alpha", "rho")
+    @classmethod
+    def _nonempty_sorted(cls, v, info):
+        arr = _axis_values(v, info.field_name)
+        if arr.size == 0:
+            raise ValueError(f"grid.{info.field_name} is empty: give at least one value")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"grid.{info.field_name} contains a non-finite value")
+        if np.any(np.diff(arr) <= 0):
+            raise ValueError(f"grid.{info.field_name} must be strictly increasing")
+        if info.field_name == "rho" and np.any(arr < 0):
+            raise ValueError(f"grid.rho must be >= 0, got {arr.min()}")
+        if info.field_name == "alpha" and np.any(arr <= 0):
+            raise ValueError(f"grid.alpha must be > 0, got {arr.min()}")
+        return v
+
+    def alpha_values(self) -> np.ndarray:
+        """The alpha axis (absolute, or in units of rho when relative)."""
+        return _axis_values(self.alpha, "alpha")
+
+    def rho_values(self) -> np.ndarray:
+        """The rho axis."""
+        return _axis_values(self.rho, "rho")
+
+
+class TimeConfig(_Strict):
+    """Save times and horizon, in the units of the clock.
+
+    - `t1`: the horizon (> 0). `num`: number of save times. `spacing`: "log" (from
+      `t_min` to t1) or "linear" (from t1/num to t1). `ts`: explicit save times
+      instead (increasing, last one is the horizon).
+    """
+
+    t1: float | None = None
+    num: Annotated[int, Field(ge=1, le=100_000)] = 200
+    spacing: Literal["log", "linear"] = "log"
+    t_min: float = 1e-2
+    ts: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.ts is not None:
+            arr = np.asarray(self.ts, dtype=np.float64)
+            if arr.size == 0:
+                raise ValueError("time.ts is empty: give at least one save time")
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ValueError("time.ts must hold finite times >= 0")
+            if np.any(np.diff(arr) <= 0):
+                raise ValueError("time.ts must be strictly increasing")
+            if self.t1 is not None and not math.isclose(arr[-1], self.t1):
+                raise ValueError(f"time.ts must end at the horizon t1 = {self.t1}, ends at {arr[-1]}")
+            if arr[-1] <= 0:
+                raise ValueError("time.ts must end at a time > 0")
+            return self
+        if self.t1 is None:
+            raise ValueError("time.t1 (the horizon) is required unless time.ts is given")
+        _finite(self.t1, "time.t1")
+        if self.t1 <= 0:
+            raise ValueError(f"time.t1 must be > 0 (the flow starts at 0), got {self.t1}")
+        if self.spacing == "log":
+            _finite(self.t_min, "time.t_min")
+            if not (0 < self.t_min < self.t1):
+                raise ValueError(f"time.t_min must satisfy 0 < t_min < t1, got {self.t_min}")
+        return self
+
+    def values(self) -> np.ndarray:
+        """The save times, float64 array of shape (n_save,)."""
+        if self.ts is not None:
+            return np.asarray(self.ts, dtype=np.float64)
+        if self.spacing == "log":
+            ts = np.geomspace(self.t_min, self.t1, self.num)
+        else:
+            ts = np.linspace(self.t1 / self.num, self.t1, self.num)
+        ts[-1] = self.t1
+        return ts
+
+
+class SolverConfig(_Strict):
+    """Solver settings (`samflow.SolverSettings`): solver, rtol, atol, max_steps,
+    capture_radius (relative to rho), blowup_log10, max_segments."""
+
+    solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
+    rtol: Annotated[float, Field(gt=0, lt=1)] = 1e-8
+    atol: Annotated[float, Field(gt=0, lt=1)] = 1e-12
+    max_steps: Annotated[int, Field(ge=1, le=10_000_000)] = 16384
+    capture_radius: Annotated[float, Field(gt=0, lt=1)] = 1e-6
+    blowup_log10: Annotated[float, Field(gt=0, le=300)] = 200.0
+    max_segments: Annotated[int, Field(ge=1)] | None = None
+    chunk_size: Annotated[int, Field(ge=1)] = 512
+
+
+class OutputConfig(_Strict):
+    """What to write. `dir`: results folder (the CLI's --out overrides it).
+    `figures`: draw figures. `plot_rho`: the rho of the heat map (default: the
+    first). `trajectory_alphas`: alphas (same units as grid.alpha) whose
+    trajectories are drawn (default: three spread over the grid).
+    `save_weights`: also store every layer's weights."""
+
+    dir: str = "results"
+    figures: bool = True
+    plot_rho: float | None = None
+    trajectory_alphas: list[float] | None = None
+    save_weights: bool = False
+
+
+class SweepConfig(_Strict):
+    """A full sweep: see `configs/default.toml` for every key, commented."""
+
+    name: str = "sweep"
+    description: str = ""
+    methods: list[Literal["gd", "l2", "linf", "usam"]] = Field(min_length=1)
+    depth: Annotated[int, Field(ge=1, le=64)] = 2
+    loss: Literal["logistic", "exponential"] = "logistic"
+    clock: Literal["t", "tau"] = "t"
+    data: DataConfig
+    grid: GridConfig
+    time: TimeConfig
+    solver: SolverConfig = SolverConfig()
+    output: OutputConfig = OutputConfig()
+
+    @field_validator("methods")
+    @classmethod
+    def _unique(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError("methods must not repeat a method")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self):
+        if self.clock == "tau":
+            n = len(self.data.X) if self.data.X is not None else (1 if self.data.mu else None)
+            if n is not None and n != 1:
+                raise ValueError(
+                    "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
+                )
+        return self
+
+    @property
+    def method_enums(self) -> list[Method]:
+        """The methods as `samflow.Method` values."""
+        return [Method(m) for m in self.methods]
+
+
+def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
+    """A 'did you mean' hint for an unknown key at `loc`."""
+    cls: Any = model
+    for part in loc[:-1]:
+        field = getattr(cls, "model_fields", {}).get(part)
+        if field is None:
+            return ""
+        ann = field.annotation
+        cls = next(
+            (a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)),
+            None,
+        )
+        if cls is None:
+            return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(cls.model_fields), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors(include_url=False):
+        loc = tuple(p for p in e["loc"] if not isinstance(p, int) or True)
+        # pydantic puts union member names (e.g. 'list[float]') in the location.
+        loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p == "GridAxis")))
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            hint = _did_you_mean(loc, SweepConfig)
+            lines.append(f"{source}: {where}: unknown key{hint}; remove it or fix its spelling")
+            continue
+        if e["type"] == "missing":
+            lines.append(f"{source}: {where}: required key is missing")
+            continue
+        msg = e["msg"].removeprefix("Value error, ")
+        value = e.get("input")
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"{source}: {where}: {msg}{shown}")
+    # Union members report the same problem once per member; keep each line once.
+    return "\n".join(dict.fromkeys(lines))
+
+
+def parse_config(raw: dict, source: str = "config") -> SweepConfig:
+    """Validate a config given as a dict (as read from TOML).
+
+    **Raises:** `ConfigError` listing every problem, one line each.
+    """
+    try:
+        return SweepConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source)) from None
+
+
+def load_config(path: "str | Path") -> SweepConfig:
+    """Read and validate a TOML config file.
+
+    **Raises:** `ConfigError` (one line per problem) for a missing or unreadable
+    file, invalid TOML, or invalid values.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; give the path of a .toml file (see configs/)")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read the file: {err}") from None
+    return parse_config(raw, str(path))

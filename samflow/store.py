@@ -1,0 +1,158 @@
+"""The result store: a self-describing netCDF file per sweep, written atomically.
+
+`to_dataset` labels the arrays of a sweep as an `xarray.Dataset`:
+
+| variable             | dims                                  | meaning |
+|----------------------|---------------------------------------|---------|
+| beta                 | flow, alpha, rho, time, coord         | linear predictor |
+| loss                 | flow, alpha, rho, time                | empirical loss L(theta) |
+| real_time            | flow, alpha, rho, time                | t at each save time (= time for clock t) |
+| status               | flow, alpha, rho                      | `samflow.Status` code (flag_meanings) |
+| event_time           | flow, alpha, rho                      | collapse / blow-up / failure time, clock units |
+| event_real_time      | flow, alpha, rho                      | the same in real time |
+| collapse_direction   | flow, alpha, rho, coord               | beta/||beta|| just before collapse |
+| slide_time           | flow, alpha, rho, layer, coord        | time from which a weight slid at 0 |
+| num_steps            | flow, alpha, rho                      | solver steps |
+| alpha_init           | alpha, rho                            | the absolute init scale of each cell |
+| weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
+
+The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
+"method": xarray's `.sel(method=...)` is the interpolation-method keyword and
+would silently select nothing.
+
+Attributes hold the full config (TOML-equivalent JSON), the package versions,
+the clock, the loss, the depth, the data, and the wall time per method.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from .status import STATUS_MESSAGES, Status
+
+__all__ = ["to_dataset", "write_results", "read_results", "package_versions"]
+
+_PACKAGES = ("samflow", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "numpy", "xarray")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of samflow and the packages its numbers depend on."""
+    out = {}
+    for p in _PACKAGES:
+        try:
+            out[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
+    """Label the trajectories of a sweep (see the module docstring for the layout).
+
+    **Arguments:** `cfg` a `SweepConfig`; `data` the `Dataset`; `ts` (n_save,);
+    `alpha_abs` (A, R) absolute init scales; `results` {Method: Trajectory with
+    leading axis A*R}; `timings` {method name: seconds}.
+    """
+    A, R = alpha_abs.shape
+    methods = list(results)
+    L, d = cfg.depth, data.d
+
+    def stack(field, tail):
+        arr = np.stack([np.asarray(getattr(results[m], field)) for m in methods])
+        return arr.reshape((len(methods), A, R) + tail)
+
+    n = len(ts)
+    coords = {
+        "flow": [m.value for m in methods],
+        "alpha": cfg.grid.alpha_values(),
+        "rho": cfg.grid.rho_values(),
+        "time": np.asarray(ts),
+        "coord": np.arange(1, d + 1),
+        "layer": np.arange(1, L + 1),
+    }
+    cell = ("flow", "alpha", "rho")
+    codes = [s.value for s in Status]
+    variables = {
+        "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
+        "loss": (cell + ("time",), stack("loss", (n,)), {"long_name": "empirical loss"}),
+        "real_time": (cell + ("time",), stack("t", (n,)), {"long_name": "real time t", "units": "t"}),
+        "status": (
+            cell,
+            stack("status", ()).astype(np.int8),
+            {
+                "long_name": "how the solve of the cell ended",
+                "flag_values": np.asarray(codes, np.int8),
+                "flag_meanings": " ".join(s.name.lower() for s in Status),
+                "flag_sentences": json.dumps({s.name.lower(): STATUS_MESSAGES[s] for s in Status}),
+            },
+        ),
+        "event_time": (cell, stack("event_time", ()), {"long_name": "collapse/blow-up/failure time", "units": cfg.clock}),
+        "event_real_time": (cell, stack("event_t", ()), {"long_name": "event time in real time t"}),
+        "collapse_direction": (cell + ("coord",), stack("collapse_direction", (d,)), {"long_name": "beta/||beta|| just before collapse"}),
+        "slide_time": (cell + ("layer", "coord"), stack("slide_time", (L, d)), {"long_name": "time from which the weight slid at 0", "units": cfg.clock}),
+        "num_steps": (cell, stack("num_steps", ()).astype(np.int64), {"long_name": "solver steps"}),
+        "num_segments": (cell, stack("num_segments", ()).astype(np.int32), {"long_name": "diffrax solves (events + 1)"}),
+        "alpha_init": (("alpha", "rho"), np.asarray(alpha_abs), {"long_name": "absolute init scale alpha of the cell"}),
+        "data_X": (("sample", "coord"), np.asarray(data.X), {"long_name": "inputs x_i"}),
+        "data_y": (("sample",), np.asarray(data.y), {"long_name": "labels y_i"}),
+    }
+    if cfg.output.save_weights:
+        variables["weights"] = (cell + ("time", "layer", "coord"), stack("W", (n, L, d)), {"long_name": "weights w^(l)_j"})
+    ds = xr.Dataset({k: xr.Variable(*v) for k, v in variables.items()}, coords=coords)
+    ds["time"].attrs.update(long_name=("real time t" if cfg.clock == "t" else "rescaled time tau"), units=cfg.clock)
+    ds["alpha"].attrs.update(
+        long_name="init scale alpha / rho" if cfg.grid.alpha_relative_to_rho else "init scale alpha"
+    )
+    ds["rho"].attrs.update(long_name="SAM radius rho")
+    ds.attrs.update(
+        title=f"samflow sweep '{cfg.name}'",
+        config=json.dumps(cfg.model_dump(mode="json")),
+        versions=json.dumps(package_versions()),
+        clock=cfg.clock,
+        loss=cfg.loss,
+        depth=cfg.depth,
+        alpha_relative_to_rho=int(cfg.grid.alpha_relative_to_rho),
+        method_wall_time_s=json.dumps(timings),
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )
+    return ds
+
+
+def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
+    """Write `ds` to `path` (netCDF4 via h5netcdf) atomically.
+
+    The file is written under a temporary name in the same folder and renamed
+    into place, so a reader never sees a half-written file and a crash leaves
+    no partial result behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_results(path: "str | Path") -> xr.Dataset:
+    """Open a results file written by `write_results` (loaded into memory).
+
+    **Raises:** `FileNotFoundError` naming the path when it does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"results file not found: {path}")
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return ds.load()
