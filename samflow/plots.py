@@ -4,7 +4,8 @@
   (time, alpha) at one rho, one panel per method (THEORY.md section 6). Discrete
   colours 1 (minor) .. d (major); collapsed cells (beta = 0) and cells without a
   value (blow-up, failure) have colours of their own, named in the legend.
-- `plot_trajectories`: |beta_j(t)| and the loss for a few alphas, per method.
+- `plot_trajectories`: the normalized predictor beta/||beta|| and the loss for a
+  few alphas, per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method.
 - `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
 """
@@ -151,7 +152,9 @@ def _representative_alphas(ds, ir: int, k: int = 3) -> list[int]:
 
 
 def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=None) -> Path:
-    """|beta_j| and the loss over time for a few alphas: rows methods, columns alphas.
+    """beta_j/||beta||_2 and the loss over time for a few alphas: rows methods, columns alphas.
+
+    A dotted vertical line marks the collapse / blow-up time when there is one.
 
     **Arguments:** `alphas` values on the sweep's alpha axis (nearest grid points
     are used); default one per regime of the first SAM method.
@@ -175,14 +178,18 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             ax = axes[i, j]
             beta = ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values
             loss = ds["loss"].sel(flow=m).isel(rho=ir, alpha=a).values
+            norm = np.sqrt(np.sum(beta**2, axis=-1))
+            unit = np.where(norm[:, None] > 0, beta / np.where(norm[:, None] > 0, norm[:, None], 1.0), np.nan)
             for k in range(d):
-                y = np.abs(beta[:, k])
-                ax.plot(times, np.where(y > 0, y, np.nan), color=cols[k], lw=1.4, label=rf"$|\beta_{{{k + 1}}}|$")
+                ax.plot(times, unit[:, k], color=cols[k], lw=1.4, label=rf"$\beta_{{{k + 1}}}/\|\beta\|$")
             ax.set_xscale("log")
-            ax.set_yscale("log")
+            ax.set_ylim(min(-0.05, float(np.nanmin(unit, initial=0.0)) - 0.05), 1.05)
+            t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
+            if np.isfinite(t_ev):
+                ax.axvline(t_ev, color="0.4", lw=0.8, ls=":")
             ax2 = ax.twinx()
             ax2.plot(times, loss, "k--", lw=1.0, label="loss")
-            ax2.set_ylim(bottom=0)
+            ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
             if j == len(ia) - 1:
                 ax2.set_ylabel("loss (dashed)")
             status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
@@ -190,7 +197,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             a_v = float(ds["alpha"].values[a])
             ax.set_title(f"{_method_label(m)}, " + (rf"$\alpha/\rho$={a_v:.3g}" if int(ds.attrs.get('alpha_relative_to_rho', 0)) else rf"$\alpha$={a_v:.3g}") + (f", regime {reg}" if reg else ""), fontsize=9)
             if j == 0:
-                ax.set_ylabel(r"$|\beta_j|$ (log)")
+                ax.set_ylabel(r"normalized predictor $\beta_j/\|\beta\|_2$")
             if i == len(methods) - 1:
                 ax.set_xlabel(_time_label(ds))
     handles, labels = axes[0, 0].get_legend_handles_labels()

@@ -1,0 +1,514 @@
+"""What to measure on a trajectory (THEORY.md section 5).
+
+Pure NumPy: every function accepts NumPy or JAX arrays and returns NumPy arrays,
+vectorised over leading batch axes (a grid of cells). The layout follows
+`samflow.Trajectory` with batch axes in front:
+
+- `beta`: `(..., time, d)` linear predictor at the saved times;
+- `loss`: `(..., time)` loss at the saved times;
+- `status`: `(...)` int, a `samflow.Status` per cell.
+
+A saved time is *valid* when beta there is finite: after a blow-up, a step
+budget overrun or a solver failure the later saved values are NaN (see
+`samflow.status`), and the measures here use the valid prefix only.
+
+Indices of features are 1-based (feature 1 is the most minor, feature d the major
+one), as in plots and tables.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+import scipy.optimize
+from jaxtyping import ArrayLike, Bool, Float, Int
+
+from .status import Status
+
+__all__ = [
+    "Plateau",
+    "dominant_index",
+    "tied",
+    "switching_times",
+    "visited_sequence",
+    "regime_label",
+    "plateau",
+    "limit_direction",
+    "max_margin_direction",
+    "direction_distance",
+]
+
+_FAILED = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """v / ||v||_2 over the last axis, scaled by max|v| first (no overflow at 1e200).
+
+    Rows that are all zero give 0; rows with a NaN or inf give NaN.
+    """
+    m = np.max(np.abs(v), axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = v / np.where(m > 0, m, 1.0)
+        n = np.sqrt(np.sum(s * s, axis=-1, keepdims=True))
+        return np.where(m > 0, s / np.where(m > 0, n, 1.0), 0.0)
+
+
+def _as_beta(beta: ArrayLike) -> np.ndarray:
+    b = np.asarray(beta, dtype=np.float64)
+    if b.ndim < 2 or b.shape[-1] == 0:
+        raise ValueError(f"beta must have shape (..., time, d) with d >= 1, got shape {b.shape}")
+    return b
+
+
+def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*batch time"]:
+    """Dominant feature index argmax_j |beta_j| (THEORY.md section 5), 1-based.
+
+    **Arguments:**
+
+    - `beta`: `(..., time, d)` (or any `(..., d)`), the linear predictor.
+    - `rel_tol`: features with |beta_j| >= (1 - rel_tol) max_k |beta_k| count as
+      tied for the maximum, and the lowest tied index is returned. With the
+      default 0 this is plain `argmax` (lowest index on exact ties). Use `tied`
+      to find the tied times.
+
+    **Returns:** int64 array of shape `beta.shape[:-1]`: values 1..d; 0 where beta
+    is exactly all zero (the collapsed state); -1 where beta has a NaN or inf.
+
+    **Raises:** `ValueError` if beta has fewer than 2 axes or d = 0, or if
+    `rel_tol` is not in [0, 1).
+    """
+    b = _as_beta(beta)
+    if not (0.0 <= rel_tol < 1.0):
+        raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol!r}")
+    a = np.abs(b)
+    finite = np.all(np.isfinite(b), axis=-1)
+    a = np.where(finite[..., None], a, 0.0)
+    m = np.max(a, axis=-1, keepdims=True)
+    if rel_tol == 0.0:
+        idx = np.argmax(a, axis=-1) + 1
+    else:
+        idx = np.argmax(a >= (1.0 - rel_tol) * m, axis=-1) + 1
+    idx = np.where(m[..., 0] > 0, idx, 0)
+    return np.where(finite, idx, -1).astype(np.int64)
+
+
+def tied(beta: ArrayLike, rel_tol: float = 0.0) -> Bool[np.ndarray, "*batch time"]:
+    """Whether the two largest |beta_j| are tied within `rel_tol`.
+
+    A row is tied when it is finite, not all zero, d >= 2 and the second largest
+    |beta_j| is >= (1 - rel_tol) times the largest (exact equality for the
+    default 0). The symmetric init w(0) = alpha 1 is tied at time 0, so its
+    dominant index there says nothing about the dynamics; `regime_label` skips
+    tied times.
+
+    **Arguments:** `beta` `(..., time, d)`; `rel_tol` in [0, 1).
+
+    **Returns:** bool array of shape `beta.shape[:-1]`.
+
+    **Raises:** `ValueError` as `dominant_index`.
+    """
+    b = _as_beta(beta)
+    if not (0.0 <= rel_tol < 1.0):
+        raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol!r}")
+    if b.shape[-1] < 2:
+        return np.zeros(b.shape[:-1], dtype=bool)
+    a = np.abs(b)
+    finite = np.all(np.isfinite(b), axis=-1)
+    top2 = np.sort(np.where(finite[..., None], a, 0.0), axis=-1)[..., -2:]
+    return finite & (top2[..., 1] > 0) & (top2[..., 0] >= (1.0 - rel_tol) * top2[..., 1])
+
+
+def _as_dom_1d(dom: ArrayLike) -> np.ndarray:
+    d = np.asarray(dom)
+    if d.ndim != 1:
+        raise ValueError(f"dom must be 1-D (one trajectory over time), got shape {d.shape}")
+    return d.astype(np.int64)
+
+
+def switching_times(dom: ArrayLike, times: ArrayLike) -> list[tuple[float, int, int]]:
+    """Times at which the dominant index of one trajectory changes.
+
+    Entries <= 0 (collapsed or non-finite saved times, see `dominant_index`) are
+    dropped first, so a switch is a change between two consecutive remaining
+    entries; it is dated at the first saved time that has the new index (the
+    switch happened between the previous remaining saved time and this one).
+
+    **Arguments:** `dom` `(time,)` int, from `dominant_index`; `times` `(time,)`.
+
+    **Returns:** list of `(time, from_index, to_index)` in time order.
+
+    **Raises:** `ValueError` if `dom` is not 1-D or `times` has another shape.
+    """
+    d = _as_dom_1d(dom)
+    t = np.asarray(times, dtype=np.float64)
+    if t.shape != d.shape:
+        raise ValueError(f"times must have the shape of dom {d.shape}, got {t.shape}")
+    keep = d > 0
+    d, t = d[keep], t[keep]
+    change = np.nonzero(d[1:] != d[:-1])[0] + 1
+    return [(float(t[k]), int(d[k - 1]), int(d[k])) for k in change]
+
+
+def visited_sequence(dom: ArrayLike) -> list[int]:
+    """Distinct dominant indices in the order visited (e.g. [1, 2, 1, 2, 3]).
+
+    Entries <= 0 are dropped, then consecutive duplicates are merged.
+
+    **Arguments:** `dom` `(time,)` int, from `dominant_index`.
+
+    **Returns:** list of int.
+
+    **Raises:** `ValueError` if `dom` is not 1-D.
+    """
+    d = _as_dom_1d(dom)
+    d = d[d > 0]
+    if d.size == 0:
+        return []
+    keep = np.concatenate([[True], d[1:] != d[:-1]])
+    return [int(v) for v in d[keep]]
+
+
+def regime_label(
+    beta: ArrayLike,
+    status: ArrayLike,
+    d: int | None = None,
+    *,
+    tie_tol: float = 1e-9,
+    min_valid: int = 2,
+) -> Int[np.ndarray, "*batch"]:
+    """Regime of each cell (THEORY.md section 5): 1 collapse, 2 sequential, 3 major first.
+
+    The rules, applied in this order to each cell:
+
+    1. status `NONFINITE_INPUT` -> 0 (nothing was integrated).
+    2. status `COLLAPSED` -> **1**.
+    3. the last finite saved beta is exactly all zero (e.g. every linf-SAM weight
+       slid to 0) -> **1**.
+    4. Let V be the *informative* saved times: beta finite, not all zero and not
+       tied (`tied(beta, tie_tol)`: the symmetric init is tied at time 0). If V has
+       fewer than `min_valid` times -> 0.
+    5. the dominant index is `d` at every time in V -> **3** (major first).
+    6. the dominant index is not `d` at the first time of V and is `d` at the last
+       time of V -> **2** (sequential amplification: starts on a more minor
+       feature and ends on the major one).
+    7. otherwise -> 0 (undetermined: e.g. it starts below `d` and has not reached
+       `d` within the horizon, or the valid prefix of a BLEW_UP / MAX_STEPS /
+       FAILED cell is too short to tell).
+
+    A failed cell (BLEW_UP, MAX_STEPS, FAILED) is labelled from its valid prefix
+    by rules 3 to 7, so its label is 1, 2 or 3 only when that prefix shows it.
+
+    **Arguments:**
+
+    - `beta`: `(..., time, d)` linear predictor at the saved times.
+    - `status`: `(...)` int, `samflow.Status` values.
+    - `d`: 1-based index of the major feature; default `beta.shape[-1]` (the last
+      coordinate, the largest mu_j of THEORY.md section 1).
+    - `tie_tol`: relative tie tolerance of rule 4.
+    - `min_valid`: fewest informative times needed for rules 5 and 6 (>= 1).
+
+    **Returns:** int8 array of shape `(...)`, values in {0, 1, 2, 3}.
+
+    **Raises:** `ValueError` if the shape of `status` is not `beta.shape[:-2]`,
+    `d` is not in 1..beta.shape[-1], or `min_valid` < 1.
+    """
+    b = _as_beta(beta)
+    st = np.asarray(status)
+    batch = b.shape[:-2]
+    if st.shape != batch:
+        raise ValueError(f"status must have shape {batch} (beta.shape[:-2]), got {st.shape}")
+    D = b.shape[-1]
+    major = D if d is None else int(d)
+    if not (1 <= major <= D):
+        raise ValueError(f"d must be a feature index in 1..{D}, got {d!r}")
+    if min_valid < 1:
+        raise ValueError(f"min_valid must be >= 1, got {min_valid!r}")
+    T = b.shape[-2]
+
+    dom = dominant_index(b)  # (..., T)
+    finite = dom >= 0
+    info = (dom > 0) & ~tied(b, tie_tol)
+    tt = np.arange(T)
+
+    # Last finite saved time, and whether beta is all zero there.
+    has_finite = finite.any(axis=-1)
+    last_fin = np.max(np.where(finite, tt, -1), axis=-1)
+    dom_last_fin = np.take_along_axis(dom, np.maximum(last_fin, 0)[..., None], axis=-1)[..., 0]
+    ends_zero = has_finite & (dom_last_fin == 0)
+
+    n_info = info.sum(axis=-1)
+    first = np.argmax(info, axis=-1)
+    last = T - 1 - np.argmax(info[..., ::-1], axis=-1)
+    dom_first = np.take_along_axis(dom, first[..., None], axis=-1)[..., 0]
+    dom_last = np.take_along_axis(dom, last[..., None], axis=-1)[..., 0]
+    all_major = np.all(np.where(info, dom == major, True), axis=-1)
+
+    enough = n_info >= min_valid
+    label = np.zeros(batch, dtype=np.int8)
+    label = np.where(enough & (dom_first != major) & (dom_last == major), 2, label)
+    label = np.where(enough & all_major, 3, label)
+    label = np.where(ends_zero, 1, label)
+    label = np.where(st == Status.COLLAPSED, 1, label)
+    label = np.where(st == Status.NONFINITE_INPUT, 0, label)
+    return label.astype(np.int8)
+
+
+class Plateau(NamedTuple):
+    """A loss plateau per cell (see `plateau`); each field has shape `(...)`, NaN if none."""
+
+    start: Float[np.ndarray, "*batch"]
+    end: Float[np.ndarray, "*batch"]
+    level: Float[np.ndarray, "*batch"]
+
+    @property
+    def duration(self) -> Float[np.ndarray, "*batch"]:
+        """end - start (NaN if none)."""
+        return self.end - self.start
+
+
+def _plateau_1d(loss, x, t, rel_band, rel_drop, min_duration):
+    n = loss.size
+    # Two pointers: for each end k, the smallest start i with
+    # max(loss[i..k]) <= (1 + rel_band) min(loss[i..k]); monotone deques hold the
+    # window max and min.
+    qmax: deque[int] = deque()
+    qmin: deque[int] = deque()
+    i = 0
+    start = np.empty(n, dtype=np.int64)
+    wmin = np.empty(n)
+    for k in range(n):
+        v = loss[k]
+        while qmax and loss[qmax[-1]] <= v:
+            qmax.pop()
+        qmax.append(k)
+        while qmin and loss[qmin[-1]] >= v:
+            qmin.pop()
+        qmin.append(k)
+        while loss[qmax[0]] > (1.0 + rel_band) * loss[qmin[0]]:
+            i += 1
+            if qmax[0] < i:
+                qmax.popleft()
+            if qmin[0] < i:
+                qmin.popleft()
+        start[k] = i
+        wmin[k] = loss[qmin[0]]
+    later_min = np.append(np.minimum.accumulate(loss[::-1])[::-1][1:], np.inf)
+    falls = later_min < (1.0 - rel_drop) * wmin
+    dur = x - x[start]
+    ok = falls & (dur > 0) & (dur >= min_duration)
+    if not ok.any():
+        return np.nan, np.nan, np.nan
+    k = int(np.argmax(np.where(ok, dur, -np.inf)))
+    i = int(start[k])
+    return float(t[i]), float(t[k]), float(np.median(loss[i : k + 1]))
+
+
+def plateau(
+    loss: ArrayLike,
+    times: ArrayLike,
+    rel_band: float = 0.1,
+    rel_drop: float = 0.5,
+    *,
+    log_time: bool = False,
+    min_duration: float = 0.0,
+) -> Plateau:
+    """The loss plateau: the longest flat stretch of the loss curve before it falls.
+
+    Definition (THEORY.md section 5, "plateau detection"). Over the valid saved
+    times (finite loss and time; time > 0 when `log_time`), a *stretch* is a run
+    of consecutive saved times i..k on which the loss stays in a relative band,
+
+        max(loss[i..k]) <= (1 + rel_band) * min(loss[i..k]),
+
+    and that is *followed by a fall*: some later saved loss is below
+    (1 - rel_drop) * min(loss[i..k]). The plateau is the stretch of longest
+    duration x[k] - x[i], with x = time (or log(time) when `log_time`), among
+    those with duration > 0 and >= `min_duration`; ties go to the earliest. A loss
+    that never falls by the factor (1 - rel_drop) after its flat part (regime 1:
+    the loss stays at ell(0) or rises) has no plateau. The band makes the test
+    insensitive to a loss that rises a little before it falls (THEORY.md
+    section 3) and to slow drift; for a curve that decays at a steady rate the
+    reported stretch is short (about ln(1 + rel_band) / rate), so compare
+    durations, not existence.
+
+    Use the tau clock with `log_time=False`; for real time t saved on a log grid
+    use `log_time=True` (then the early stretch before anything moves counts too,
+    since it spans decades of t). Durations in linear time on a log-spaced grid
+    are dominated by the slow late decay of the loss and mean little.
+
+    **Arguments:**
+
+    - `loss`: `(..., time)` loss at the saved times (positive).
+    - `times`: `(time,)` or `(..., time)` saved times, increasing.
+    - `rel_band`: relative width of the flat band (> 0).
+    - `rel_drop`: relative fall that must follow, in (0, 1).
+    - `log_time`: measure durations in log(time).
+    - `min_duration`: shortest duration reported (in the units of x).
+
+    **Returns:** `Plateau(start, end, level)`, each float64 of shape `(...)`:
+    the first and last saved time of the stretch and the median loss on it; NaN
+    where there is no plateau.
+
+    **Raises:** `ValueError` if `times` does not broadcast against `loss`,
+    `rel_band` <= 0 or `rel_drop` is not in (0, 1).
+    """
+    L = np.asarray(loss, dtype=np.float64)
+    if L.ndim < 1:
+        raise ValueError(f"loss must have shape (..., time), got shape {L.shape}")
+    t = np.asarray(times, dtype=np.float64)
+    try:
+        t = np.broadcast_to(t, L.shape)
+    except ValueError:
+        raise ValueError(
+            f"times of shape {t.shape} does not broadcast against loss of shape {L.shape}"
+        ) from None
+    if not (rel_band > 0):
+        raise ValueError(f"rel_band must be > 0, got {rel_band!r}")
+    if not (0 < rel_drop < 1):
+        raise ValueError(f"rel_drop must be in (0, 1), got {rel_drop!r}")
+    batch = L.shape[:-1]
+    out = np.full((3,) + batch, np.nan)
+    for idx in np.ndindex(*batch):
+        li, ti = L[idx], t[idx]
+        ok = np.isfinite(li) & np.isfinite(ti)
+        if log_time:
+            ok &= ti > 0
+        li, ti = li[ok], ti[ok]
+        if li.size < 2:
+            continue
+        x = np.log(ti) if log_time else ti
+        out[(slice(None),) + idx] = _plateau_1d(li, x, ti, rel_band, rel_drop, min_duration)
+    return Plateau(out[0], out[1], out[2])
+
+
+def limit_direction(beta: ArrayLike) -> Float[np.ndarray, "*batch d"]:
+    """beta / ||beta||_2 at the last valid (finite) saved time (THEORY.md section 5).
+
+    Computed without overflow for |beta| up to the float64 range. A collapsed cell
+    (beta exactly 0 there) gives the zero vector (limit direction 0, as for
+    linf-SAM with every alpha_j < rho); use `Trajectory.collapse_direction` for
+    the direction just before an l2-SAM collapse. A cell with no finite saved time
+    gives NaN.
+
+    **Arguments:** `beta` `(..., time, d)`.
+
+    **Returns:** float64 `(..., d)`.
+
+    **Raises:** `ValueError` if beta has fewer than 2 axes.
+    """
+    b = _as_beta(beta)
+    T = b.shape[-2]
+    finite = np.all(np.isfinite(b), axis=-1)
+    last = np.max(np.where(finite, np.arange(T), -1), axis=-1)
+    bl = np.take_along_axis(b, np.maximum(last, 0)[..., None, None], axis=-2)[..., 0, :]
+    u = _unit(bl)
+    return np.where((last >= 0)[..., None], u, np.nan)
+
+
+def max_margin_direction(
+    X: ArrayLike, y: ArrayLike, p: int, *, normalize: bool = True
+) -> Float[np.ndarray, " d"]:
+    """The l_p max-margin predictor, argmin ||beta||_p s.t. y_i <beta, x_i> >= 1.
+
+    THEORY.md section 5. p = 1 is the linear program min sum(b+ + b-) over
+    beta = b+ - b-, b+/- >= 0 (scipy `linprog`, HiGHS); p = 2 is the quadratic
+    program min ||beta||^2 / 2 (SLSQP from the feasible l1 point, then polished
+    exactly on its active constraints: beta = A_S^T (A_S A_S^T)^+ 1, kept when
+    feasible and no longer). For one sample (mu, +1) the answers are e_d / mu_d
+    (p = 1, d = argmax mu) and mu / ||mu||^2 (p = 2). The l1 solution need not be
+    unique (ties in the data); the LP returns one vertex.
+
+    **Arguments:**
+
+    - `X`: `(n, d)` inputs. `y`: `(n,)` labels in {-1, +1}. `p`: 1 or 2.
+    - `normalize`: return the unit vector beta / ||beta||_2 (default) or beta.
+
+    **Returns:** float64 `(d,)`.
+
+    **Raises:** `ValueError` if the shapes disagree, a value is not finite, a label
+    is not +-1, p is not 1 or 2, or the data are not linearly separable (the
+    constraints are infeasible).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must have shape (n, d) with n, d >= 1, got {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError("X and y must be finite")
+    if not np.all(np.isin(y, (-1.0, 1.0))):
+        raise ValueError("y must contain only the labels -1 and +1")
+    if p not in (1, 2):
+        raise ValueError(f"p must be 1 or 2, got {p!r}")
+    A = y[:, None] * X
+    n, d = A.shape
+    res = scipy.optimize.linprog(
+        c=np.ones(2 * d),
+        A_ub=-np.hstack([A, -A]),
+        b_ub=-np.ones(n),
+        bounds=(0, None),
+        method="highs",
+    )
+    if res.status == 2:
+        raise ValueError(
+            "data are not linearly separable (no beta with y_i <beta, x_i> >= 1 for all i)"
+        )
+    if res.status != 0:
+        raise RuntimeError(f"linprog failed: {res.message}")
+    b = res.x[:d] - res.x[d:]
+    if p == 2:
+        b = _min_norm_l2(A, b)
+    return _unit(b) if normalize else b
+
+
+def _min_norm_l2(A: np.ndarray, b0: np.ndarray) -> np.ndarray:
+    """argmin ||b||_2 s.t. A b >= 1, from the feasible point b0."""
+    res = scipy.optimize.minimize(
+        lambda b: 0.5 * b @ b,
+        b0,
+        jac=lambda b: b,
+        constraints=[{"type": "ineq", "fun": lambda b: A @ b - 1.0, "jac": lambda b: A}],
+        method="SLSQP",
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
+    b = res.x if np.all(A @ res.x >= 1.0 - 1e-6) else b0
+    # Polish on the active set: the minimum-norm point of {A_S b = 1}.
+    S = A @ b <= 1.0 + 1e-6
+    if S.any():
+        AS = A[S]
+        lam = np.linalg.lstsq(AS @ AS.T, np.ones(int(S.sum())), rcond=None)[0]
+        bp = AS.T @ lam
+        if np.all(A @ bp >= 1.0 - 1e-12) and bp @ bp <= b @ b * (1 + 1e-8):
+            b = bp
+    return b
+
+
+def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*batch"]:
+    """|| beta / ||beta|| - ref / ||ref|| ||_2 over the last axis (0 to 2).
+
+    **Arguments:** `beta` `(..., d)` and `ref` `(..., d)`, broadcast together.
+
+    **Returns:** float64 of the broadcast shape without the last axis; NaN where
+    either vector is zero or non-finite (no direction).
+
+    **Raises:** `ValueError` if the shapes do not broadcast.
+    """
+    b = np.asarray(beta, dtype=np.float64)
+    r = np.asarray(ref, dtype=np.float64)
+    if b.ndim < 1 or r.ndim < 1:
+        raise ValueError("beta and ref must have a last axis of features")
+    try:
+        np.broadcast_shapes(b.shape, r.shape)
+    except ValueError:
+        raise ValueError(
+            f"beta of shape {b.shape} does not broadcast against ref of shape {r.shape}"
+        ) from None
+
+    def no_dir(v):
+        return ~np.all(np.isfinite(v), axis=-1) | ~np.any(v != 0, axis=-1)
+
+    dist = np.linalg.norm(_unit(b) - _unit(r), axis=-1)
+    return np.where(no_dir(b) | no_dir(r), np.nan, dist)

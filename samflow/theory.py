@@ -1,0 +1,411 @@
+"""Closed forms and predicted marks of the rescaled single-sample flows (THEORY.md s.3).
+
+Data set {(mu, +1)} with 0 < mu_1 < ... < mu_d; all layers start at the same
+w(0) = alpha (a scalar or a vector alpha_j), so they stay equal ("symmetric init")
+and each flow is an ODE for one vector w in the rescaled time tau:
+
+- GD, depth 2:        dw_j/dtau = mu_j w_j;
+- linf-SAM, depth L:  dw_j/dtau = mu_j (w_j - rho)^(L-1)   (w_j > 0);
+- l2-SAM, depth L:    dw/dtau = mu * (w - rho mu w^(L-1) / (sqrt(L) ||mu w^(L-1)||))^(L-1).
+
+The functions here are plain float64 NumPy, for checking the simulator and for
+drawing the predicted marks on figures. Feature indices are 1-based.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from jaxtyping import ArrayLike, Float, Int
+
+__all__ = [
+    "AlphaMarks",
+    "gd_depth2_symmetric",
+    "linf_depth2_symmetric",
+    "linf_zero_time",
+    "linf_blowup_time",
+    "linf_limit_index",
+    "l2_growth_rate",
+    "l2_growth_threshold",
+    "l2_first_dominant",
+    "l2_alpha_marks",
+    "l1_max_margin_single",
+    "l2_max_margin_single",
+]
+
+
+# --- argument checks -------------------------------------------------------------
+
+
+def _mu(mu: ArrayLike, increasing: bool = False) -> np.ndarray:
+    m = np.asarray(mu, dtype=np.float64)
+    if m.ndim != 1 or m.size == 0:
+        raise ValueError(f"mu must have shape (d,) with d >= 1, got shape {m.shape}")
+    if not (np.all(np.isfinite(m)) and np.all(m > 0)):
+        raise ValueError("mu must be finite and > 0 in every coordinate")
+    if increasing and np.any(np.diff(m) < 0):
+        raise ValueError("mu must be increasing (mu_1 <= ... <= mu_d: feature d is the major one)")
+    return m
+
+
+def _nonneg(x: ArrayLike, name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if np.any(np.isnan(a)) or np.any(a < 0):
+        raise ValueError(f"{name} must be >= 0, got {a if a.ndim == 0 else 'a negative or NaN entry'}")
+    return a
+
+
+def _rho(rho: ArrayLike) -> np.ndarray:
+    r = _nonneg(rho, "rho")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rho must be finite")
+    return r
+
+
+def _depth(depth: int, least: int) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < least:
+        raise ValueError(f"depth must be an integer >= {least}, got {depth!r}")
+    return int(depth)
+
+
+def _with_d(x: np.ndarray, m: np.ndarray, name: str) -> np.ndarray:
+    """x broadcast against mu's (d,): a scalar or an array of shape (..., d)."""
+    try:
+        shape = np.broadcast_shapes(x.shape, m.shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {x.shape} does not broadcast against mu of shape {m.shape}"
+        ) from None
+    return np.broadcast_to(x, shape)
+
+
+def _rho_per_row(r: np.ndarray, batch: tuple) -> np.ndarray:
+    """rho as a scalar or of shape (...) matching the leading axes: returns (..., 1)."""
+    try:
+        return np.broadcast_to(r, np.broadcast_shapes(r.shape, batch))[..., None]
+    except ValueError:
+        raise ValueError(f"rho of shape {r.shape} does not broadcast against {batch}") from None
+
+
+# --- GD and linf-SAM -------------------------------------------------------------
+
+
+def gd_depth2_symmetric(
+    alpha: ArrayLike, mu: ArrayLike, tau: ArrayLike
+) -> Float[np.ndarray, "*batch d"]:
+    """GD, depth 2, symmetric init: w_j(tau) = alpha_j exp(mu_j tau) (THEORY.md s.3).
+
+    **Arguments:** `alpha`: scalar or `(..., d)` init (u = v = alpha); `mu`: `(d,)`,
+    > 0; `tau`: scalar or `(...)` rescaled times.
+
+    **Returns:** float64 `(..., d)`, the broadcast of `tau[..., None]`, `alpha` and
+    `mu` (so beta = w**2).
+
+    **Raises:** `ValueError` if mu is not a positive `(d,)` vector or alpha does not
+    broadcast against it.
+    """
+    m = _mu(mu)
+    a = _with_d(np.asarray(alpha, dtype=np.float64), m, "alpha")
+    t = np.asarray(tau, dtype=np.float64)[..., None]
+    with np.errstate(over="ignore"):
+        return a * np.exp(m * t)
+
+
+def linf_depth2_symmetric(
+    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, tau: ArrayLike
+) -> Float[np.ndarray, "*batch d"]:
+    """linf-SAM, depth 2, positive symmetric init (THEORY.md s.3).
+
+    Solves dw_j/dtau = mu_j sign(w_j)(|w_j| - rho) from w_j(0) = alpha_j >= 0:
+    w_j = rho + (alpha_j - rho) exp(mu_j tau) while positive, so alpha_j > rho grows,
+    alpha_j = rho stays at rho, and alpha_j < rho reaches 0 at
+    tau*_j = ln(rho / (rho - alpha_j)) / mu_j and stays at 0 afterwards (the
+    Filippov sliding solution).
+
+    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho`: scalar >= 0 (or
+    broadcasting against alpha); `mu`: `(d,)`, > 0; `tau`: scalar or `(...)`, >= 0.
+
+    **Returns:** float64 `(..., d)` (inf past the float64 range).
+
+    **Raises:** `ValueError` if alpha, rho or tau is negative, mu is not a positive
+    `(d,)` vector, or the shapes do not broadcast.
+    """
+    m = _mu(mu)
+    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
+    r = _rho(rho)
+    t = _nonneg(tau, "tau")[..., None]
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = r + (a - r) * np.exp(m * t)
+            below = np.broadcast_to(a < r, w.shape)
+            return np.where(below, np.maximum(w, 0.0), np.where(a == r, r, w))
+    except ValueError:
+        raise ValueError(
+            f"alpha {a.shape}, rho {r.shape} and tau {np.shape(tau)} do not broadcast together"
+        ) from None
+
+
+def linf_zero_time(
+    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
+) -> Float[np.ndarray, "*batch d"]:
+    """Time tau*_j at which a linf-SAM weight below rho reaches 0 (THEORY.md s.3).
+
+    From dw/dtau = mu (w - rho)^(L-1) with w(0) = alpha < rho:
+
+    - L = 2: tau* = ln(rho / (rho - alpha)) / mu;
+    - L even >= 4: with u = rho - w, du/dtau = mu u^(L-1) from rho - alpha to rho,
+      tau* = ((rho - alpha)^-(L-2) - rho^-(L-2)) / ((L-2) mu);
+    - L odd: the weight rises towards rho and never reaches 0: inf.
+
+    inf wherever alpha_j >= rho (the weight stays at rho or grows). alpha_j = 0
+    gives 0 for even L.
+
+    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
+    `depth`: L >= 2.
+
+    **Returns:** float64 `(..., d)`.
+
+    **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
+    shapes that do not broadcast.
+    """
+    m = _mu(mu)
+    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
+    r = _rho(rho)
+    L = _depth(depth, 2)
+    try:
+        a, r = np.broadcast_arrays(a, r)
+    except ValueError:
+        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    below = a < r
+    if L % 2 == 1:
+        return np.full(np.broadcast_shapes(a.shape, m.shape), np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = np.where(below, a / np.where(below, r, 1.0), 0.0)  # alpha / rho in [0, 1)
+        if L == 2:
+            tz = -np.log1p(-x) / m
+        else:
+            k = L - 2
+            tz = np.where(below, r, 1.0) ** (-k) * np.expm1(-k * np.log1p(-x)) / (k * m)
+    return np.where(below, tz, np.inf)
+
+
+def linf_blowup_time(
+    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
+) -> Float[np.ndarray, "*batch d"]:
+    """Finite-time blow-up of a linf-SAM weight above rho (THEORY.md s.3, depth L).
+
+    From dw/dtau = mu (w - rho)^(L-1), w(0) = alpha > rho and L >= 3:
+    tau*_j = (alpha_j - rho)^-(L-2) / ((L-2) mu_j). inf for alpha_j <= rho and for
+    L = 2 (exponential growth, no blow-up).
+
+    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
+    `depth`: L >= 2.
+
+    **Returns:** float64 `(..., d)`.
+
+    **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
+    shapes that do not broadcast.
+    """
+    m = _mu(mu)
+    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
+    r = _rho(rho)
+    L = _depth(depth, 2)
+    try:
+        shape = np.broadcast_shapes(a.shape, r.shape, m.shape)
+    except ValueError:
+        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    if L == 2:
+        return np.full(shape, np.inf)
+    above = a > r
+    k = L - 2
+    with np.errstate(divide="ignore", over="ignore"):
+        gap = np.where(above, a - r, 1.0)
+        tb = np.exp(-k * np.log(gap)) / (k * m)
+    return np.where(above, tb, np.inf)
+
+
+def linf_limit_index(
+    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
+) -> Int[np.ndarray, "*batch"]:
+    """Limit direction e_{j*} of linf-SAM with init alpha_j (THEORY.md s.3).
+
+    j* = argmax over {j : alpha_j > rho} of mu_j (alpha_j - rho)^(L-2), 1-based: for
+    L >= 3 the feature that blows up first (smallest `linf_blowup_time`), for L = 2
+    the fastest exponential, argmax {mu_j : alpha_j > rho}. 0 when no alpha_j
+    exceeds rho (every weight stays at rho or falls: limit direction 0 for even L).
+    Ties go to the lowest index. Computed in logs, so large L does not overflow.
+
+    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
+    `depth`: L >= 2.
+
+    **Returns:** int64 `(...)` in 0..d.
+
+    **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
+    shapes that do not broadcast.
+    """
+    m = _mu(mu)
+    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
+    r = _rho(rho)
+    L = _depth(depth, 2)
+    try:
+        a, r = np.broadcast_arrays(a, r)
+    except ValueError:
+        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    above = a > r
+    with np.errstate(divide="ignore"):
+        score = np.log(m) + (L - 2) * np.log(np.where(above, a - r, 1.0))
+    score = np.where(above, score, -np.inf)
+    j = np.argmax(score, axis=-1) + 1
+    return np.where(np.any(above, axis=-1), j, 0).astype(np.int64)
+
+
+# --- l2-SAM ----------------------------------------------------------------------
+
+
+def _norm(v: np.ndarray) -> np.ndarray:
+    """||v||_2 over the last axis, scaled by max|v| (no overflow or underflow)."""
+    s = np.max(np.abs(v), axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = v / np.where(s > 0, s, 1.0)
+    return s[..., 0] * np.sqrt(np.sum(q * q, axis=-1))
+
+
+def l2_growth_rate(
+    w: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
+) -> Float[np.ndarray, "*batch d"]:
+    """Per-feature growth rate d ln|w_j| / dtau of symmetric l2-SAM (THEORY.md s.3).
+
+    Depth 2: mu_j (1 - rho mu_j / (sqrt(2) N)), N = ||mu * w||_2. Depth L (from
+    the field mu * (w - rho mu w^(L-1) / (sqrt(L) M))^(L-1), M = ||mu w^(L-1)||):
+
+        mu_j w_j^(L-2) (1 - rho mu_j w_j^(L-2) / (sqrt(L) M))^(L-1).
+
+    This factored form is finite at w_j = 0 (for L = 2 it is the rate a
+    coordinate at 0 would have). Coordinate j grows exactly where the rate is > 0.
+
+    **Arguments:** `w`: `(..., d)` common weight of the layers; `rho` >= 0, scalar
+    or `(...)`; `mu` `(d,)` > 0; `depth`: L >= 2.
+
+    **Returns:** float64 `(..., d)`; NaN in rows where w is all zero (the l2
+    perturbation is undefined there, THEORY.md s.4).
+
+    **Raises:** `ValueError` for negative rho, depth < 2, a bad mu, or w whose
+    last axis is not d.
+    """
+    m = _mu(mu)
+    W = np.asarray(w, dtype=np.float64)
+    if W.ndim < 1 or W.shape[-1] != m.size:
+        raise ValueError(f"w must have shape (..., {m.size}) to match mu, got shape {W.shape}")
+    L = _depth(depth, 2)
+    r = _rho_per_row(_rho(rho), W.shape[:-1])
+    p = W ** (L - 2)
+    M = _norm(m * W ** (L - 1))[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = m * p * (1.0 - r * m * p / (np.sqrt(L) * M)) ** (L - 1)
+    return np.where(M > 0, rate, np.nan)
+
+
+def l2_growth_threshold(w: ArrayLike, rho: ArrayLike, mu: ArrayLike) -> Float[np.ndarray, "*batch"]:
+    """Depth-2 l2-SAM growth threshold sqrt(2) ||mu * w|| / rho (THEORY.md s.3).
+
+    Coordinate j grows exactly when mu_j < threshold; feature j outgrows a feature
+    k with mu_k < mu_j exactly when the threshold exceeds mu_j + mu_k.
+
+    **Arguments:** `w`: `(..., d)`; `rho` >= 0, scalar or `(...)` (rho = 0 gives
+    inf); `mu` `(d,)` > 0.
+
+    **Returns:** float64 `(...)`.
+
+    **Raises:** `ValueError` for negative rho, a bad mu, or w whose last axis is
+    not d.
+    """
+    m = _mu(mu)
+    W = np.asarray(w, dtype=np.float64)
+    if W.ndim < 1 or W.shape[-1] != m.size:
+        raise ValueError(f"w must have shape (..., {m.size}) to match mu, got shape {W.shape}")
+    r = _rho_per_row(_rho(rho), W.shape[:-1])[..., 0]
+    with np.errstate(divide="ignore"):
+        return np.sqrt(2.0) * _norm(m * W) / r
+
+
+def l2_first_dominant(a: ArrayLike, mu: ArrayLike) -> Int[np.ndarray, "*batch"]:
+    """First dominant feature of depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3).
+
+    argmax_j mu_j (1 - mu_j / (sqrt(2) a ||mu||)), 1-based, with a = alpha / rho:
+    the largest growth rate at the start (`l2_growth_rate` at w = alpha 1), so the
+    feature that leads right after tau = 0. Ties go to the lowest index.
+
+    **Arguments:** `a`: scalar or `(...)`, > 0; `mu` `(d,)` > 0.
+
+    **Returns:** int64 `(...)` in 1..d.
+
+    **Raises:** `ValueError` if a is not > 0 or mu is bad.
+    """
+    m = _mu(mu)
+    A = np.asarray(a, dtype=np.float64)
+    if not (np.all(np.isfinite(A)) and np.all(A > 0)):
+        raise ValueError("a (= alpha / rho) must be finite and > 0")
+    rate = m * (1.0 - m / (np.sqrt(2.0) * A[..., None] * _norm(m)))
+    return (np.argmax(rate, axis=-1) + 1).astype(np.int64)
+
+
+class AlphaMarks(NamedTuple):
+    """Marks on the alpha axis for depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3).
+
+    - `all_shrink`: rho mu_1 / (sqrt(2) ||mu||); below it every coordinate shrinks
+      at the start (collapse, regime 1). The regime 1 / 2 edge lies higher.
+    - `major_first`: rho (mu_{d-1} + mu_d) / (sqrt(2) ||mu||); above it the major
+      feature outgrows all others from the start (regime 3). Equal to
+      `all_shrink` when d = 1.
+    """
+
+    all_shrink: Float[np.ndarray, "*batch"]
+    major_first: Float[np.ndarray, "*batch"]
+
+
+def l2_alpha_marks(mu: ArrayLike, rho: ArrayLike) -> AlphaMarks:
+    """The all-shrink and major-first marks of depth-2 l2-SAM (THEORY.md s.3).
+
+    Example: mu = (1, 2), rho = 1 gives 1 / sqrt(10) ~ 0.316 and 3 / sqrt(10) ~ 0.949.
+
+    **Arguments:** `mu` `(d,)`, > 0 and increasing; `rho` >= 0, scalar or `(...)`.
+
+    **Returns:** `AlphaMarks`, float64 fields of rho's shape.
+
+    **Raises:** `ValueError` if mu is not positive and increasing or rho < 0.
+    """
+    m = _mu(mu, increasing=True)
+    r = _rho(rho)
+    c = r / (np.sqrt(2.0) * _norm(m))
+    lo = c * m[0]
+    hi = c * (m[-2] + m[-1]) if m.size >= 2 else lo
+    return AlphaMarks(all_shrink=np.asarray(lo), major_first=np.asarray(hi))
+
+
+# --- max-margin directions of one sample -----------------------------------------
+
+
+def l1_max_margin_single(mu: ArrayLike) -> Float[np.ndarray, " d"]:
+    """l1 max-margin predictor of {(mu, +1)}: e_d / mu_d, d = argmax mu (THEORY.md s.5).
+
+    **Arguments:** `mu` `(d,)`, > 0. **Returns:** float64 `(d,)`.
+
+    **Raises:** `ValueError` if mu is not a positive `(d,)` vector.
+    """
+    m = _mu(mu)
+    j = int(np.argmax(m))
+    out = np.zeros_like(m)
+    out[j] = 1.0 / m[j]
+    return out
+
+
+def l2_max_margin_single(mu: ArrayLike) -> Float[np.ndarray, " d"]:
+    """l2 max-margin predictor of {(mu, +1)}: mu / ||mu||^2 (THEORY.md s.5).
+
+    **Arguments:** `mu` `(d,)`, > 0. **Returns:** float64 `(d,)`.
+
+    **Raises:** `ValueError` if mu is not a positive `(d,)` vector.
+    """
+    m = _mu(mu)
+    return m / _norm(m) ** 2
