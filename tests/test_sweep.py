@@ -1,0 +1,206 @@
+"""The main job end to end: config -> sweep -> results file -> figures, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import samflow as sf
+import importlib
+
+solve_mod = importlib.import_module("samflow.solve")  # the module; samflow.solve is the function
+from samflow.analysis import dominant_index, regime_label
+from samflow.config import ConfigError, load_config, parse_config
+from samflow.store import read_results
+from samflow.sweep import main, run_sweep, solve_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The default config with a coarser grid: same physics, a fraction of the cost.
+SMALL = {
+    "name": "small",
+    "methods": ["gd", "l2", "linf"],
+    "depth": 2,
+    "data": {"mu": [0.2, 0.4, 0.6, 0.8, 1.0]},
+    "grid": {"alpha": {"start": 1e-2, "stop": 1e2, "num": 24}, "alpha_relative_to_rho": True, "rho": [0.01]},
+    "time": {"t1": 1e4, "num": 60, "t_min": 1e-2},
+}
+
+
+@pytest.fixture(scope="module")
+def small_ds():
+    return run_sweep(parse_config(SMALL), progress=False)
+
+
+def test_default_config_is_valid_and_matches_the_issue():
+    cfg = load_config(ROOT / "configs" / "default.toml")
+    assert cfg.depth == 2 and cfg.data.mu is not None and len(cfg.data.mu) == 5
+    assert np.all(np.diff(cfg.data.mu) > 0)
+    a = cfg.grid.alpha_values()
+    assert cfg.grid.alpha_relative_to_rho and np.isclose(a[0], 1e-2) and np.isclose(a[-1], 1e2)
+    assert len(cfg.grid.rho_values()) == 1 and cfg.time.values()[-1] >= 1e4
+    assert {"gd", "l2", "linf"} <= set(cfg.methods)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_validates(path):
+    load_config(path)
+
+
+def test_default_sweep_shows_three_regimes_and_gd_is_major(small_ds):
+    ds = small_ds
+    a = ds["alpha"].values
+    l2 = ds.sel(flow="l2").isel(rho=0)
+    reg = regime_label(l2["beta"].values, l2["status"].values)
+    # THEORY.md s.3: below the all-shrink mark every weight shrinks -> collapse.
+    small = a < 0.1
+    assert np.all(reg[small] == 1)
+    assert np.all(l2["status"].values[small] == int(sf.Status.COLLAPSED))
+    assert np.all(np.isfinite(l2["event_time"].values[small]))
+    # Intermediate alpha/rho: the dominant index starts below d and rises to d.
+    mid = np.flatnonzero(reg == 2)
+    assert mid.size >= 2 and np.all((a[mid] > 0.2) & (a[mid] < 1.0))
+    dom = dominant_index(l2["beta"].values)
+    for i in mid:
+        assert dom[i, 0] < 5 and dom[i, -1] == 5
+    # Large alpha/rho: major first.
+    assert np.all(reg[a > 2.0] == 3)
+    # GD: the major feature at every alpha and every saved time.
+    gd_dom = dominant_index(ds.sel(flow="gd").isel(rho=0)["beta"].values)
+    assert np.all(gd_dom == 5)
+    # No NaN anywhere: collapse and sliding are handled exactly.
+    assert np.all(np.isfinite(ds["beta"].values))
+    assert np.all(np.isfinite(ds["loss"].values))
+
+
+def test_collapsed_cells_hold_zero_and_log2_loss(small_ds):
+    l2 = small_ds.sel(flow="l2").isel(rho=0)
+    coll = l2["status"].values == int(sf.Status.COLLAPSED)
+    i = np.flatnonzero(coll)[0]
+    after = small_ds["time"].values > l2["event_time"].values[i]
+    assert after.any()
+    assert np.all(l2["beta"].values[i][after] == 0.0)
+    np.testing.assert_allclose(l2["loss"].values[i][after], np.log(2.0), rtol=1e-15)
+
+
+def test_sweep_cells_equal_solo_solves(small_ds):
+    ds = small_ds
+    ts = ds["time"].values
+    data = sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0])
+    for flow, ia in [("l2", 3), ("l2", 12), ("linf", 5), ("gd", 20)]:
+        alpha = float(ds["alpha_init"].values[ia, 0])
+        solo = sf.solve(flow, data, alpha, 0.01, ts, depth=2)
+        np.testing.assert_allclose(ds.sel(flow=flow)["beta"].values[ia, 0], solo.beta, rtol=1e-12, atol=0)
+        assert int(ds.sel(flow=flow)["num_steps"].values[ia, 0]) == int(solo.num_steps)
+
+
+def test_one_compilation_per_structure():
+    """New alpha/rho values reuse the compiled solve; a new grid shape compiles again."""
+    data = sf.single_sample([1.0, 2.0, 3.0])
+    ts = np.geomspace(0.1, 10.0, 7)
+    traces = []
+    original = solve_mod.solve_cell
+
+    def counting(*args, **kwargs):
+        traces.append(1)
+        return original(*args, **kwargs)
+
+    W0 = np.full((6, 2, 3), 0.5)
+    try:
+        solve_mod.solve_cell = counting
+        solve_grid("usam", data, W0, np.full(6, 0.3), ts, chunk_size=4)
+        n_first = len(traces)
+        solve_grid("usam", data, W0 * 1.7, np.full(6, 0.05), ts * 2, chunk_size=4)
+        assert len(traces) == n_first  # same structure: no new trace
+        solve_grid("usam", data, W0[:3], np.full(3, 0.3), ts, chunk_size=3)
+        assert len(traces) == n_first + 1  # new chunk shape: one new trace
+    finally:
+        solve_mod.solve_cell = original
+    assert n_first == 1
+
+
+def test_results_file_round_trip_and_metadata(small_ds, tmp_path):
+    from samflow.store import write_results
+
+    path = write_results(small_ds, tmp_path / "r.nc")
+    back = read_results(path)
+    for v in ("beta", "loss", "status", "event_time", "slide_time", "num_steps"):
+        np.testing.assert_array_equal(back[v].values, small_ds[v].values)
+    cfg = json.loads(back.attrs["config"])
+    assert cfg["methods"] == ["gd", "l2", "linf"] and cfg["grid"]["rho"] == [0.01]
+    versions = json.loads(back.attrs["versions"])
+    assert {"jax", "diffrax", "samflow"} <= set(versions)
+    assert back["status"].attrs["flag_meanings"].split()[:3] == ["finished", "collapsed", "slid"]
+    assert list(back["flow"].values) == ["gd", "l2", "linf"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _write(tmp_path, text: str) -> Path:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    return p
+
+
+TINY = """
+name = "tiny"
+methods = ["gd", "l2"]
+[data]
+mu = [1.0, 2.0]
+[grid]
+alpha = [0.3, 0.7, 1.5]
+rho = [1.0]
+[time]
+t1 = 20.0
+num = 12
+"""
+
+
+def test_cli_end_to_end(tmp_path, capsys):
+    cfg = _write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert str(out / "results.nc") in printed and "dominant_heatmap.png" in printed
+    assert (out / "results.nc").is_file()
+    assert (out / "dominant_heatmap.png").stat().st_size > 10_000
+    assert (out / "dominant_heatmap.pdf").is_file() and (out / "trajectories.png").is_file()
+    ds = xr.open_dataset(out / "results.nc")
+    assert ds["beta"].shape == (2, 3, 1, 12, 2)
+    ds.close()
+    # A second run refuses to overwrite, naming the flag.
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        (TINY.replace('methods = ["gd", "l2"]', 'methods = ["gd", "sam"]'), "methods"),
+        (TINY.replace("rho = [1.0]", "rho = [-1.0]"), "grid.rho"),
+        (TINY.replace("rho = [1.0]", "rho = []"), "grid.rho"),
+        (TINY.replace("t1 = 20.0", "t1 = -5.0"), "time"),
+        (TINY.replace("name =", "nmae ="), "did you mean 'name'"),
+        (TINY.replace("t1 = 20.0", 't1 = "20"'), "time.t1"),
+        (TINY.replace("[data]\nmu = [1.0, 2.0]", '[data]\nfile = "nope.npz"'), "data.file"),
+        (TINY.replace('name = "tiny"', 'name = "tiny"\ndepth = 0'), "depth"),
+        (TINY.replace("[data]\nmu = [1.0, 2.0]", "[data]\nX = [[1.0, 2.0], [2.0, 1.0]]\ny = [1.0, 3.0]"), "data"),
+    ],
+)
+def test_cli_bad_config_one_line_exit_2_no_output(tmp_path, capsys, text, field):
+    cfg = _write(tmp_path, text)
+    out = tmp_path / "out"
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
+    assert not (out / "results.nc").exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert main([str(tmp_path / "nope.toml")]) == 2
+    assert "not found" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
