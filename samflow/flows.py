@@ -25,16 +25,17 @@ gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 `samflow.solve` turns it into real time (THEORY.md section 4 on why t is a
 secondary quantity of the tau clock).
 
-`memory` is the sign-memory of the linf field: where a weight is exactly 0, its
-sign is taken from `memory` (the side it came from, see `samflow.solve`), which
-gives the one-sided limit of the discontinuous field; with `memory = 0` it is
-plain `sign`.
+`memory` is the sign pattern of the linf field between two events (see
+`sign_with_memory` and `samflow.solve`): the side each weight is on, or came
+from when it is held at 0, which gives the one-sided limit of the discontinuous
+field; with `memory = None` (or 0) it is plain `sign`.
 """
 
 from __future__ import annotations
 
 import enum
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -79,26 +80,52 @@ METHOD_LABELS = {
 }
 
 
+def _unit_l2_parts(G):
+    m = jnp.max(jnp.abs(G))
+    nonzero = m > 0
+    safe_m = jnp.where(nonzero, m, 1.0)
+    Gs = G / safe_m
+    n = jnp.sqrt(jnp.sum(Gs * Gs))
+    safe_n = jnp.where(nonzero, n, 1.0)
+    return jnp.where(nonzero, Gs / safe_n, 0.0), nonzero, safe_m, safe_n
+
+
+@jax.custom_jvp
 def unit_l2(G: Float[Array, "..."]) -> Float[Array, "..."]:
     """G / ||G||_2 over all entries, and exactly 0 where G = 0.
 
     Scaled by max|G| first, so the result has norm 1 to rounding however small
-    G is (no underflow of G**2), with no additive epsilon. The unselected branch
-    is kept finite so that `jax.jacfwd` is finite at and near 0.
+    G is (no underflow of G**2), with no additive epsilon. Its JVP is the exact
+    (I - u u^T) dG / ||G||, formed from the scaled quantities so that it stays
+    finite for G as small as 1e-300 (plain autodiff of the scaling would
+    overflow through 1/max|G|**2); at G = 0 the JVP is 0.
     """
-    m = jnp.max(jnp.abs(G))
-    nonzero = m > 0
-    Gs = G / jnp.where(nonzero, m, 1.0)
-    n = jnp.sqrt(jnp.sum(Gs * Gs))
-    return jnp.where(nonzero, Gs / jnp.where(nonzero, n, 1.0), 0.0)
+    return _unit_l2_parts(G)[0]
+
+
+@unit_l2.defjvp
+def _unit_l2_jvp(primals, tangents):
+    (G,), (dG,) = primals, tangents
+    u, nonzero, safe_m, safe_n = _unit_l2_parts(G)
+    dGs = dG / safe_m
+    du = (dGs - u * jnp.sum(u * dGs)) / safe_n
+    return u, jnp.where(nonzero, du, 0.0)
 
 
 def sign_with_memory(W: Float[Array, "L d"], memory: Float[Array, "L d"] | None) -> Float[Array, "L d"]:
-    """sign(W), with `memory` used where W is exactly 0 (plain sign if None)."""
+    """The sign pattern of the linf field: `memory` where it is nonzero, else sign(W).
+
+    `samflow.solve` keeps `memory` equal to sign(W) between events and stops at
+    every zero crossing, so this equals sign(W) along the solution; but inside a
+    Runge-Kutta step that overshoots a crossing the field stays the smooth
+    continuation from the current side, so the step is not rejected (no step-size
+    collapse at the switch). At a weight held at 0 it gives the one-sided limit.
+    Plain `sign(W)` when `memory` is None.
+    """
     s = jnp.sign(W)
     if memory is None:
         return s
-    return jnp.where(W == 0, memory, s)
+    return jnp.where(memory != 0, memory, s)
 
 
 def perturbation(

@@ -45,7 +45,9 @@ from .status import Status
 __all__ = ["Clock", "SolverSettings", "Trajectory", "solve", "solve_cell"]
 
 _BIG = 1e300
-_LOG_RATE_CAP = 600.0
+# Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
+# (about 1e30); past that it is reported as +inf (see `_velocity`).
+_LOG_T_MAX = 69.0
 
 
 class Clock(str, enum.Enum):
@@ -163,18 +165,24 @@ class _Carry(NamedTuple):
     coll_dir: Float[Array, " d"]
     steps: Int[Array, ""]
     done: Bool[Array, ""]
+    track: Bool[Array, ""]
+    t_untracked: Float[Array, ""]
 
 
-def _velocity(W, s, rho, data, memory, frozen, method, clock, loss):
-    """(dW, ds) of the segment's field, frozen weights held at 0."""
+def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss):
+    """(dW, ds) of the segment's field, frozen weights held at 0.
+
+    In the tau clock s = log(1 + t), ds/dtau = exp(log(dt/dtau) - s): smooth, and
+    error-controlled like the weights. Its stiffness is about d log(dt/dtau)/dtau,
+    which stays moderate while t < e^_LOG_T_MAX; past that (`track` false) t is
+    no longer followed (THEORY.md s.4: integrating t is stiff once the loss is tiny).
+    """
     if clock is Clock.T:
         dW = real_time_velocity(W, rho, method, data, loss, memory)
         ds = jnp.zeros_like(s)
     else:
         dW, log_rate = rescaled_velocity(W, rho, method, data, loss, memory)
-        # Real time rides along as a plain quadrature state (no feedback, so not
-        # stiff); its rate is capped at e^600 so that it can never overflow.
-        ds = jnp.exp(jnp.minimum(log_rate, _LOG_RATE_CAP))
+        ds = jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
     return jnp.where(frozen, 0.0, dW), ds
 
 
@@ -186,7 +194,7 @@ def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, 
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
-        dW, _ = _velocity(W, s, rho, data, mem, frozen, method, clock, loss)
+        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss)
         return dW.reshape(-1)[c]
 
     f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
@@ -244,8 +252,8 @@ def solve_cell(
 
     def field(t, y, args):
         W, s = y
-        rho_, data_, memory, frozen = args
-        return _velocity(W, s, rho_, data_, memory, frozen, method, clock, loss)
+        rho_, data_, memory, frozen, track = args
+        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss)
 
     capture = settings.capture_radius * rho
     conds = {}
@@ -258,7 +266,7 @@ def solve_cell(
     if method is Method.LINF:
 
         def _cross(t, y, args, **kw):
-            _, _, memory, frozen = args
+            _, _, memory, frozen, _ = args
             active = ~frozen & (memory != 0)
             scale = jnp.where(rho > 0, rho, 1.0)
             return jnp.min(jnp.where(active, y[0] * memory / scale, _BIG))
@@ -271,19 +279,31 @@ def solve_cell(
             return settings.blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
 
         conds["blowup"] = _blowup
+
+        def _t_range(t, y, args, **kw):
+            return jnp.where(args[4], (_LOG_T_MAX - y[1]) / _LOG_T_MAX, _BIG)
+
+        conds["t_range"] = _t_range
+    names = list(conds)
+
+    def _event_values(y, args):
+        return jnp.stack([conds[k](None, y, args) for k in names])
+
+    # One scalar event function, the smallest of the (dimensionless) conditions,
+    # each positive until its event: bisection then brackets the event time
+    # robustly (Newton on Tsit5's dense interpolant can fail to terminate).
     event = (
-        diffrax.Event(conds, root_finder=optx.Newton(rtol=1e-12, atol=1e-12, cauchy_termination=False), direction=False)
+        diffrax.Event(
+            lambda t, y, args, **kw: jnp.min(_event_values(y, args)),
+            root_finder=optx.Bisection(rtol=1e-13, atol=1e-13, flip=True),  # decreasing: events are downcrossings
+            direction=False,
+        )
         if conds
         else None
     )
     term = diffrax.ODETerm(field)
     solver = _SOLVERS[settings.solver]()
-    # Step sizes follow the weights only. Real time in the tau clock is a
-    # secondary quadrature: controlling its error would cost a number of steps
-    # growing with the log of the time once the loss is tiny (THEORY.md s.4).
-    controller = diffrax.PIDController(
-        rtol=settings.rtol, atol=settings.atol, norm=lambda e: optx.rms_norm(e[0])
-    )
+    controller = diffrax.PIDController(rtol=settings.rtol, atol=settings.atol)
 
     memory0 = jnp.sign(W0)
     frozen0 = jnp.zeros((L, d), bool)
@@ -293,6 +313,11 @@ def solve_cell(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss
         )
     slide0 = jnp.where(frozen0, 0.0, jnp.nan).astype(dtype)
+    if clock is Clock.TAU:
+        # A cell whose loss is already below ~1e-30 starts beyond the t range.
+        track0 = rescaled_velocity(W0, rho, method, data, loss, memory0)[1] < _LOG_T_MAX
+    else:
+        track0 = jnp.asarray(False)
 
     start_collapsed = (
         jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in conds else jnp.asarray(False)
@@ -318,13 +343,15 @@ def solve_cell(
         coll_dir=nan_d,
         steps=jnp.asarray(0),
         done=~finite | start_collapsed,
+        track=track0,
+        t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
     )
 
     def cond_fun(c: _Carry):
         return (~c.done) & (c.seg < max_segments)
 
     def body_fun(c: _Carry):
-        args = (rho, data, c.memory, c.frozen)
+        args = (rho, data, c.memory, c.frozen, c.track)
         ts_seg = jnp.clip(ts, c.t0, t_final)
         sol = diffrax.diffeqsolve(
             term,
@@ -357,14 +384,21 @@ def solve_cell(
         inside = (ts >= c.t0) & jnp.where(ok, ts <= t_end, ts < t_end)
         out_W = jnp.where(inside[:, None, None], W_seg, c.out_W)
         out_s = jnp.where(inside, s_seg, c.out_s)
-        mask = sol.event_mask if conds else {}
-        hit = {k: is_event & mask[k] for k in conds}
+        if conds:
+            # The event that fired is the condition nearest 0 at the event time.
+            which = jnp.argmin(_event_values((W_end, s_end), args))
+            hit = {k: is_event & (which == i) for i, k in enumerate(names)}
+        else:
+            hit = {}
         collapsed = hit.get("collapse", jnp.asarray(False))
         crossed = hit.get("cross", jnp.asarray(False))
         blew_up = hit.get("blowup", jnp.asarray(False))
+        untracked = hit.get("t_range", jnp.asarray(False))
 
         # Collapse: extrapolate linearly to W = 0 (the field is bounded there).
-        dW_end, ds_end = _velocity(W_end, s_end, rho, data, c.memory, c.frozen, method, clock, loss)
+        dW_end, ds_end = _velocity(
+            W_end, s_end, rho, data, c.memory, c.frozen, c.track, method, clock, loss
+        )
         radial = -jnp.sum(W_end * dW_end)
         dt_rem = jnp.where(radial > 0, jnp.sum(W_end**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
         b_end = beta_of(W_end)
@@ -410,6 +444,8 @@ def solve_cell(
             coll_dir=coll_dir,
             steps=c.steps + sol.stats["num_steps"],
             done=done,
+            track=c.track & ~untracked,
+            t_untracked=jnp.where(untracked, t_end, c.t_untracked),
         )
         return new
 
@@ -426,13 +462,13 @@ def solve_cell(
     out_W = jnp.where(is_coll & after[:, None, None], 0.0, c.out_W)
     if clock is Clock.TAU:
         rate0 = jnp.exp(loss.log_inv_slope(0.0))
-        t_after = c.event_s + (ts - c.event_time) * rate0
-        t_real = jnp.where(is_coll & after, t_after, c.out_s)
-        # Where dt/dtau passed the cap the quadrature no longer follows t: inf.
-        log_rate = jax.vmap(lambda W: loss.log_inv_slope(jnp.max(margins(W, data))))(out_W)
-        t_real = jnp.where(log_rate > _LOG_RATE_CAP - 50.0, jnp.inf, t_real)
+        t_real = jnp.expm1(c.out_s)
+        t_after = jnp.expm1(c.event_s) + (ts - c.event_time) * rate0
+        t_real = jnp.where(is_coll & after, t_after, t_real)
+        # Past the tracked range t is above e^_LOG_T_MAX: reported as +inf.
+        t_real = jnp.where(ts > c.t_untracked, jnp.inf, t_real)
         t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), t_real, jnp.nan)
-        event_t = c.event_s
+        event_t = jnp.where(c.event_time > c.t_untracked, jnp.inf, jnp.expm1(c.event_s))
     else:
         t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), ts, jnp.nan)
         event_t = event_time

@@ -1,0 +1,112 @@
+"""Independent reference computations shared by the tests.
+
+Nothing here calls samflow's flow or solver code: these are the second
+implementations the tests compare against.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.integrate import solve_ivp
+
+import samflow as sf
+
+# Every solver test saves at this many times, so that the compilations
+# (keyed on the number of save times) are shared across tests.
+N_SAVE = 16
+
+METHODS = ["gd", "l2", "linf", "usam"]
+
+
+def rel_err(got, expected):
+    """max |got - expected| / |expected| (elementwise)."""
+    got = np.asarray(got, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    return float(np.max(np.abs(got - expected) / np.abs(expected)))
+
+
+def random_data(rng, n, d):
+    """n samples in R^d with labels +-1 (both labels present when n >= 2)."""
+    X = rng.normal(size=(n, d))
+    y = rng.choice([-1.0, 1.0], size=n)
+    if n >= 2:
+        y[0], y[1] = 1.0, -1.0
+    return sf.Dataset.from_arrays(X, y)
+
+
+def chain_loss(W, data, loss):
+    """The empirical loss with beta written as an explicit chain of products
+    (a second implementation of `samflow.loss_value`, exact at zeros under AD)."""
+    b = W[0]
+    for k in range(1, W.shape[0]):
+        b = b * W[k]
+    z = data.y * (data.X @ b)
+    return jnp.mean(loss.value(z))
+
+
+def grad_by_ad(W, data, loss):
+    return jax.grad(chain_loss)(jnp.asarray(W), data, loss)
+
+
+def eps_reference(G, rho, method):
+    """The SAM perturbation of THEORY.md section 2, from a gradient G (numpy)."""
+    G = np.asarray(G, dtype=np.float64)
+    if method == "gd":
+        return np.zeros_like(G)
+    if method == "l2":
+        n = np.linalg.norm(G)
+        return np.zeros_like(G) if n == 0 else rho * G / n
+    if method == "linf":
+        return rho * np.sign(G)
+    if method == "usam":
+        return rho * G
+    raise ValueError(method)
+
+
+def sym_depth2_l2_rhs(mu, rho):
+    """dw_j/dtau = mu_j w_j (1 - rho mu_j / (sqrt(2) ||mu * w||)), THEORY.md s.3."""
+    mu = np.asarray(mu, dtype=np.float64)
+
+    def rhs(tau, w):
+        N = np.linalg.norm(mu * w)
+        return mu * w * (1.0 - rho * mu / (np.sqrt(2.0) * N))
+
+    return rhs
+
+
+def sym_depth2_l2_collapse_time(mu, alpha, rho, radius=1e-9):
+    """Collapse time of the symmetric depth-2 l2 flow by scipy (DOP853)."""
+    mu = np.asarray(mu, dtype=np.float64)
+    w0 = np.full(mu.shape, alpha, dtype=np.float64)
+
+    def hit(tau, w):
+        return np.linalg.norm(w) - radius
+
+    hit.terminal = True
+    hit.direction = -1
+    sol = solve_ivp(
+        sym_depth2_l2_rhs(mu, rho), (0.0, 100.0), w0, method="DOP853",
+        rtol=1e-12, atol=1e-15, events=hit,
+    )
+    assert sol.t_events[0].size == 1, "reference solve did not collapse"
+    return float(sol.t_events[0][0])
+
+
+def sym_depth2_l2_real_time(mu, alpha, rho, taus):
+    """Real time t(tau) of the symmetric depth-2 l2 flow, logistic loss, by scipy:
+    dt/dtau = 1 / sigmoid(-z_hat) = 1 + exp(z_hat), z_hat = <w_hat^2, mu>."""
+    mu = np.asarray(mu, dtype=np.float64)
+    rhs_w = sym_depth2_l2_rhs(mu, rho)
+
+    def rhs(tau, y):
+        w = y[:-1]
+        N = np.linalg.norm(mu * w)
+        w_hat = w - rho * mu * w / (np.sqrt(2.0) * N)
+        z_hat = np.dot(w_hat**2, mu)
+        return np.append(rhs_w(tau, w), 1.0 + np.exp(z_hat))
+
+    y0 = np.append(np.full(mu.shape, alpha, dtype=np.float64), 0.0)
+    sol = solve_ivp(rhs, (0.0, float(taus[-1])), y0, method="DOP853", t_eval=taus,
+                    rtol=1e-12, atol=1e-14)
+    assert sol.success
+    return sol.y[-1]

@@ -1,0 +1,137 @@
+"""The four flows against an independent evaluation of THEORY.md section 2 and 3."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import samflow as sf
+from samflow.flows import Method
+
+from helpers import METHODS, eps_reference, grad_by_ad
+
+RHO = 0.37
+
+
+def _reference_velocity(W, rho, method, data, loss):
+    """-grad L(W + eps(grad L(W))) with eps by numpy from an autodiff gradient."""
+    G = np.asarray(grad_by_ad(W, data, loss))
+    eps = eps_reference(G, rho, method)
+    return -np.asarray(grad_by_ad(jnp.asarray(W) + eps, data, loss)), eps
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_real_time_velocity_matches_perturbed_gradient(method, depth, loss, multi_data, rng):
+    d = multi_data.d
+    for W in (rng.normal(size=(depth, d)), 0.05 * rng.normal(size=(depth, d))):
+        got = np.asarray(sf.real_time_velocity(jnp.asarray(W), RHO, Method(method), multi_data, loss))
+        ref, _ = _reference_velocity(W, RHO, method, multi_data, loss)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_perturbation_matches_reference(method, loss, multi_data, rng):
+    W = jnp.asarray(rng.normal(size=(3, multi_data.d)))
+    r = sf.residual(W, multi_data, loss)
+    got = np.asarray(sf.perturbation(W, r, RHO, Method(method)))
+    ref = eps_reference(np.asarray(grad_by_ad(W, multi_data, loss)), RHO, method)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("depth,scale", [(1, 1e-300), (2, 1e-150), (3, 1e-150), (3, 1e-102)])
+def test_l2_perturbation_has_norm_rho_for_tiny_gradients(depth, scale, multi_data, rng):
+    loss = sf.Logistic()
+    W = scale * rng.uniform(0.5, 1.5, size=(depth, multi_data.d))
+    W = jnp.asarray(W)
+    r = sf.residual(W, multi_data, loss)
+    G = -np.asarray(r)[None, :] * np.asarray(sf.prod_excl(W))
+    assert np.any(G != 0)  # the case is a tiny gradient, not a zero one
+    eps = np.asarray(sf.perturbation(W, r, RHO, Method.L2))
+    assert np.all(np.isfinite(eps))
+    assert abs(np.linalg.norm(eps) / RHO - 1.0) <= 1e-9
+    # direction of G, computed after an exact rescaling by a power of two
+    Gs = G * 2.0 ** -np.floor(np.log2(np.max(np.abs(G))))
+    np.testing.assert_allclose(eps, RHO * Gs / np.linalg.norm(Gs), rtol=1e-12, atol=1e-15)
+    # unit_l2 directly
+    u = np.asarray(sf.unit_l2(jnp.asarray(G)))
+    assert abs(np.linalg.norm(u) - 1.0) <= 1e-12
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("depth", [2, 3])
+def test_perturbation_zero_at_zero_weights(method, depth, multi_data, loss):
+    W = jnp.zeros((depth, multi_data.d))
+    r = sf.residual(W, multi_data, loss)
+    eps = np.asarray(sf.perturbation(W, r, RHO, Method(method)))
+    np.testing.assert_array_equal(eps, 0.0)
+    v = np.asarray(sf.real_time_velocity(W, RHO, Method(method), multi_data, loss))
+    np.testing.assert_array_equal(v, 0.0)
+    np.testing.assert_array_equal(sf.unit_l2(jnp.zeros((depth, 3))), 0.0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_jacobians_finite_at_and_near_zero(method, depth, mu12, multi_data):
+    m = Method(method)
+    loss = sf.Logistic()
+    d = 2
+    data2 = sf.Dataset.from_arrays(np.asarray(multi_data.X)[:, :d], multi_data.y)
+    names = ["zero", "1e-100", "1e-160", "1e-9 ramp", "half zeros"]
+    points = np.stack([
+        np.zeros((depth, d)),
+        # the true Jacobian is about 1/scale here: large, but a finite double
+        np.full((depth, d), 1e-100),
+        np.full((depth, d), 1e-160),
+        1e-9 * np.arange(1.0, depth * d + 1).reshape(depth, d),
+        np.where(np.arange(depth * d).reshape(depth, d) % 2 == 0, 0.0, 0.3),
+    ])
+
+    @jax.vmap
+    def jacobians(W):
+        rt = lambda data: jax.jacfwd(lambda W: sf.real_time_velocity(W, RHO, m, data, loss))(W)
+        Jw, Jlog = jax.jacfwd(lambda W: sf.rescaled_velocity(W, RHO, m, mu12, loss))(W)
+        return rt(data2), rt(mu12), Jw, Jlog
+
+    for J, what in zip(jacobians(jnp.asarray(points)), ["real time, n=5", "real time, n=1",
+                                                         "rescaled dW", "rescaled log rate"]):
+        finite = np.isfinite(np.asarray(J)).reshape(len(names), -1).all(axis=1)
+        bad = [n for n, ok in zip(names, finite) if not ok]
+        assert not bad, f"{what}: non-finite Jacobian at W = {bad}"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("depth", [2, 3])
+def test_rescaled_times_slope_is_real_time(method, depth, loss, rng):
+    data = sf.single_sample([0.4, 1.0, 1.7])
+    mu = np.asarray(data.mu)
+    W = rng.uniform(-1.0, 1.0, size=(depth, 3))
+    dW, log_rate = sf.rescaled_velocity(jnp.asarray(W), RHO, Method(method), data, loss)
+    ref, eps = _reference_velocity(W, RHO, method, data, loss)
+    z_hat = float(np.dot(np.prod(W + eps, axis=0), mu))
+    slope = float(loss.slope(z_hat))
+    np.testing.assert_allclose(np.asarray(dW) * slope, ref, rtol=1e-11, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(dW) * slope,
+                               sf.real_time_velocity(jnp.asarray(W), RHO, Method(method), data, loss),
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(float(log_rate), -np.log(slope), rtol=1e-12, atol=1e-14)
+
+
+def test_rescaled_depth2_l2_closed_form(rng):
+    # symmetric depth 2: dw_j/dtau = mu_j w_j (1 - rho mu_j / (sqrt(2) ||mu w||))
+    mu = np.array([1.0, 2.0, 3.5])
+    data = sf.single_sample(mu)
+    w = rng.uniform(0.1, 1.0, size=3)
+    dW, _ = sf.rescaled_velocity(jnp.asarray(np.stack([w, w])), RHO, Method.L2, data, sf.Logistic())
+    ref = mu * w * (1.0 - RHO * mu / (np.sqrt(2.0) * np.linalg.norm(mu * w)))
+    np.testing.assert_allclose(np.asarray(dW), np.stack([ref, ref]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("c", [1e-3, 7.5, 1e4])
+def test_depth2_l2_rescaled_field_scales_with_c(c, rng):
+    data = sf.single_sample([0.3, 1.0, 2.0])
+    W = rng.normal(size=(2, 3))
+    f1, _ = sf.rescaled_velocity(jnp.asarray(W), RHO, Method.L2, data, sf.Logistic())
+    fc, _ = sf.rescaled_velocity(jnp.asarray(c * W), c * RHO, Method.L2, data, sf.Logistic())
+    np.testing.assert_allclose(np.asarray(fc), c * np.asarray(f1), rtol=1e-12, atol=1e-15 * c)

@@ -1,0 +1,281 @@
+"""`samflow.solve`: closed forms, an independent scipy solve, invariances, batching,
+per-cell failures and input errors.
+
+Every solve saves at `N_SAVE` times and most batches have 3 cells, so the
+compilations (one per method, clock, depth, settings, batch size) are shared.
+"""
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+import samflow as sf
+from samflow import Status
+
+from helpers import (
+    N_SAVE,
+    rel_err,
+    sym_depth2_l2_collapse_time,
+    sym_depth2_l2_real_time,
+)
+
+MU = np.array([1.0, 2.0])
+TS_TAU = np.linspace(0.0, 6.0, N_SAVE)
+L2_ALPHAS = np.array([0.3, 0.7, 1.2])  # regimes 1, 2, 3 at rho = 1 (THEORY.md s.3)
+
+
+def solve_l2_tau(alpha, rho, ts=TS_TAU, **kw):
+    return sf.solve("l2", sf.single_sample(MU), alpha, rho, ts, depth=2, clock="tau", **kw)
+
+
+def dominant(beta):
+    return np.argmax(np.abs(np.asarray(beta)), axis=-1)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def l2_regimes():
+    """Depth-2 l2-SAM, mu = (1, 2), rho = 1, alpha = 0.3 / 0.7 / 1.2, clock tau."""
+    return solve_l2_tau(L2_ALPHAS, np.ones(3))
+
+
+@pytest.fixture(scope="module")
+def l2_solo():
+    """The same three cells, each solved alone (scalar rho)."""
+    return [solve_l2_tau(a, 1.0) for a in L2_ALPHAS]
+
+
+# --------------------------------------------------------------------------- closed forms
+
+
+def test_gd_depth2_tau_closed_form(mu12):
+    alphas = np.array([0.1, 0.5, 1.0])
+    ts = np.linspace(0.0, 5.0, N_SAVE)
+    tr = sf.solve("gd", mu12, alphas, np.zeros(3), ts, depth=2, clock="tau")
+    np.testing.assert_array_equal(tr.status, Status.FINISHED)
+    expected = alphas[:, None, None] * np.exp(MU[None, None, :] * ts[None, :, None])
+    W = np.asarray(tr.W)
+    assert W.shape == (3, N_SAVE, 2, 2)
+    for layer in range(2):
+        assert rel_err(W[:, :, layer, :], expected) <= 1e-6
+    np.testing.assert_allclose(tr.beta, expected**2, rtol=2e-6)
+
+
+LINF_RHO = 0.1
+# per-coordinate inits alpha_j: both above rho / minor below rho / major below rho
+LINF_ALPHAS = np.array([[0.3, 0.5], [0.05, 0.3], [0.2, 0.02]])
+
+
+@pytest.fixture(scope="module")
+def linf_cells(mu12):
+    ts = np.linspace(0.0, 3.0, N_SAVE)
+    tr = sf.solve("linf", mu12, LINF_ALPHAS, np.full(3, LINF_RHO), ts, depth=2, clock="tau")
+    return ts, tr
+
+
+@pytest.mark.parametrize("cell", [0, 1, 2], ids=["above", "minor-below", "major-below"])
+def test_linf_depth2_tau_closed_form(linf_cells, cell):
+    ts, tr = linf_cells
+    rho, alpha = LINF_RHO, LINF_ALPHAS[cell]
+    W = np.asarray(tr.W[cell])
+    assert np.all(np.isfinite(W)), f"non-finite W; status {int(tr.status[cell])}"
+    below = alpha < rho
+    assert int(tr.status[cell]) == (Status.SLID if below.any() else Status.FINISHED)
+    slide = np.asarray(tr.slide_time[cell])
+    for j in range(2):
+        closed = rho + (alpha[j] - rho) * np.exp(MU[j] * ts)
+        if alpha[j] > rho:
+            for layer in range(2):
+                assert rel_err(W[:, layer, j], closed) <= 1e-6
+            assert np.all(np.isnan(slide[:, j]))
+        else:
+            tau_star = np.log(rho / (rho - alpha[j])) / MU[j]
+            np.testing.assert_allclose(slide[:, j], tau_star, rtol=0, atol=1e-8)
+            before, after = ts < tau_star, ts > tau_star
+            for layer in range(2):
+                assert rel_err(W[before, layer, j], closed[before]) <= 1e-6
+                np.testing.assert_array_equal(W[after, layer, j], 0.0)
+
+
+def _depth1_expected(method, alpha, rho, mu, ts):
+    """Depth 1, one sample, logistic: beta = alpha + c(t) mu, and z = <beta, mu>
+    solves (1 + exp(z - k)) dz = ||mu||^2 dt, k the margin the perturbation removes."""
+    m = float(mu @ mu)
+    k = {"gd": 0.0, "l2": rho * np.sqrt(m), "linf": rho * np.sum(np.abs(mu))}[method]
+    z0 = float(alpha @ mu)
+    F = lambda z: z + np.exp(z - k)
+    out = []
+    for t in ts:
+        rhs = m * t + F(z0)
+        z = brentq(lambda z: F(z) - rhs, z0 - 1.0, z0 + 60.0, xtol=1e-15, rtol=1e-15)
+        out.append(alpha + (z - z0) / m * mu)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("method", ["gd", "l2", "linf"])
+def test_depth1_tends_to_l2_max_margin_direction(method):
+    mu = np.array([0.5, 1.0])
+    rho = 0.05
+    data = sf.single_sample(mu)
+    ts = np.concatenate([[0.0], np.geomspace(1.0, 1e6, N_SAVE - 1)])
+    alphas = np.array([[0.0, 0.0], [0.004, -0.004], [-0.003, 0.002]])
+    tr = sf.solve(method, data, alphas, np.full(3, rho), ts, depth=1, clock="t")
+    np.testing.assert_array_equal(tr.status, Status.FINISHED)
+    b = np.asarray(tr.beta)
+    u = mu / np.linalg.norm(mu)
+    for i, a in enumerate(alphas):
+        np.testing.assert_allclose(b[i], _depth1_expected(method, a, rho, mu, ts), rtol=1e-6, atol=1e-12)
+        direction = b[i, -1] / np.linalg.norm(b[i, -1])
+        assert np.linalg.norm(direction - u) <= 1e-3
+        # the component of beta across mu never moves (the field is parallel to mu)
+        cross = b[i, :, 0] * mu[1] - b[i, :, 1] * mu[0]
+        np.testing.assert_allclose(cross, a[0] * mu[1] - a[1] * mu[0], atol=1e-12)
+
+
+# --------------------------------------------------------------------------- clocks
+
+
+def test_tau_and_t_solves_trace_the_same_curve(mu12):
+    alpha, rho = 0.7, 1.0
+    tr_tau = solve_l2_tau(alpha, rho, ts=np.linspace(0.0, 1.0, N_SAVE))
+    t = np.asarray(tr_tau.t)
+    assert np.all(np.isfinite(t)) and t[0] == 0.0 and np.all(np.diff(t) > 0)
+    z = np.asarray(tr_tau.beta) @ MU
+    assert z.max() < 5.0  # moderate loss along the whole comparison
+    tr_t = sf.solve("l2", mu12, alpha, rho, t, depth=2, clock="t")
+    assert int(tr_t.status) == Status.FINISHED
+    assert rel_err(tr_t.beta, tr_tau.beta) <= 1e-6
+    # and the real time itself against an independent quadrature
+    assert rel_err(t[1:], sym_depth2_l2_real_time(MU, alpha, rho, tr_tau.ts)[1:]) <= 1e-6
+
+
+@pytest.mark.parametrize("cell", [1, 2], ids=["regime2", "regime3"])
+def test_real_time_along_tau_is_increasing_and_correct(l2_regimes, cell):
+    t = np.asarray(l2_regimes.t[cell])
+    known = np.isfinite(t)  # t is +inf past the rate cap, by design
+    assert known.sum() >= 3
+    assert np.all(t[known] >= 0.0)
+    assert np.all(np.diff(t[known]) > 0.0)
+    ref = sym_depth2_l2_real_time(MU, L2_ALPHAS[cell], 1.0, TS_TAU[known])
+    assert rel_err(t[known][1:], ref[1:]) <= 1e-6
+
+
+# --------------------------------------------------------------------------- l2 regimes
+
+
+def test_l2_collapse_regime1(l2_regimes):
+    i = 0
+    assert int(l2_regimes.status[i]) == Status.COLLAPSED
+    T = float(l2_regimes.event_time[i])
+    assert np.isfinite(T) and 0.0 < T < TS_TAU[-1]
+    W = np.asarray(l2_regimes.W[i])
+    assert not np.any(np.isnan(W))
+    np.testing.assert_array_equal(W[TS_TAU > T], 0.0)
+    np.testing.assert_allclose(l2_regimes.collapse_direction[i], [1.0, 0.0], atol=1e-6)
+    T_ref = sym_depth2_l2_collapse_time(MU, L2_ALPHAS[i], 1.0)
+    assert abs(T - T_ref) / T_ref <= 1e-6
+    assert np.isfinite(float(l2_regimes.event_t[i])) and float(l2_regimes.event_t[i]) > T
+
+
+def test_l2_regime2_minor_first_then_major(l2_regimes):
+    i = 1
+    assert int(l2_regimes.status[i]) == Status.FINISHED
+    dom = dominant(l2_regimes.beta[i])[1:]
+    assert dom[0] == 0 and dom[-1] == 1
+    assert np.all(np.diff(dom) >= 0)
+
+
+def test_l2_regime3_major_first(l2_regimes):
+    i = 2
+    assert int(l2_regimes.status[i]) == Status.FINISHED
+    np.testing.assert_array_equal(dominant(l2_regimes.beta[i])[1:], 1)
+
+
+def test_l2_symmetric_layers_stay_equal(l2_regimes):
+    W = np.asarray(l2_regimes.W)
+    np.testing.assert_array_equal(W[:, :, 0, :], W[:, :, 1, :])
+
+
+@pytest.mark.parametrize("c", [0.1, 10.0])
+def test_l2_depth2_tau_scale_invariance(l2_regimes, c):
+    tr = solve_l2_tau(c * L2_ALPHAS, c * np.ones(3))
+    np.testing.assert_array_equal(tr.status, l2_regimes.status)
+    W, W1 = np.asarray(tr.W), np.asarray(l2_regimes.W)
+    nz = W1 != 0
+    np.testing.assert_array_equal(W[~nz], 0.0)
+    assert rel_err(W[nz], c * W1[nz]) <= 1e-7
+    assert abs(float(tr.event_time[0]) / float(l2_regimes.event_time[0]) - 1) <= 1e-7
+
+
+# --------------------------------------------------------------------------- batching
+
+
+def test_vmap_matches_solo_solves(l2_regimes, l2_solo):
+    steps = np.asarray(l2_regimes.num_steps)
+    assert len(set(steps.tolist())) > 1  # the cells really do cost different amounts
+    for i, solo in enumerate(l2_solo):
+        assert int(steps[i]) == int(solo.num_steps)
+        assert int(l2_regimes.num_segments[i]) == int(solo.num_segments)
+        assert int(l2_regimes.status[i]) == int(solo.status)
+        np.testing.assert_allclose(l2_regimes.W[i], solo.W, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(l2_regimes.t[i], solo.t, rtol=1e-12, atol=0)
+
+
+def test_nonfinite_input_cell_is_isolated(l2_solo):
+    alphas = np.array([L2_ALPHAS[0], np.nan, L2_ALPHAS[2]])
+    tr = solve_l2_tau(alphas, np.ones(3))
+    assert int(tr.status[1]) == Status.NONFINITE_INPUT
+    assert int(tr.num_steps[1]) == 0
+    assert np.all(np.isnan(np.asarray(tr.W[1])))
+    for i in (0, 2):
+        assert int(tr.status[i]) == int(l2_solo[i].status)
+        assert np.all(np.isfinite(np.asarray(tr.W[i])))
+        np.testing.assert_allclose(tr.W[i], l2_solo[i].W, rtol=1e-12, atol=0)
+        assert int(tr.num_steps[i]) == int(l2_solo[i].num_steps)
+
+
+def test_max_steps_cell_is_isolated(mu12):
+    """max_steps is a per-segment budget; clock t l2 cells have one segment each."""
+    ts = np.geomspace(1e-2, 1e3, N_SAVE)
+    alphas, rhos = np.array([0.2, 0.5, 3.0]), np.full(3, 0.05)
+    full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t")
+    steps = np.asarray(full.num_steps)
+    assert np.all(np.asarray(full.num_segments) == 1) and steps.min() < steps.max()
+    budget = (int(steps.min()) + int(steps.max())) // 2
+    tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget))
+    for i in range(3):
+        if steps[i] > budget:
+            assert int(tr.status[i]) == Status.MAX_STEPS
+            assert np.isnan(np.asarray(tr.W[i, -1])).all()
+            np.testing.assert_array_equal(tr.W[i, 0], full.W[i, 0])
+        else:
+            assert int(tr.status[i]) == int(full.status[i])
+            np.testing.assert_allclose(tr.W[i], full.W[i], rtol=1e-12, atol=0)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_input_errors(mu12, multi_data):
+    ts = np.linspace(0.0, 1.0, N_SAVE)
+    with pytest.raises(ValueError, match="rho"):
+        sf.solve("l2", mu12, 0.5, -1.0, ts)
+    with pytest.raises(ValueError, match="rho"):
+        sf.solve("l2", mu12, 0.5, np.array([1.0, -0.1]), ts)
+    with pytest.raises(ValueError, match="depth"):
+        sf.solve("l2", mu12, 0.5, 1.0, ts, depth=0)
+    two = sf.Dataset.from_arrays([[1.0, 2.0], [2.0, 1.0]], [1.0, -1.0])
+    with pytest.raises(ValueError, match="clock"):
+        sf.solve("l2", two, 0.5, 1.0, ts, clock="tau")
+    with pytest.raises(ValueError, match="ts"):
+        sf.solve("l2", mu12, 0.5, 1.0, ts[::-1])
+    with pytest.raises(ValueError, match="ts"):
+        sf.solve("l2", mu12, 0.5, 1.0, np.array([0.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="method"):
+        sf.solve("adam", mu12, 0.5, 1.0, ts)
+    with pytest.raises(ValueError, match="clock"):
+        sf.solve("l2", mu12, 0.5, 1.0, ts, clock="s")
+    with pytest.raises(ValueError, match="max_steps"):
+        sf.SolverSettings(max_steps=0)
