@@ -1,0 +1,215 @@
+"""Seeded generators of linearly separable multi-sample data, and a writer for them.
+
+The paper checks its single-sample findings on data sets of many samples whose
+features have increasing scale (feature 1 minor, feature d major) and on "banded"
+data, whose coordinates fall into a few bands of distinct intensity, like the dark
+background and bright strokes of a digit (THEORY.md sections 1 and 6). Both
+generators here build every sample as
+
+    y_i x_ij = s_j m_ij + noise * s_j xi_ij,
+    m_ij = exp(spread * z_ij - spread^2 / 2),   z_ij, xi_ij ~ N(0, 1),
+
+with labels y_i = +-1 balanced (n // 2 of each, one more +1 when n is odd, in a
+seeded random order). m_ij > 0 has mean 1 and log-standard deviation `spread`,
+so feature j has mean magnitude s_j, and with `noise = 0` every y_i x_i is
+positive coordinatewise: beta = (1, ..., 1) separates the data, by construction.
+With `noise > 0` separability is checked with the l1 max-margin linear program
+(`samflow.analysis.max_margin_direction`) and a `ValueError` says when it fails.
+
+The same `seed` always gives the same data (NumPy `default_rng`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from jaxtyping import ArrayLike, Int
+
+from .data import Dataset
+
+__all__ = ["increasing_scale", "banded", "balanced_labels", "save_dataset"]
+
+
+def balanced_labels(n: int, rng: np.random.Generator) -> np.ndarray:
+    """n labels, n // 2 of them -1 and the rest +1, in a random order from `rng`."""
+    y = np.ones(n)
+    y[: n // 2] = -1.0
+    return rng.permutation(y)
+
+
+def _check_counts(n, d):
+    for name, v in (("n", n), ("d", d)):
+        if not (isinstance(v, (int, np.integer)) and v >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+
+
+def _check_amounts(spread, noise):
+    if not (np.isfinite(spread) and spread >= 0):
+        raise ValueError(f"spread must be a finite number >= 0, got {spread!r}")
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+
+
+def _samples(s: np.ndarray, n: int, rng: np.random.Generator, spread: float, noise: float) -> Dataset:
+    """X, y from per-feature scales s (d,), by the rule of the module docstring."""
+    d = s.size
+    y = balanced_labels(n, rng)
+    m = np.exp(spread * rng.standard_normal((n, d)) - 0.5 * spread**2)
+    yx = s[None, :] * m
+    if noise > 0:
+        yx = yx + noise * s[None, :] * rng.standard_normal((n, d))
+    X = y[:, None] * yx
+    if noise > 0 and not np.all(yx > 0):
+        from .analysis import max_margin_direction
+
+        try:
+            max_margin_direction(X, y, 1)
+        except ValueError:
+            raise ValueError(
+                f"the data drawn with noise = {noise} are not linearly separable; "
+                "use a smaller noise or another seed"
+            ) from None
+    return Dataset.from_arrays(X, y)
+
+
+def increasing_scale(
+    n: int,
+    d: int,
+    seed: int,
+    *,
+    scales: ArrayLike | None = None,
+    spread: float = 0.5,
+    noise: float = 0.0,
+) -> Dataset:
+    """Binary data with features of increasing scale (feature 1 minor, feature d major).
+
+    y_i x_ij = s_j m_ij (+ noise), see the module docstring: the multi-sample
+    analogue of {(mu, +1)} with 0 < mu_1 < ... < mu_d (THEORY.md section 1).
+
+    **Arguments:**
+
+    - `n`: number of samples >= 1; `d`: number of features >= 1.
+    - `seed`: seed of the NumPy generator; the same seed gives the same data.
+    - `scales`: the per-feature scales s, shape (d,), positive and strictly
+      increasing; default s_j = j / d (0.2, 0.4, ..., 1.0 for d = 5, like the
+      default config's mu).
+    - `spread`: log-standard deviation of the per-sample magnitudes m_ij (0: every
+      sample is +-s).
+    - `noise`: scale, relative to s_j, of an extra label-independent Gaussian term.
+
+    **Returns:** a `samflow.Dataset` with X (n, d), y (n,), linearly separable.
+
+    **Raises:** `ValueError` for bad sizes, scales that are not positive and
+    strictly increasing, a negative spread or noise, or (with noise > 0) a draw
+    that is not linearly separable.
+    """
+    _check_counts(n, d)
+    _check_amounts(spread, noise)
+    if scales is None:
+        s = np.arange(1, d + 1, dtype=np.float64) / d
+    else:
+        s = np.asarray(scales, dtype=np.float64)
+        if s.shape != (d,):
+            raise ValueError(f"scales must have shape ({d},), got {s.shape}")
+        if not (np.all(np.isfinite(s)) and np.all(s > 0) and np.all(np.diff(s) > 0)):
+            raise ValueError("scales must be finite, > 0 and strictly increasing (feature d major)")
+    return _samples(s, n, np.random.default_rng(seed), spread, noise)
+
+
+def banded(
+    n: int,
+    d: int | None,
+    seed: int,
+    *,
+    n_bands: int = 3,
+    intensities: ArrayLike | None = None,
+    image_shape: tuple[int, int] | None = None,
+    spread: float = 0.3,
+    noise: float = 0.0,
+) -> tuple[Dataset, Int[np.ndarray, " d"]]:
+    """Banded data: coordinates in a few bands of distinct intensity, minor to major.
+
+    Coordinate j lies in band b(j) in 0..n_bands-1 and has scale s_j =
+    intensities[b(j)]; samples follow the rule of the module docstring. For a
+    vector (the default) the bands are contiguous blocks of coordinates of nearly
+    equal size (`numpy.array_split`), band 0 first. For a small image
+    (`image_shape = (h, w)`, flattened row-major, d = h w) the bands are
+    horizontal stripes: row r lies in band r * n_bands // h.
+
+    **Arguments:**
+
+    - `n`: number of samples >= 1.
+    - `d`: number of coordinates >= n_bands (None when `image_shape` is given).
+    - `seed`: seed of the NumPy generator; the same seed gives the same data.
+    - `n_bands`: number of bands >= 1.
+    - `intensities`: the band intensities, shape (n_bands,), positive and strictly
+      increasing (band 0 minor, the last band major); default b + 1 over n_bands
+      (1/3, 2/3, 1 for three bands).
+    - `image_shape`: (h, w) for flattened images with h >= n_bands.
+    - `spread`, `noise`: as in `increasing_scale`.
+
+    **Returns:** `(data, band)`: a linearly separable `samflow.Dataset` with X
+    (n, d), and the 0-based band index of each coordinate, int64 (d,),
+    non-decreasing.
+
+    **Raises:** `ValueError` for bad sizes, intensities that are not positive and
+    strictly increasing, both or neither of `d` and `image_shape`, or (with
+    noise > 0) a draw that is not linearly separable.
+    """
+    if not (isinstance(n_bands, (int, np.integer)) and n_bands >= 1):
+        raise ValueError(f"n_bands must be an integer >= 1, got {n_bands!r}")
+    if image_shape is not None:
+        if d is not None:
+            raise ValueError("give either d or image_shape, not both")
+        h, w = (int(v) for v in image_shape)
+        if h < n_bands or w < 1:
+            raise ValueError(f"image_shape must be (h, w) with h >= n_bands = {n_bands} and w >= 1, got {image_shape}")
+        d = h * w
+        band = np.repeat(np.arange(h) * n_bands // h, w)
+    else:
+        if d is None:
+            raise ValueError("give d (the number of coordinates) or image_shape")
+        _check_counts(n, d)
+        if d < n_bands:
+            raise ValueError(f"d = {d} is less than n_bands = {n_bands}: every band needs a coordinate")
+        band = np.concatenate(
+            [np.full(len(idx), b) for b, idx in enumerate(np.array_split(np.arange(d), n_bands))]
+        )
+    _check_counts(n, d)
+    _check_amounts(spread, noise)
+    if intensities is None:
+        inten = np.arange(1, n_bands + 1, dtype=np.float64) / n_bands
+    else:
+        inten = np.asarray(intensities, dtype=np.float64)
+        if inten.shape != (n_bands,):
+            raise ValueError(f"intensities must have shape ({n_bands},), got {inten.shape}")
+        if not (np.all(np.isfinite(inten)) and np.all(inten > 0) and np.all(np.diff(inten) > 0)):
+            raise ValueError("intensities must be finite, > 0 and strictly increasing (last band major)")
+    data = _samples(inten[band], n, np.random.default_rng(seed), spread, noise)
+    return data, band.astype(np.int64)
+
+
+def save_dataset(path: "str | Path", data: Dataset) -> Path:
+    """Write a data set in a form `samflow.data.load_dataset` reads back exactly.
+
+    **Arguments:** `path` ending in `.npz` (arrays `X` (n, d) and `y` (n,)) or
+    `.csv` (one row per sample: the d features, then the label; 17 significant
+    digits, so float64 values round-trip); `data`, a `samflow.Dataset`.
+
+    **Returns:** the path written, as a `Path`.
+
+    **Raises:** `ValueError` for another suffix. Missing parent folders are
+    created.
+    """
+    p = Path(path)
+    X = np.asarray(data.X, dtype=np.float64)
+    y = np.asarray(data.y, dtype=np.float64)
+    if p.suffix not in (".npz", ".csv"):
+        raise ValueError(f"{p}: unknown data file type {p.suffix!r}; use .npz (X, y) or .csv")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.suffix == ".npz":
+        np.savez(p, X=X, y=y)
+    else:
+        np.savetxt(p, np.column_stack([X, y]), delimiter=",", fmt="%.17g")
+    return p

@@ -1,0 +1,322 @@
+"""The discrete algorithms GD, l2-SAM, linf-SAM and USAM (THEORY.md section 2).
+
+With step size eta and radius rho, every method is the iteration
+
+    theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)),
+
+with the perturbation eps of `samflow.flows.perturbation` (0, rho G / ||G||_2,
+rho sign(G) or rho G for G = grad L(theta_k)); the code calls that function and
+`samflow.model.grad_loss`, so the discrete algorithms and the flows share one
+definition. The flows are the limit eta -> 0 with rho held fixed.
+
+**Time.** Iteration k is real time t = k eta, the clock `t` of `samflow.solve`.
+A save time t_i is mapped to the nearest iterate k_i = round(t_i / eta); the
+times actually saved, k_i eta, are returned in `DiscreteTrajectory.t` (equal to
+the requested `ts` when these are multiples of eta). Use `save_iterations` to see
+the mapping in advance.
+
+**Memory.** The iterations run as a `lax.scan` over the save intervals with a
+`lax.while_loop` inside, so memory grows with the number of save times only,
+never with the number of iterations.
+
+**Failures.** linf-SAM at the discontinuity of sign, or any method with a step
+size too large for the curvature, can drive the iterates to inf or NaN. That cell
+gets status `FAILED` and NaN from its first non-finite saved iterate on; a cell
+with a non-finite input gets `NONFINITE_INPUT`. Nothing raises inside a batch.
+
+On a switching surface of linf-SAM (a weight exactly 0) the discrete algorithm
+uses sign(0) = 0, as `jnp.sign` does; it has no sign memory (the flow's Filippov
+treatment is a property of the eta -> 0 limit).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from .data import Dataset
+from .flows import Method, perturbed_weights
+from .losses import get_loss
+from .model import beta as beta_of
+from .model import grad_loss, init_weights, loss_value, residual
+from .solve import SolverSettings, check_save_times, solve
+from .status import Status
+
+__all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
+
+
+class DiscreteTrajectory(eqx.Module):
+    """Iterates of a discrete algorithm for one cell (or, with a leading batch axis,
+    a batch of cells), saved at the requested times.
+
+    Shapes are given for one cell; a batched run adds a leading axis B to each.
+
+    **Fields:**
+
+    - `ts`: `(n_save,)` the requested save times.
+    - `t`: `(n_save,)` the real times k eta of the saved iterates (nearest to `ts`).
+    - `steps`: `(n_save,)` int, the iteration indices k of the saved iterates.
+    - `eta`: `()` the step size.
+    - `W`: `(n_save, L, d)` weights theta_k.
+    - `beta`: `(n_save, d)` linear predictor.
+    - `loss`: `(n_save,)` empirical loss L(theta_k).
+    - `finite`: `()` bool, True when every saved iterate is finite.
+    - `status`: `()` int, a `samflow.Status`: `FINISHED`, `FAILED` (the iterates
+      became non-finite) or `NONFINITE_INPUT`.
+    - `event_t`: `()` real time k eta of the first non-finite iterate; NaN if none.
+    """
+
+    ts: Float[Array, " n_save"]
+    t: Float[Array, " n_save"]
+    steps: Int[Array, " n_save"]
+    eta: Float[Array, ""]
+    W: Float[Array, "n_save L d"]
+    beta: Float[Array, "n_save d"]
+    loss: Float[Array, " n_save"]
+    finite: Bool[Array, ""]
+    status: Int[Array, ""]
+    event_t: Float[Array, ""]
+
+
+def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Iteration indices and real times of the iterates saved for the times `ts`.
+
+    **Arguments:** `ts` `(n_save,)` save times in real time t (checked as in
+    `samflow.solve`); `eta` > 0, the step size.
+
+    **Returns:** `(k, t)`: int64 `(n_save,)` with k_i = round(ts_i / eta)
+    (non-decreasing; two save times closer than eta can share an iterate) and
+    float64 `(n_save,)` with t_i = k_i eta.
+
+    **Raises:** `ValueError` for bad save times or a step size that is not a
+    finite number > 0.
+    """
+    eta = _check_eta(eta)
+    ts = check_save_times(ts)
+    ratio = ts / eta
+    if ratio[-1] >= 2.0**62:
+        raise ValueError(
+            f"the horizon {ts[-1]} is {ratio[-1]:.3g} steps of eta = {eta}: too many iterations"
+        )
+    k = np.rint(ratio).astype(np.int64)
+    return k, k * eta
+
+
+def _check_eta(eta) -> float:
+    eta_arr = np.asarray(eta, dtype=np.float64)
+    if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
+        raise ValueError(f"eta (the step size) must be a finite number > 0, got {eta!r}")
+    return float(eta_arr)
+
+
+def sam_step(
+    W: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    eta: Float[Array, ""],
+    data: Dataset,
+    *,
+    method: "str | Method",
+    loss: str = "logistic",
+) -> Float[Array, "L d"]:
+    """One step theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)).
+
+    THEORY.md section 2; eps from `samflow.flows.perturbation` (sign(0) = 0).
+
+    **Arguments:** weights `W` `(L, d)`; radius `rho` >= 0; step size `eta`;
+    `data`; `method` ("gd", "l2", "linf", "usam"); `loss` ("logistic",
+    "exponential").
+
+    **Returns:** the next weights, `(L, d)`. Pure, jittable and vmappable.
+    """
+    method = Method.parse(method)
+    loss_fn = get_loss(loss)
+    W_hat = perturbed_weights(W, residual(W, data, loss_fn), rho, method)
+    return W - eta * grad_loss(W_hat, data, loss_fn)
+
+
+def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str) -> DiscreteTrajectory:
+    """Iterate one cell and save at the iterations `ks` (non-decreasing, >= 0)."""
+    loss_fn = get_loss(loss)
+    dtype = jnp.result_type(W0.dtype, jnp.float64)
+    W0 = W0.astype(dtype)
+    rho = jnp.asarray(rho, dtype)
+    eta = jnp.asarray(eta, dtype)
+
+    ok_in = (
+        jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.isfinite(eta) & jnp.all(jnp.isfinite(data.X))
+    )
+    # Bad inputs are replaced by harmless ones so that nothing non-finite is
+    # iterated; the cell is marked and its outputs are NaN.
+    W0 = jnp.where(ok_in, W0, 0.0)
+    rho = jnp.where(ok_in, rho, 0.0)
+    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
+
+    def body(carry):
+        W, k, k_bad = carry
+        W = sam_step(W, rho, eta, data, method=method, loss=loss)
+        k = k + 1
+        bad = ~jnp.all(jnp.isfinite(W))
+        return W, k, jnp.where(bad & (k_bad < 0), k, k_bad)
+
+    def advance(carry, k_target):
+        # The trip count depends on the save times only, not on the cell, so under
+        # vmap every cell runs the same loop (no cell can stall another).
+        carry = jax.lax.while_loop(lambda c: c[1] < k_target, body, carry)
+        return carry, carry[0]
+
+    k0 = jnp.zeros((), ks.dtype)
+    (_, _, k_bad), out_W = jax.lax.scan(advance, (W0, k0, -jnp.ones_like(k0)), ks)
+
+    saved_ok = jnp.all(jnp.isfinite(out_W), axis=(1, 2)) & ok_in
+    # Once non-finite, always reported as NaN (an inf may turn back into a finite
+    # number by cancellation, which would be meaningless).
+    saved_ok = jnp.cumprod(saved_ok.astype(jnp.int32)).astype(bool)
+    out_W = jnp.where(saved_ok[:, None, None], out_W, jnp.nan)
+    finite = jnp.all(saved_ok)
+    status = jnp.where(
+        ~ok_in, int(Status.NONFINITE_INPUT), jnp.where(finite, int(Status.FINISHED), int(Status.FAILED))
+    )
+    event_t = jnp.where(ok_in & (k_bad >= 0), k_bad * eta, jnp.nan)
+    return DiscreteTrajectory(
+        ts=ts,
+        t=ks * eta,
+        steps=ks,
+        eta=eta,
+        W=out_W,
+        beta=jax.vmap(beta_of)(out_W),
+        loss=jax.vmap(lambda W: loss_value(W, data, loss_fn))(out_W),
+        finite=finite,
+        status=status,
+        event_t=event_t,
+    )
+
+
+@eqx.filter_jit
+def _run_batch(W0, rho, eta, data, ts, ks, method, loss):
+    fn = lambda W, r: _run_cell(W, r, eta, data, ts, ks, method=method, loss=loss)
+    return jax.vmap(fn)(W0, rho)
+
+
+def run_discrete(
+    method: "str | Method",
+    data: Dataset,
+    alpha: ArrayLike,
+    rho: ArrayLike,
+    eta: float,
+    ts: ArrayLike,
+    *,
+    depth: int = 2,
+    loss: str = "logistic",
+) -> DiscreteTrajectory:
+    """Run a discrete algorithm from the init `alpha` at radius `rho`, one cell or a batch.
+
+    Mirrors `samflow.solve` (clock t): theta_{k+1} = theta_k - eta grad L(theta_k +
+    eps(theta_k)), THEORY.md section 2, saved at the iterates nearest to `ts`.
+
+    **Arguments:**
+
+    - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
+    - `data`: a `samflow.Dataset`.
+    - `alpha`: init scale: a scalar, a (d,) vector, or a (L, d) per-layer init
+      (`samflow.init_weights`); with a leading batch axis `(B, ...)` when `rho`
+      is a vector of length B.
+    - `rho`: SAM radius >= 0, a scalar (one cell) or a (B,) vector (a batch).
+    - `eta`: the step size, a finite number > 0, shared by the batch.
+    - `ts`: save times in real time t, increasing, starting at >= 0; iteration
+      k = round(t / eta) is saved for each (see `save_iterations`).
+    - `depth`: L >= 1. `loss`: "logistic" or "exponential".
+
+    **Returns:** a `DiscreteTrajectory`, batched over B when `rho` is a vector.
+
+    **Raises:** `ValueError` for a depth < 1, a negative or non-finite rho, a bad
+    step size, bad save times, or an unknown method or loss. A cell whose iterates
+    become non-finite raises nothing: it gets status `FAILED` (see the module
+    docstring).
+
+    Compiles once per (method, loss, depth, d, n, batch size, number of save
+    times); new values of alpha, rho, eta, data or ts reuse the compilation.
+    Cost: ts[-1] / eta steps per cell.
+    """
+    method = Method.parse(method)
+    get_loss(loss)
+    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    ks, _ = save_iterations(ts, eta)
+    ts = check_save_times(ts)
+    rho_arr = np.asarray(rho, dtype=np.float64)
+    if rho_arr.ndim > 1:
+        raise ValueError(f"rho must be a scalar or a 1-D vector, got shape {rho_arr.shape}")
+    if not np.all(np.isfinite(rho_arr)) or np.any(rho_arr < 0):
+        raise ValueError(f"rho must be finite and >= 0, got {rho!r}")
+    batched = rho_arr.ndim == 1
+    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
+    B = rho_b.shape[0]
+    a = jnp.asarray(alpha, dtype=jnp.float64)
+    if batched:
+        if a.shape[:1] != (B,):
+            a = jnp.broadcast_to(a, (B,) + a.shape)
+        W0 = jax.vmap(lambda x: init_weights(x, depth, data.d))(a)
+    else:
+        W0 = init_weights(a, depth, data.d)[None]
+    out = _run_batch(
+        W0, rho_b, jnp.asarray(eta, jnp.float64), data, jnp.asarray(ts), jnp.asarray(ks), method, loss
+    )
+    if not batched:
+        out = jax.tree_util.tree_map(lambda x: x[0], out)
+    return out
+
+
+def flow_gap(
+    method: "str | Method",
+    data: Dataset,
+    alpha: ArrayLike,
+    rho: ArrayLike,
+    eta: float,
+    ts: ArrayLike,
+    *,
+    depth: int = 2,
+    loss: str = "logistic",
+    settings: SolverSettings | None = None,
+) -> Float[np.ndarray, "*batch"]:
+    """Distance of the discrete algorithm from its flow: max over the save times of
+    ||beta_discrete(t) - beta_flow(t)||_2 / ||beta_flow(t)||_2.
+
+    The flow is `samflow.solve` at clock "t", evaluated at the real times k eta
+    of the saved iterates (`save_iterations`), so rounding `ts` to iterates adds
+    no error. At fixed rho the gap is O(eta) (the iteration is a one-step method of
+    order 1 for the flow), as long as the flow is smooth on [0, ts[-1]].
+
+    **Arguments:** as `run_discrete`; `settings` of the flow solve (default
+    `SolverSettings(loss=loss)`; its tolerances should be well below eta).
+
+    **Returns:** float64 array, shape `()` for a scalar `rho` or `(B,)`. NaN where
+    the discrete run or the flow solve of a cell failed (non-finite values);
+    inf where beta_flow is 0 at a save time other than where beta_discrete is 0 too
+    (e.g. after an l2-SAM collapse).
+
+    **Raises:** `ValueError` as `run_discrete`, when every save time rounds to
+    iteration 0, or when `settings.loss` differs from `loss`.
+    """
+    if settings is None:
+        settings = SolverSettings(loss=loss)
+    elif settings.loss != loss:
+        raise ValueError(f"settings.loss is {settings.loss!r} but loss is {loss!r}; make them agree")
+    _, t_saved = save_iterations(ts, eta)
+    t_saved = np.unique(t_saved)
+    if t_saved[-1] <= 0:
+        raise ValueError(
+            f"every save time rounds to iteration 0 with eta = {eta}; use a smaller eta or later times"
+        )
+    disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss)
+    flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings)
+    bd = np.asarray(disc.beta)
+    bf = np.asarray(flow.beta)
+    num = np.linalg.norm(bd - bf, axis=-1)
+    den = np.linalg.norm(bf, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(num == 0, 0.0, num / den)
+    # NaN (a failed cell) must survive the max, so no nanmax here.
+    return np.max(rel, axis=-1)
