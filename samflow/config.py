@@ -294,26 +294,40 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
+
+
 def _format_errors(err: ValidationError, source: str) -> str:
-    lines = []
+    entries = []
     for e in err.errors(include_url=False):
-        loc = tuple(p for p in e["loc"] if not isinstance(p, int) or True)
         # pydantic puts union member names (e.g. 'list[float]') in the location.
-        loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p == "GridAxis")))
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p == "GridAxis")))
         where = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = _did_you_mean(loc, SweepConfig)
-            lines.append(f"{source}: {where}: unknown key{hint}; remove it or fix its spelling")
+            entries.append((where, f"unknown key{hint}; remove it or fix its spelling"))
             continue
         if e["type"] == "missing":
-            lines.append(f"{source}: {where}: required key is missing")
+            entries.append((where, "required key is missing"))
             continue
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
         shown = "" if isinstance(value, dict) else f" (got {value!r})"
-        lines.append(f"{source}: {where}: {msg}{shown}")
-    # Union members report the same problem once per member; keep each line once.
-    return "\n".join(dict.fromkeys(lines))
+        entries.append((where, msg + shown))
+    # A value that fits no member of a union (list | {start, stop, num}) reports
+    # one line per member: keep the specific lines, merge the generic ones.
+    out = []
+    for where, msg in entries:
+        if msg.startswith(_UNION_NOISE):
+            if any(w.startswith(where + ".") for w, _ in entries):
+                continue
+            generic = [m for w, m in entries if w == where and m.startswith(_UNION_NOISE)]
+            if len(generic) > 1:
+                msg = "must be a list of numbers or a table {start, stop, num, scale}" + (
+                    msg[msg.index(" (got"):] if " (got" in msg else ""
+                )
+        out.append(f"{source}: {where}: {msg}")
+    return "\n".join(dict.fromkeys(out))
 
 
 def parse_config(raw: dict, source: str = "config") -> SweepConfig:

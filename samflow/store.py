@@ -54,6 +54,27 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def git_commit() -> str:
+    """The git commit of the samflow source tree, with '+dirty' for local edits;
+    'unknown' outside a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+            capture_output=True, text=True, timeout=5,
+        )
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
     """Label the trajectories of a sweep (see the module docstring for the layout).
 
@@ -116,6 +137,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
         title=f"samflow sweep '{cfg.name}'",
         config=json.dumps(cfg.model_dump(mode="json")),
         versions=json.dumps(package_versions()),
+        git_commit=git_commit(),
         clock=cfg.clock,
         loss=cfg.loss,
         depth=cfg.depth,

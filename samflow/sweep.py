@@ -11,7 +11,11 @@ results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
+import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -63,6 +67,7 @@ def solve_grid(
     settings: SolverSettings = SolverSettings(),
     chunk_size: int = 512,
     on_chunk: Callable[[int], None] | None = None,
+    checkpoint: "ChunkCheckpoint | None" = None,
 ) -> Trajectory:
     """Solve a batch of B cells, `chunk_size` cells per jitted vmapped call.
 
@@ -72,7 +77,9 @@ def solve_grid(
     size and its own status; no cell can stop or NaN another.
 
     **Arguments:** `W0` (B, L, d) initial weights; `rho` (B,) radii; `ts`
-    (n_save,) save times; `on_chunk(n_cells_done)` is called after each chunk.
+    (n_save,) save times; `on_chunk(n_cells_done)` is called after each chunk;
+    `checkpoint` (a `ChunkCheckpoint`) stores each finished chunk on disk and
+    supplies the chunks a previous, interrupted run already finished.
 
     **Returns:** a `Trajectory` with leading axis B (NumPy arrays).
     """
@@ -86,16 +93,70 @@ def solve_grid(
         raise ValueError("the grid is empty: give at least one alpha and one rho")
     size = min(chunk_size, B)
     pieces = []
-    for start in range(0, B, size):
-        idx = np.arange(start, start + size)
-        idx = np.minimum(idx, B - 1)  # pad by repeating the last cell
-        out = _solve_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, ts, method, clock, settings)
-        out = jax.tree_util.tree_map(np.asarray, out)
+    for k, start in enumerate(range(0, B, size)):
         n_real = min(size, B - start)
-        pieces.append(jax.tree_util.tree_map(lambda x: x[:n_real], out))
+        piece = checkpoint.load(method, k) if checkpoint is not None else None
+        if piece is None:
+            idx = np.arange(start, start + size)
+            idx = np.minimum(idx, B - 1)  # pad by repeating the last cell
+            out = _solve_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, ts, method, clock, settings)
+            piece = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], out)
+            if checkpoint is not None:
+                checkpoint.save(method, k, piece)
+        pieces.append(piece)
         if on_chunk is not None:
             on_chunk(n_real)
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0), *pieces)
+
+
+class ChunkCheckpoint:
+    """Finished chunks of a sweep, one `.npz` per (method, chunk), in a folder.
+
+    Each chunk is written atomically (temporary name, then rename), so a run
+    killed at any moment leaves only whole chunks. `key` identifies the sweep
+    (a hash of its config): chunks made under another key are never reused.
+    """
+
+    def __init__(self, folder: "str | Path", key: str):
+        self.folder = Path(folder)
+        self.key = key
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stamp = self.folder / "sweep.key"
+        if stamp.exists() and stamp.read_text() != key:
+            raise ConfigError(
+                f"{self.folder}: partial results of a different config; "
+                "rerun with --overwrite to start over"
+            )
+        stamp.write_text(key)
+
+    def _path(self, method: Method, k: int) -> Path:
+        return self.folder / f"{method.value}-{k:06d}.npz"
+
+    def load(self, method: Method, k: int) -> "Trajectory | None":
+        """The stored chunk k of `method`, or None when it was not finished."""
+        path = self._path(method, k)
+        if not path.exists():
+            return None
+        with np.load(path) as f:
+            return Trajectory(**{name: f[name] for name in f.files})
+
+    def save(self, method: Method, k: int, piece: Trajectory) -> None:
+        """Store chunk k of `method` atomically."""
+        path = self._path(method, k)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)})
+        os.replace(tmp, path)
+
+
+def config_key(cfg: SweepConfig) -> str:
+    """A hash of everything that determines a sweep's numbers (not its output folder)."""
+    dump = cfg.model_dump(mode="json")
+    dump.pop("output", None)
+    dump.pop("name", None)
+    dump.pop("description", None)
+    text = json.dumps(dump, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _grid_cells(cfg: SweepConfig, d: int):
@@ -110,11 +171,20 @@ def _grid_cells(cfg: SweepConfig, d: int):
     return W0, rho, alpha_abs
 
 
-def run_sweep(cfg: SweepConfig, *, progress: bool = True, base_dir: "Path | None" = None):
+def run_sweep(
+    cfg: SweepConfig,
+    *,
+    progress: bool = True,
+    base_dir: "Path | None" = None,
+    checkpoint_dir: "Path | None" = None,
+):
     """Run every cell of a config and return the results as an `xarray.Dataset`.
 
     Dims: flow (the method), alpha, rho, time, coord (and layer with `output.save_weights`).
-    See `samflow.store.to_dataset` for the variables.
+    See `samflow.store.to_dataset` for the variables. With `checkpoint_dir`,
+    every finished chunk is kept there, and chunks already there (from an
+    interrupted run of the same config) are reused, so a resumed run gives
+    bit-for-bit the results of an uninterrupted one.
 
     **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data file).
     """
@@ -137,6 +207,7 @@ def run_sweep(cfg: SweepConfig, *, progress: bool = True, base_dir: "Path | None
         max_segments=cfg.solver.max_segments,
         loss=cfg.loss,
     )
+    checkpoint = ChunkCheckpoint(checkpoint_dir, config_key(cfg)) if checkpoint_dir else None
     results, timings = {}, {}
     total = len(cfg.methods) * W0.shape[0]
     with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
@@ -145,7 +216,7 @@ def run_sweep(cfg: SweepConfig, *, progress: bool = True, base_dir: "Path | None
             t0 = time.perf_counter()
             results[m] = solve_grid(
                 m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
-                chunk_size=cfg.solver.chunk_size, on_chunk=bar.update,
+                chunk_size=cfg.solver.chunk_size, on_chunk=bar.update, checkpoint=checkpoint,
             )
             timings[m.value] = time.perf_counter() - t0
     return to_dataset(cfg, data, ts, alpha_abs, results, timings)
@@ -164,6 +235,7 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("config", help="TOML config file (see configs/)")
     parser.add_argument("--out", help="output folder (default: output.dir/<name> of the config)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing results")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run of the same config")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -181,8 +253,18 @@ def main(argv: "list[str] | None" = None) -> int:
         return fail(str(err).replace("\n", "\nerror: "))
     out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     results_path = out_dir / "results.nc"
+    partial = out_dir / ".partial"
+    if args.overwrite and args.resume:
+        return fail("--overwrite and --resume exclude each other: pick one")
     if results_path.exists() and not args.overwrite:
-        return fail(f"{results_path} exists; pass --overwrite to replace it")
+        return fail(f"{results_path} exists; pass --overwrite to replace it (or another --out)")
+    if partial.exists() and not (args.resume or args.overwrite):
+        return fail(
+            f"{out_dir} holds partial results of an interrupted run; pass --resume to "
+            "continue it or --overwrite to start over"
+        )
+    if args.overwrite and partial.exists():
+        shutil.rmtree(partial)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / f".write-test-{os.getpid()}"
@@ -193,12 +275,13 @@ def main(argv: "list[str] | None" = None) -> int:
 
     t_start = time.perf_counter()
     try:
-        ds = run_sweep(cfg, progress=not args.quiet, base_dir=config_path.parent)
+        ds = run_sweep(cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial)
     except ConfigError as err:
         return fail(str(err))
     wall = time.perf_counter() - t_start
     ds.attrs["wall_time_s"] = wall
     write_results(ds, results_path)
+    shutil.rmtree(partial, ignore_errors=True)
     print(f"results: {results_path}")
     n_bad = int((ds["status"].values >= 3).sum())
     if n_bad:
