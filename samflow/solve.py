@@ -13,8 +13,9 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   crosses and the integration goes on with its sign on the new side. The next
   segment starts at the event, so the solver never steps across the
   discontinuity and never chatters.
-- **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`. Status
-  `BLEW_UP`; later saved values are NaN.
+- **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
+  depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
+  Status `BLEW_UP`; later saved values are NaN.
 
 Every segment saves at the requested times that fall inside it. A cell that
 fails (max_steps, non-finite input) gets its own status and NaNs, never an
@@ -50,6 +51,17 @@ _BIG = 1e300
 _LOG_T_MAX = 69.0
 
 
+class _BracketEvent(optx.Bisection):
+    """Bisection that stops when the bracket is small in time alone.
+
+    `optx.Bisection` also asks |f| < atol, which never holds for a steep event
+    function (the pole condition changes by ~1/(tau* - tau) per unit time)."""
+
+    def terminate(self, fn, y, args, options, state, tags):
+        scale = self.atol + self.rtol * jnp.abs(y)
+        return jnp.abs(state.lower - state.upper) < scale, optx.RESULTS.successful
+
+
 class Clock(str, enum.Enum):
     """The time variable of a solve: real time `t` or rescaled time `tau`."""
 
@@ -80,7 +92,10 @@ class SolverSettings:
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (THEORY.md section 4 recommends 1e-6 in float64).
-    - `blowup_log10`: blow-up is declared when max_j |beta_j| >= 10**blowup_log10.
+    - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
+      >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
+      when it nears a pole: relative growth rate x tau > 1e10 (finite-time
+      blow-up; the event is then within ~1e-10 relative of the blow-up time).
     - `max_segments`: most segments (events) per cell; None means 2 L d + 2.
     - `loss`: "logistic" or "exponential".
     """
@@ -99,6 +114,8 @@ class SolverSettings:
             raise ValueError(
                 f"solver.solver: unknown solver {self.solver!r}; allowed: {', '.join(_SOLVERS)}"
             )
+        if not (0 < self.blowup_log10 <= 300):
+            raise ValueError(f"solver.blowup_log10 must be in (0, 300], got {self.blowup_log10!r}")
         for name in ("rtol", "atol", "capture_radius"):
             v = getattr(self, name)
             if not (np.isfinite(v) and v > 0):
@@ -163,6 +180,8 @@ class _Carry(NamedTuple):
     event_time: Float[Array, ""]
     event_s: Float[Array, ""]
     coll_dir: Float[Array, " d"]
+    W_detect: Float[Array, "L d"]
+    t_detect: Float[Array, ""]
     steps: Int[Array, ""]
     done: Bool[Array, ""]
     track: Bool[Array, ""]
@@ -273,12 +292,31 @@ def solve_cell(
 
         conds["cross"] = _cross
     if clock is Clock.TAU:
+        blowup_log10 = settings.blowup_log10
 
         def _blowup(t, y, args, **kw):
             m = jnp.max(jnp.abs(beta_of(y[0])))
-            return settings.blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
+            return blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
 
         conds["blowup"] = _blowup
+        if L >= 3:
+            # Near a pole tau* the relative growth rate is ~1/((L-2)(tau* - tau)).
+            # (Depth <= 2 has no pole: growth is at most exponential.)
+            # Stop once rate * tau > 1e10: within ~1e-10 of tau*, and far from the
+            # float64 resolution of tau, where steps would stall (tau + h == tau).
+            def _pole(t, y, args, **kw):
+                W = y[0]
+                dW, _ = _velocity(W, y[1], rho, data, args[2], args[3], args[4], method, clock, loss)
+                # d log|w| / dtau of the largest weight: near a pole it is the one
+                # blowing up (a small weight crossing or leaving 0 also has a large
+                # |dw/w| but is no pole).
+                k = jnp.argmax(jnp.abs(W).reshape(-1))
+                w_k, dw_k = W.reshape(-1)[k], dW.reshape(-1)[k]
+                rate = jnp.where(w_k != 0, dw_k / jnp.where(w_k != 0, w_k, 1.0), 0.0)
+                x = rate * jnp.abs(t)
+                return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
+
+            conds["pole"] = _pole
 
         def _t_range(t, y, args, **kw):
             return jnp.where(args[4], (_LOG_T_MAX - y[1]) / _LOG_T_MAX, _BIG)
@@ -286,16 +324,16 @@ def solve_cell(
         conds["t_range"] = _t_range
     names = list(conds)
 
-    def _event_values(y, args):
-        return jnp.stack([conds[k](None, y, args) for k in names])
+    def _event_values(t, y, args):
+        return jnp.stack([conds[k](t, y, args) for k in names])
 
     # One scalar event function, the smallest of the (dimensionless) conditions,
     # each positive until its event: bisection then brackets the event time
     # robustly (Newton on Tsit5's dense interpolant can fail to terminate).
     event = (
         diffrax.Event(
-            lambda t, y, args, **kw: jnp.min(_event_values(y, args)),
-            root_finder=optx.Bisection(rtol=1e-13, atol=1e-13, flip=True),  # decreasing: events are downcrossings
+            lambda t, y, args, **kw: jnp.min(_event_values(t, y, args)),
+            root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True),  # decreasing: events are downcrossings
             direction=False,
         )
         if conds
@@ -341,6 +379,8 @@ def solve_cell(
         event_time=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
         event_s=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
         coll_dir=nan_d,
+        W_detect=jnp.zeros((L, d), dtype),
+        t_detect=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
         steps=jnp.asarray(0),
         done=~finite | start_collapsed,
         track=track0,
@@ -386,13 +426,13 @@ def solve_cell(
         out_s = jnp.where(inside, s_seg, c.out_s)
         if conds:
             # The event that fired is the condition nearest 0 at the event time.
-            which = jnp.argmin(_event_values((W_end, s_end), args))
+            which = jnp.argmin(_event_values(t_end, (W_end, s_end), args))
             hit = {k: is_event & (which == i) for i, k in enumerate(names)}
         else:
             hit = {}
         collapsed = hit.get("collapse", jnp.asarray(False))
         crossed = hit.get("cross", jnp.asarray(False))
-        blew_up = hit.get("blowup", jnp.asarray(False))
+        blew_up = hit.get("blowup", jnp.asarray(False)) | hit.get("pole", jnp.asarray(False))
         untracked = hit.get("t_range", jnp.asarray(False))
 
         # Collapse: extrapolate linearly to W = 0 (the field is bounded there).
@@ -442,6 +482,8 @@ def solve_cell(
             event_time=event_time,
             event_s=event_s,
             coll_dir=coll_dir,
+            W_detect=jnp.where(collapsed, W_end, c.W_detect),
+            t_detect=jnp.where(collapsed, t_end, c.t_detect),
             steps=c.steps + sol.stats["num_steps"],
             done=done,
             track=c.track & ~untracked,
@@ -460,6 +502,12 @@ def solve_cell(
     after = ts > c.event_time
     is_coll = status == int(Status.COLLAPSED)
     out_W = jnp.where(is_coll & after[:, None, None], 0.0, c.out_W)
+    # Between the capture (||W|| = capture radius) and the extrapolated collapse
+    # time the state goes linearly to 0, as the extrapolation assumes.
+    span = c.event_time - c.t_detect
+    frac = jnp.clip((c.event_time - ts) / jnp.where(span > 0, span, 1.0), 0.0, 1.0)
+    approach = is_coll & (ts > c.t_detect) & ~after
+    out_W = jnp.where(approach[:, None, None], frac[:, None, None] * c.W_detect, out_W)
     if clock is Clock.TAU:
         rate0 = jnp.exp(loss.log_inv_slope(0.0))
         t_real = jnp.expm1(c.out_s)
