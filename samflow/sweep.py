@@ -68,6 +68,7 @@ def solve_grid(
     chunk_size: int = 512,
     on_chunk: Callable[[int], None] | None = None,
     checkpoint: "ChunkCheckpoint | None" = None,
+    sort_key: "np.ndarray | None" = None,
 ) -> Trajectory:
     """Solve a batch of B cells, `chunk_size` cells per jitted vmapped call.
 
@@ -79,7 +80,10 @@ def solve_grid(
     **Arguments:** `W0` (B, L, d) initial weights; `rho` (B,) radii; `ts`
     (n_save,) save times; `on_chunk(n_cells_done)` is called after each chunk;
     `checkpoint` (a `ChunkCheckpoint`) stores each finished chunk on disk and
-    supplies the chunks a previous, interrupted run already finished.
+    supplies the chunks a previous, interrupted run already finished;
+    `sort_key` (B,) groups cells of similar cost into the same chunk (a vmapped
+    chunk runs in lockstep until its slowest cell is done), e.g. alpha / rho,
+    which decides the regime; results come back in the original order.
 
     **Returns:** a `Trajectory` with leading axis B (NumPy arrays).
     """
@@ -92,6 +96,8 @@ def solve_grid(
     if B == 0:
         raise ValueError("the grid is empty: give at least one alpha and one rho")
     size = min(chunk_size, B)
+    perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
+    W0, rho = W0[perm], rho[perm]
     pieces = []
     for k, start in enumerate(range(0, B, size)):
         n_real = min(size, B - start)
@@ -106,7 +112,9 @@ def solve_grid(
         pieces.append(piece)
         if on_chunk is not None:
             on_chunk(n_real)
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0), *pieces)
+    inverse = np.empty_like(perm)
+    inverse[perm] = np.arange(B)
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0)[inverse], *pieces)
 
 
 class ChunkCheckpoint:
@@ -208,6 +216,9 @@ def run_sweep(
         loss=cfg.loss,
     )
     checkpoint = ChunkCheckpoint(checkpoint_dir, config_key(cfg)) if checkpoint_dir else None
+    # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost_key = np.lexsort((rho, W0[:, 0, 0] / rho))
     results, timings = {}, {}
     total = len(cfg.methods) * W0.shape[0]
     with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
@@ -217,6 +228,7 @@ def run_sweep(
             results[m] = solve_grid(
                 m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                 chunk_size=cfg.solver.chunk_size, on_chunk=bar.update, checkpoint=checkpoint,
+                sort_key=np.argsort(cost_key),
             )
             timings[m.value] = time.perf_counter() - t0
     return to_dataset(cfg, data, ts, alpha_abs, results, timings)

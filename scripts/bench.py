@@ -1,0 +1,744 @@
+"""Benchmark samflow against the code a researcher would write instead.
+
+    python scripts/bench.py            # quick: regime chart at 32x32 and 64x64
+    python scripts/bench.py --full     # also 128x128 and 256x256
+    python scripts/bench.py --tiny     # a 4x4 smoke run (used by tests/test_bench.py)
+
+What it measures, in one run, on one machine, at one accuracy:
+
+- **samflow**: the depth-2 l2-SAM regime chart (one sample, mu = (0.2, ..., 1.0),
+  alpha log-spaced in [1e-2, 1e2], rho log-spaced in [1e-2, 1e1], real time to
+  t = 1e4, 64 log-spaced save times in [1e-2, 1e4]) with `samflow.sweep.solve_grid`.
+  Compilation is timed apart (a first call on the chunk shape, then a second one);
+  the grid is then timed warm. Peak memory is the process' peak RSS (getrusage).
+- **accuracy**: beta at the saved times against a reference, scipy DOP853 at
+  rtol 1e-13 on the numpy field of THEORY.md s.2, for a random subset of cells.
+  Error of a cell: max over saved times before min(collapse time of both) of
+  ||beta - beta_ref|| / ||beta_ref||.
+- **baseline A**: a loop of scipy `solve_ivp(DOP853)` with a terminal collapse event
+  at ||W|| = 1e-6 rho over the subset, at the loosest rtol (decade ladder) that
+  reaches the accuracy target; its cells/s is scaled to the grid.
+- **baseline B**: a vectorized numpy RK4 in real time over the whole grid with a
+  fixed step h (steps land on the save times), collapsed cells masked once
+  ||W|| < 1e-6 rho; h is halved from 1 until the target is met on the subset, or
+  down to the mode's finest step (its speedup is then a lower bound, marked so).
+- the same samflow measurement for GD, linf-SAM, depth 3 and d = 50;
+- a flop-and-byte floor for the chart and the ratio of the measured time to it.
+
+The accuracy target of the baselines is max(1e-6, samflow's measured error):
+the issue's 1e-6, or samflow's own error where that is worse. The last line is
+
+    BENCH cells_per_s=... speedup_vs_scipy=... speedup_vs_numpy_rk4=... grid256_s=... peak_mem_mb=... floor_ratio=...
+
+This script only measures; it uses samflow's public API and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.special import expit
+
+import jax  # noqa: E402  (samflow turns on float64 at import)
+import jax.numpy as jnp  # noqa: E402
+
+import samflow as sf  # noqa: E402
+from samflow.sweep import solve_grid  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MU5 = (0.2, 0.4, 0.6, 0.8, 1.0)
+ALPHA_RANGE = (1e-2, 1e2)
+RHO_RANGE = (1e-2, 1e1)
+T1 = 1e4
+N_SAVE = 64
+TS = np.geomspace(1e-2, T1, N_SAVE)
+CAPTURE = 1e-6  # collapse when ||W||_2 <= CAPTURE * rho (samflow's default)
+ZERO_TOL = 1e-9  # linf reference: a weight at ZERO_TOL * rho is taken to have reached 0
+TARGET = 1e-6  # the issue's accuracy
+REF_RTOL = 1e-13
+
+MODES = {
+    # chart grids (n x n), other flows' grids, subset sizes, chunk size, the finest RK4
+    # step of the halving search (a step count, not a time budget, so that the result
+    # does not depend on the load), the time spent timing RK4 on the whole grid
+    "tiny": dict(grids=[4], extra_grid=None, d50_grid=None, subset=4, extra_subset=0, chunk=512,
+                 rk4_h_min=1.0, rk4_time_s=1.0, scipy_max_rtol_levels=3),
+    "quick": dict(grids=[32, 64], extra_grid=32, d50_grid=8, subset=64, extra_subset=16, chunk=512,
+                  rk4_h_min=1 / 16, rk4_time_s=15.0, scipy_max_rtol_levels=8),
+    "full": dict(grids=[32, 64, 128, 256], extra_grid=64, d50_grid=16, subset=64, extra_subset=32, chunk=512,
+                 rk4_h_min=1 / 32, rk4_time_s=20.0, scipy_max_rtol_levels=8),
+}
+
+
+def say(*args):
+    print(*args, flush=True)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+# ----------------------------------------------------------------------------
+# The problem: a grid of (alpha, rho) cells
+# ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    method: str  # "gd", "l2", "linf"
+    depth: int
+    mu: tuple
+
+    @property
+    def d(self) -> int:
+        return len(self.mu)
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} L={self.depth} d={self.d}"
+
+
+def grid_cells(n_alpha: int, n_rho: int):
+    """Flattened (alpha, rho) cells, alpha-major: alpha (B,), rho (B,)."""
+    a = np.geomspace(*ALPHA_RANGE, n_alpha)
+    r = np.geomspace(*RHO_RANGE, n_rho)
+    A, R = np.meshgrid(a, r, indexing="ij")
+    return A.reshape(-1).copy(), R.reshape(-1).copy()
+
+
+# ----------------------------------------------------------------------------
+# The vector field in numpy, straight from THEORY.md s.2 (one sample {(mu, +1)})
+#   beta = prod_l w^(l), z = <beta, mu>, r = sigmoid(-z) mu, grad L = -r * prod_{k!=l} w^(k)
+#   l2:   W_hat = W + rho grad L / ||grad L||_2      linf: W_hat = W + rho sign(grad L)
+#   dW/dt = -grad L(W_hat) = r(W_hat) * prod_excl(W_hat)
+# Works on one cell (L, d) or a batch (B, L, d).
+# ----------------------------------------------------------------------------
+
+
+def np_prod_excl(W):
+    L = W.shape[-2]
+    if L == 1:
+        return np.ones_like(W)
+    if L == 2:
+        return W[..., ::-1, :]
+    ones = np.ones_like(W[..., :1, :])
+    before = np.cumprod(np.concatenate([ones, W[..., :-1, :]], axis=-2), axis=-2)
+    after = np.cumprod(np.concatenate([ones, W[..., :0:-1, :]], axis=-2), axis=-2)[..., ::-1, :]
+    return before * after
+
+
+def np_field(W, rho, mu, method, sign_at_zero=None):
+    """dW/dt of THEORY.md s.2. `rho` is a scalar or (B,). For linf, `sign_at_zero`
+    (same shape as W) stands in for sign(grad L) where grad L = 0 (a weight held at
+    0 keeps the one-sided sign it had: the limit along the symmetric flow)."""
+    P = np_prod_excl(W)
+    r = expit(-(np.prod(W, axis=-2) @ mu))[..., None] * mu  # (..., d)
+    if method == "gd":
+        Wh = W
+    else:
+        G = -r[..., None, :] * P
+        if method == "l2":
+            nG = np.sqrt(np.sum(G * G, axis=(-2, -1)))
+            scale = np.asarray(rho) / np.where(nG > 0, nG, 1.0)  # eps = 0 where grad L = 0
+            Wh = W + scale[..., None, None] * G
+        elif method == "linf":
+            sg = np.sign(G)
+            if sign_at_zero is not None:
+                sg = np.where(G == 0, sign_at_zero, sg)
+            Wh = W + np.asarray(rho)[..., None, None] * sg
+        else:
+            raise ValueError(method)
+        P = np_prod_excl(Wh)
+    rh = expit(-(np.prod(Wh, axis=-2) @ mu))[..., None] * mu
+    return rh[..., None, :] * P
+
+
+def check_np_field_against_samflow(prob: Problem, rng) -> float:
+    """The baselines' field must be the same flow as samflow's: max rel. difference."""
+    data = sf.single_sample(list(prob.mu))
+    loss = sf.Logistic()
+    method = sf.Method(prob.method)
+    f = jax.jit(lambda W, rho: sf.real_time_velocity(W, rho, method, data, loss))
+    worst = 0.0
+    for _ in range(4):
+        W = rng.uniform(0.05, 1.5, size=(prob.depth, prob.d))
+        rho = float(rng.uniform(0.05, 2.0))
+        a = np.asarray(f(jnp.asarray(W), rho))
+        b = np_field(W, rho, np.asarray(prob.mu), prob.method)
+        worst = max(worst, float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300)))
+    return worst
+
+
+# ----------------------------------------------------------------------------
+# scipy: reference and baseline A (one cell per solve_ivp call)
+# ----------------------------------------------------------------------------
+
+
+def scipy_cell(prob: Problem, alpha, rho, ts, rtol, atol):
+    """One cell with solve_ivp(DOP853). Returns beta (n_save, d), the time from
+    which beta = 0 (inf if never) and the number of field evaluations.
+
+    l2 (L >= 2): terminal event at ||W|| = CAPTURE rho (collapse), beta = 0 afterwards.
+    linf: a weight that comes down to ZERO_TOL rho is set to 0 and held there (the
+    Filippov sliding mode of the symmetric positive init, THEORY.md s.3): terminal
+    event, freeze, restart; beta = 0 once every weight is held. A held weight keeps
+    the sign of grad L it had on its way down in the perturbation, so that the
+    perturbed margin z_hat is continuous along the symmetric flow (w_hat_j = -rho).
+    """
+    mu = np.asarray(prob.mu)
+    L, d = prob.depth, prob.d
+    W = np.full((L, d), float(alpha))
+    frozen = np.zeros((L, d), bool)
+    sign_at_zero = np.zeros((L, d))
+    out = np.zeros((ts.size, d))
+    t0, k0, nfev, T = 0.0, 0, 0, np.inf
+    z0 = ZERO_TOL * rho
+
+    def rhs(t, y):
+        dW = np_field(y.reshape(L, d), rho, mu, prob.method, sign_at_zero)
+        dW[frozen] = 0.0
+        return dW.reshape(-1)
+
+    events = None
+    if prob.method == "l2" and L >= 2:
+        def collapse(t, y):
+            return np.sqrt(np.dot(y, y)) - CAPTURE * rho
+        collapse.terminal, collapse.direction = True, -1
+        events = collapse
+    elif prob.method == "linf":
+        # Stop just above 0: the field is discontinuous at 0 and a pure relative
+        # tolerance would never let a step reach it.
+        def reach_zero(t, y):
+            act = ~frozen.reshape(-1)
+            return np.min(np.where(act, y, np.inf)) - z0 if act.any() else 1.0
+        reach_zero.terminal, reach_zero.direction = True, -1
+        events = reach_zero
+    while k0 < ts.size:
+        sol = solve_ivp(rhs, (t0, ts[-1]), W.reshape(-1), method="DOP853", t_eval=ts[k0:],
+                        rtol=rtol, atol=atol, events=events)
+        nfev += sol.nfev
+        n = len(sol.t)  # (a list, not an array, when no save time fell in the segment)
+        if n:
+            out[k0:k0 + n] = np.prod(np.asarray(sol.y).T.reshape(n, L, d), axis=1)
+        k0 += n
+        if sol.status != 1:  # finished (0) or failed (-1)
+            if sol.status != 0:
+                out[k0:] = np.nan
+            break
+        te, ye = sol.t_events[0][0], sol.y_events[0][0].reshape(L, d)
+        if prob.method == "l2":
+            T = te
+            out[k0:] = 0.0
+            break
+        hit = ~frozen & (ye <= z0 * (1.0 + 1e-6))
+        r_e = expit(-(np.prod(ye, axis=0) @ mu)) * mu
+        sign_at_zero = np.where(hit, np.sign(-r_e * np_prod_excl(ye)), sign_at_zero)
+        frozen |= hit
+        W = np.where(frozen, 0.0, ye)
+        t0 = te
+        if frozen.all():
+            T = te
+            out[k0:] = 0.0
+            break
+    return out, T, nfev
+
+
+def reference(prob: Problem, alpha, rho):
+    """Tight-tolerance reference for the cells (alpha_i, rho_i)."""
+    betas, Ts = [], []
+    for a, r in zip(alpha, rho):
+        b, T, _ = scipy_cell(prob, a, r, TS, REF_RTOL, 1e-300)
+        betas.append(b)
+        Ts.append(T)
+    return np.array(betas), np.array(Ts)
+
+
+def cell_errors(beta, T, beta_ref, T_ref):
+    """Per cell: max over saved times before min(T, T_ref) of ||beta - ref|| / ||ref||.
+
+    A NaN at a compared time counts as an infinite error; 0/0 counts as 0.
+    """
+    keep = TS[None, :] < np.minimum(T, T_ref)[:, None]
+    diff = np.linalg.norm(beta - beta_ref, axis=-1)
+    nref = np.linalg.norm(beta_ref, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where(diff == 0, 0.0, diff / nref)
+    e = np.where(np.isnan(e), np.inf, e)
+    return np.max(np.where(keep, e, 0.0), axis=1)
+
+
+# ----------------------------------------------------------------------------
+# samflow
+# ----------------------------------------------------------------------------
+
+
+def zero_from(out, idx):
+    """The time from which samflow's beta is 0 for good (inf if never): the
+    collapse time, or the time the last weight slid to 0."""
+    T = np.where(out.status[idx] == int(sf.Status.COLLAPSED), out.event_time[idx], np.inf)
+    slide = np.asarray(out.slide_time[idx]).reshape(len(idx), -1)
+    all_slid = np.all(np.isfinite(slide), axis=1)
+    with np.errstate(invalid="ignore"):
+        return np.where(all_slid, np.max(np.where(all_slid[:, None], slide, 0.0), axis=1), T)
+
+
+class SamflowRunner:
+    def __init__(self, prob: Problem, settings: sf.SolverSettings, chunk: int):
+        self.prob, self.settings, self.chunk = prob, settings, chunk
+        self.data = sf.single_sample(list(prob.mu))
+        self.compiled_shapes = {}
+
+    def _W0(self, alpha):
+        return np.broadcast_to(alpha[:, None, None], (alpha.size, self.prob.depth, self.prob.d)).copy()
+
+    def solve(self, alpha, rho, chunk):
+        return solve_grid(self.prob.method, self.data, self._W0(alpha), rho, TS,
+                          clock="t", settings=self.settings, chunk_size=chunk)
+
+    def run_grid(self, n, subset, rng, repeats=1, quiet=False):
+        """Solve the n x n chart: compile time, warm run time (best of `repeats`),
+        steps, statuses, peak RSS, and the error on a random subset of cells."""
+        prob = self.prob
+        alpha, rho = grid_cells(n, n)
+        size = min(self.chunk, alpha.size)
+        runs = []  # (wall s, cpu s, out)
+
+        def timed(a, r, chunk):
+            ru0 = resource.getrusage(resource.RUSAGE_SELF)
+            t0 = time.perf_counter()
+            out = self.solve(a, r, chunk)
+            wall = time.perf_counter() - t0
+            ru1 = resource.getrusage(resource.RUSAGE_SELF)
+            return wall, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), out
+
+        if size not in self.compiled_shapes:
+            # First call on the chunk shape (compiles), then a second, warm one on the
+            # same cells. When the grid is one chunk the second call is a warm run of it.
+            first = timed(alpha[:size], rho[:size], size)
+            second = timed(alpha[:size], rho[:size], size)
+            self.compiled_shapes[size] = (first[0], second[0])
+            if size == alpha.size:
+                runs.append(second)
+        first_s, second_s = self.compiled_shapes[size]
+        while len(runs) < repeats:
+            runs.append(timed(alpha, rho, self.chunk))
+        run_s, cpu_s, out = min(runs, key=lambda x: x[0])
+        rss = peak_rss_mb()
+        steps = np.asarray(out.num_steps)
+        # A vmapped while loop runs each chunk until its slowest cell is done.
+        pad = (-alpha.size) % size
+        chunks = np.concatenate([steps, np.repeat(steps[-1:], pad)]).reshape(-1, size)
+        lockstep = int(np.sum(np.max(chunks, axis=1)) * size)
+        slow = int(np.argmax(steps))
+        res = dict(n=n, cells=alpha.size, chunk=size, first_s=first_s, second_s=second_s,
+                   compile_s=first_s - second_s, run_s=run_s, cpu_s=cpu_s, repeats=len(runs),
+                   cells_per_s=alpha.size / run_s,
+                   steps_sum=int(np.sum(steps)), steps_mean=float(np.mean(steps)),
+                   steps_max=int(np.max(steps)), lockstep_steps=lockstep,
+                   status=np.bincount(np.asarray(out.status), minlength=7),
+                   out_bytes=int(sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(out))),
+                   rss_mb=rss, out=out, alpha=alpha, rho=rho)
+        if subset:
+            idx = np.sort(rng.choice(alpha.size, size=min(subset, alpha.size), replace=False))
+            t0 = time.perf_counter()
+            b_ref, T_ref = reference(prob, alpha[idx], rho[idx])
+            T = zero_from(out, idx)
+            err = cell_errors(out.beta[idx], T, b_ref, T_ref)
+            res.update(idx=idx, b_ref=b_ref, T_ref=T_ref, err=err, err_max=float(np.max(err)),
+                       ref_s=time.perf_counter() - t0,
+                       zero_mismatch=int(np.sum(np.isfinite(T) != np.isfinite(T_ref))))
+        if not quiet:
+            st = ", ".join(f"{sf.Status(i).name.lower()}={c}" for i, c in enumerate(res["status"]) if c)
+            if subset:
+                w = res["idx"][int(np.argmax(res["err"]))]
+                acc = (f"accuracy: max rel err {res['err_max']:.2e} on {len(res['idx'])} random cells "
+                       f"(worst: alpha {alpha[w]:.3g}, rho {rho[w]:.3g}; median {np.median(res['err']):.1e});"
+                       f" cells where only one of samflow, reference reaches beta = 0: {res['zero_mismatch']}")
+            else:
+                acc = "accuracy not checked"
+            say(f"  {n:>4}x{n:<4} {alpha.size:>6} cells | compile {res['compile_s']:6.2f} s"
+                f" (1st call {first_s:.2f} s, 2nd {second_s:.2f} s, chunk {size}) | run {run_s:8.3f} s"
+                f" (best of {len(runs)}; cpu {cpu_s:.1f} s) = {res['cells_per_s']:9.1f} cells/s")
+            say(f"       steps/cell mean {res['steps_mean']:.0f}, max {res['steps_max']} (alpha "
+                f"{alpha[slow]:.3g}, rho {rho[slow]:.3g}, {sf.Status(int(out.status[slow])).name.lower()});"
+                f" lockstep work {lockstep / max(res['steps_sum'], 1):.1f}x the steps taken | {st}"
+                f" | peak RSS so far {rss:.0f} MB")
+            say(f"       {acc}")
+        return res
+
+
+# ----------------------------------------------------------------------------
+# Baseline B: vectorized numpy RK4, fixed step in real time
+# ----------------------------------------------------------------------------
+
+
+def rk4_schedule(h):
+    """Steps per save interval: ceil(interval / h) equal steps landing on each save time."""
+    edges = np.concatenate([[0.0], TS])
+    return np.maximum(1, np.ceil(np.diff(edges) / h).astype(np.int64))
+
+
+def rk4_grid(prob: Problem, alpha, rho, h, time_budget=None):
+    """All cells at once. Returns beta (B, n_save, d), collapse time (B,),
+    steps done, total steps of the schedule, seconds."""
+    mu = np.asarray(prob.mu)
+    B, L, d = alpha.size, prob.depth, prob.d
+    W = np.broadcast_to(alpha[:, None, None], (B, L, d)).copy()
+    active = np.ones(B, bool)
+    T = np.full(B, np.inf)
+    out = np.full((B, TS.size, d), np.nan)
+    sched = rk4_schedule(h)
+    cap = CAPTURE * rho
+    f = lambda W: np_field(W, rho, mu, prob.method)  # noqa: E731
+    t, done = 0.0, 0
+    t_start = time.perf_counter()
+    for k, (tk, m) in enumerate(zip(TS, sched)):
+        dt = (tk - t) / m
+        for _ in range(m):
+            k1 = f(W)
+            k2 = f(W + (0.5 * dt) * k1)
+            k3 = f(W + (0.5 * dt) * k2)
+            k4 = f(W + dt * k3)
+            W_new = W + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            W = np.where(active[:, None, None], W_new, W)
+            t += dt
+            done += 1
+            hit = active & (np.sqrt(np.sum(W * W, axis=(1, 2))) < cap)
+            if hit.any():
+                T[hit] = t
+                W[hit] = 0.0
+                active &= ~hit
+            if time_budget is not None and time.perf_counter() - t_start > time_budget:
+                return out, T, done, int(sched.sum()), time.perf_counter() - t_start
+        t = tk
+        out[:, k] = np.prod(W, axis=1)
+    return out, T, done, int(sched.sum()), time.perf_counter() - t_start
+
+
+# ----------------------------------------------------------------------------
+# Machine rates for the floor
+# ----------------------------------------------------------------------------
+
+
+def measure_rates(small: bool):
+    n = 512 if small else 2048
+    A = np.random.default_rng(0).standard_normal((n, n))
+    A @ A
+    best = min(_timeit(lambda: A @ A) for _ in range(3))
+    matmul = 2.0 * n**3 / best
+
+    size, iters = (1 << 14, 64) if small else (1 << 16, 512)
+
+    @jax.jit
+    def fma_chain(x):
+        return jax.lax.fori_loop(0, iters, lambda i, y: y * 0.999999 + 1e-7, x)
+
+    x = jnp.ones(size, jnp.float64)
+    fma_chain(x).block_until_ready()
+    best = min(_timeit(lambda: fma_chain(x).block_until_ready()) for _ in range(3))
+    elementwise = 2.0 * size * iters / best
+
+    m = (1 << 22) if small else (1 << 25)  # 32 MiB or 256 MiB of float64
+    src = np.ones(m)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    best = min(_timeit(lambda: np.copyto(dst, src)) for _ in range(3))
+    bandwidth = 2.0 * src.nbytes / best  # read + write
+    return matmul, elementwise, bandwidth
+
+
+def _timeit(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def l2_field_flops(L: int, d: int) -> int:
+    """Floating-point operations of one l2-SAM field evaluation, one sample, counted
+    from THEORY.md s.2 at the minimum (exp, sqrt and a division count as 1 each):
+
+    residual r(W):        beta (L-1)d, <beta, mu> 2d, sigmoid 3, r = s mu d
+    prod_excl(W):         3(L-2)d for L >= 3 (prefix, suffix, combine), 0 for L = 2
+    G = -r * prod_excl:   Ld
+    ||G||:                2Ld + 1
+    W_hat = W + c G:      1 (c = rho/||G||) + 2Ld
+    r(W_hat), prod_excl(W_hat): as above
+    dW = r_hat * P_hat:   Ld
+    """
+    residual = (L - 1) * d + 2 * d + 3 + d
+    pex = 3 * (L - 2) * d if L >= 3 else 0
+    return 2 * residual + 2 * pex + L * d + (2 * L * d + 1) + (1 + 2 * L * d) + L * d
+
+
+TSIT5_EVALS_PER_STEP = 6  # 7 stages, first same as last (FSAL); rejected steps cost as much
+
+
+# ----------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------
+
+
+def machine_lines():
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    import diffrax
+    import scipy
+
+    try:
+        rev = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = "?"
+    solve_src = Path(sys.modules["samflow.solve"].__file__).read_bytes()
+    return [
+        f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"cpu: {cpu}; cores: {os.cpu_count()} (usable {affinity}); load avg at start: "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        f"python {platform.python_version()}; jax {jax.__version__}; jaxlib "
+        f"{getattr(__import__('jaxlib'), '__version__', '?')}; diffrax {diffrax.__version__}; "
+        f"numpy {np.__version__}; scipy {scipy.__version__}; samflow {sf.__version__}",
+        f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {len(jax.devices())} device(s)",
+        f"samflow tree: git {rev}; samflow/solve.py sha256 {hashlib.sha256(solve_src).hexdigest()[:12]}",
+    ]
+
+
+def fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--full", action="store_true", help="also the 128x128 and 256x256 charts")
+    g.add_argument("--tiny", action="store_true", help="4x4 smoke run (for the test)")
+    p.add_argument("--rtol", type=float, default=1e-8, help="samflow rtol (default 1e-8)")
+    p.add_argument("--atol", type=float, default=1e-12, help="samflow atol (default 1e-12)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    mode = "full" if args.full else "tiny" if args.tiny else "quick"
+    cfg = MODES[mode]
+    rng = np.random.default_rng(args.seed)
+    settings = sf.SolverSettings(solver="tsit5", rtol=args.rtol, atol=args.atol)
+    t_all = time.perf_counter()
+
+    say(f"samflow benchmark, mode {mode}")
+    for line in machine_lines():
+        say("  " + line)
+    say(f"  peak RSS after imports: {peak_rss_mb():.0f} MB")
+    chart = Problem("l2", 2, MU5)
+    say(f"problem: {chart.label}, mu = {MU5}, alpha in {ALPHA_RANGE} x rho in {RHO_RANGE} (log), "
+        f"real time to t = {T1:g}, {N_SAVE} log-spaced save times in [1e-2, 1e4], logistic loss")
+    say(f"samflow settings: tsit5, rtol {settings.rtol:g}, atol {settings.atol:g}, "
+        f"capture radius {settings.capture_radius:g} rho, chunk size {cfg['chunk']}")
+    say(f"accuracy: error of a cell = max over saved times before min(collapse times) of "
+        f"||beta - beta_ref|| / ||beta_ref||; reference scipy DOP853 rtol {REF_RTOL:g}, atol 1e-300 "
+        f"(numpy field of THEORY.md s.2)")
+    dev = check_np_field_against_samflow(chart, rng)
+    say(f"numpy field vs samflow.real_time_velocity at random points: max rel diff {dev:.1e}")
+    if not dev < 1e-12:
+        say("error: the baselines' field is not samflow's flow")
+        return 1
+
+    # ---- samflow: the chart ------------------------------------------------
+    say("")
+    say(f"== samflow, {chart.label} regime chart (alpha x rho) ==")
+    runner = SamflowRunner(chart, settings, cfg["chunk"])
+    results = [runner.run_grid(n, cfg["subset"], rng, repeats=2 if n <= 64 else 1) for n in cfg["grids"]]
+    chart_peak_mb = peak_rss_mb()
+    big = results[-1]
+    cells = np.array([r["cells"] for r in results], float)
+    secs = np.array([r["run_s"] for r in results])
+    if len(results) >= 2:
+        slope, intercept = np.polyfit(cells, secs, 1)
+    else:
+        slope, intercept = secs[0] / cells[0], 0.0
+    say(f"  time vs cells: slope {slope * 1e3:.4f} ms/cell ({1 / slope:.1f} cells/s), "
+        f"intercept {intercept:.3f} s (least squares over {len(results)} grid(s))")
+    measured_256 = [r for r in results if r["n"] == 256]
+    if measured_256:
+        grid256_s = measured_256[0]["run_s"]
+        say(f"  256x256 chart: {grid256_s:.2f} s after compilation (MEASURED)")
+    else:
+        grid256_s = intercept + slope * 256 * 256
+        say(f"  256x256 chart: {grid256_s:.2f} s after compilation (EXTRAPOLATED linearly from the "
+            f"slope above; not measured in {mode} mode)")
+    say(f"  peak RSS after the chart: {chart_peak_mb:.0f} MB (process peak, includes compilation)")
+    samflow_err = big["err_max"]
+    target = max(TARGET, samflow_err)
+    say(f"  samflow max rel err on the {big['n']}x{big['n']} subset: {samflow_err:.2e}; "
+        f"{'meets' if samflow_err <= TARGET else 'MISSES'} the 1e-6 requirement")
+    say(f"  accuracy target for the baselines: {target:.2e} (= max(1e-6, samflow's error))")
+
+    # ---- baseline A: scipy loop --------------------------------------------
+    say("")
+    say(f"== baseline A: loop of scipy solve_ivp(DOP853), collapse event, {len(big['idx'])} random cells "
+        f"of the {big['n']}x{big['n']} grid, atol = 1e-4 rtol ==")
+    alpha_s, rho_s = big["alpha"][big["idx"]], big["rho"][big["idx"]]
+    scipy_rate = None
+    scipy_at_own = None
+
+    def scipy_loop(rtol):
+        t0 = time.perf_counter()
+        res = [scipy_cell(chart, a, r, TS, rtol, 1e-4 * rtol) for a, r in zip(alpha_s, rho_s)]
+        return time.perf_counter() - t0, res
+
+    for k in range(cfg["scipy_max_rtol_levels"]):
+        rtol = 10.0 ** (-5 - k)
+        dt, res = scipy_loop(rtol)
+        b = np.array([x[0] for x in res])
+        T = np.array([x[1] for x in res])
+        nfev = np.mean([x[2] for x in res])
+        e = float(np.max(cell_errors(b, T, big["b_ref"], big["T_ref"])))
+        rate = len(res) / dt
+        mism = int(np.sum(np.isfinite(T) != np.isfinite(big["T_ref"])))
+        say(f"  rtol {rtol:.0e}: {dt:7.2f} s for {len(res)} cells = {rate:8.2f} cells/s, "
+            f"{nfev:7.0f} evals/cell, max rel err {e:.2e}, cells where only one of scipy, "
+            f"reference collapses: {mism}")
+        if scipy_rate is None and e <= target:
+            dt2, _ = scipy_loop(rtol)  # best of two, as for samflow
+            scipy_rate, scipy_rtol, scipy_err = len(res) / min(dt, dt2), rtol, e
+        if scipy_at_own is None and e <= samflow_err:
+            scipy_at_own = (len(res) / dt, rtol, e)
+        if scipy_rate is not None and (scipy_at_own is not None or samflow_err >= target):
+            break
+    if scipy_rate is None:
+        scipy_rate, scipy_rtol, scipy_err = rate, rtol, e
+        say(f"  target not reached by rtol {rtol:.0e}: using it, one run (speedup is then a LOWER bound)")
+    speedup_scipy = big["cells_per_s"] / scipy_rate
+    say(f"  chosen rtol {scipy_rtol:.0e} (err {scipy_err:.2e} vs target {target:.2e}): "
+        f"{scipy_rate:.2f} cells/s (best of 2 runs); scaled to the {big['n']}x{big['n']} grid: "
+        f"{big['cells'] / scipy_rate:.1f} s (per-cell time x {big['cells']} cells, not run)")
+    say(f"  speedup of samflow ({big['cells_per_s']:.1f} cells/s on {big['n']}x{big['n']}): "
+        f"{speedup_scipy:.1f}x (target >= 300x: {'MET' if speedup_scipy >= 300 else 'NOT MET'})")
+    if scipy_at_own is not None and samflow_err < target:
+        say(f"  at samflow's own error {samflow_err:.2e} scipy needs rtol {scipy_at_own[1]:.0e}: "
+            f"{scipy_at_own[0]:.2f} cells/s, speedup {big['cells_per_s'] / scipy_at_own[0]:.1f}x")
+
+    # ---- baseline B: numpy RK4 ---------------------------------------------
+    say("")
+    say(f"== baseline B: vectorized numpy RK4, fixed step h in real time (steps land on save times), "
+        f"mask once ||W|| < 1e-6 rho; h halved from 1 down to {cfg['rk4_h_min']:g} on the same "
+        f"{len(alpha_s)} cells ==")
+    h, rk4, rk4_nc = 1.0, None, None
+    no_zero = ~np.isfinite(big["T_ref"])
+    while True:
+        if h < cfg["rk4_h_min"] * (1 - 1e-9):
+            say(f"  stopped: h = {h:g} ({int(rk4_schedule(h).sum())} steps) is below this mode's "
+                f"finest step {cfg['rk4_h_min']:g}")
+            break
+        b, T, _, total, dt = rk4_grid(chart, alpha_s, rho_s, h)
+        errs = cell_errors(b, T, big["b_ref"], big["T_ref"])
+        e = float(np.max(errs))
+        e_nc = float(np.max(errs[no_zero])) if no_zero.any() else 0.0
+        mism = int(np.sum(np.isfinite(T) != np.isfinite(big["T_ref"])))
+        say(f"  h {h:<10g} {total:>9} steps {dt:8.2f} s  max rel err {e:.2e} (cells that do not "
+            f"collapse: {e_nc:.2e}); cells where only one of RK4, reference collapses: {mism}")
+        rk4 = (h, total, e)
+        if rk4_nc is None and e_nc <= target:
+            rk4_nc = (h, total, e_nc)
+        if e <= target:
+            break
+        h /= 2
+    rk4_h, rk4_steps, rk4_err = rk4
+    rk4_met = rk4_err <= target
+    if rk4_met:
+        say(f"  h = {rk4_h:g} ({rk4_steps} steps) reaches the target {target:.2e}")
+    else:
+        say(f"  target NOT reached: the finest h tried, {rk4_h:g} ({rk4_steps} steps), has max rel err "
+            f"{rk4_err:.2e}; the timing below uses it, so the "
+            f"speedup is a LOWER bound")
+    _, _, done, total, dt = rk4_grid(chart, big["alpha"], big["rho"], rk4_h, time_budget=cfg["rk4_time_s"])
+    per_step = dt / done
+    rk4_grid_s = per_step * total
+    rk4_rate = big["cells"] / rk4_grid_s
+    how = "measured" if done == total else f"EXTRAPOLATED from {done} of {total} steps in {dt:.1f} s"
+    say(f"  whole {big['n']}x{big['n']} grid at h = {rk4_h:g}: {per_step * 1e3:.2f} ms/step, "
+        f"{rk4_grid_s:.1f} s ({how}) = {rk4_rate:.2f} cells/s")
+    speedup_rk4 = big["cells_per_s"] / rk4_rate
+    say(f"  speedup of samflow: {speedup_rk4:.1f}x{'' if rk4_met else ' (lower bound)'}")
+    if rk4_nc is not None and not rk4_met:
+        t_nc = per_step * rk4_nc[1]
+        say(f"  (leaving out the cells that collapse, h = {rk4_nc[0]:g} ({rk4_nc[1]} steps) reaches "
+            f"the target: {t_nc:.1f} s for the grid, speedup {big['cells_per_s'] * t_nc / big['cells']:.1f}x)")
+
+    # ---- other flows, depths, dimensions -----------------------------------
+    say("")
+    extras = [Problem("gd", 2, MU5), Problem("linf", 2, MU5), Problem("l2", 3, MU5),
+              Problem("l2", 2, tuple(np.arange(1, 51) / 50.0))]
+    if cfg["extra_grid"] is None:
+        say("== other flows (GD, linf, depth 3, d = 50): skipped in tiny mode ==")
+    else:
+        n = cfg["extra_grid"]
+        say(f"== samflow, other flows on {n}x{n} grids, d = 50 (mu_j = j/50) on {cfg['d50_grid']}x"
+            f"{cfg['d50_grid']} (same alpha, rho, times, settings; reference on {cfg['extra_subset']} "
+            f"random cells) ==")
+        for prob in extras:
+            dev = check_np_field_against_samflow(prob, rng)
+            say(f"  {prob.label} (numpy field vs samflow: {dev:.1e})")
+            grid = cfg["d50_grid"] if prob.d == 50 else n
+            SamflowRunner(prob, settings, cfg["chunk"]).run_grid(grid, cfg["extra_subset"], rng)
+
+    # ---- floor ----------------------------------------------------------------
+    say("")
+    say("== flop-and-byte floor of the chart ==")
+    matmul, elementwise, bw = measure_rates(small=(mode == "tiny"))
+    say(f"  machine: numpy float64 matmul {matmul / 1e9:.2f} GFLOP/s; jitted JAX float64 "
+        f"elementwise FMA chain {elementwise / 1e9:.2f} GFLOP/s; numpy copy {bw / 1e9:.2f} GB/s")
+    fl = l2_field_flops(chart.depth, chart.d)
+    evals = TSIT5_EVALS_PER_STEP * big["steps_sum"]
+    flops = evals * fl
+    peak = max(matmul, elementwise)
+    t_flop = flops / peak
+    t_byte = big["out_bytes"] / bw
+    floor = max(t_flop, t_byte)
+    floor_ratio = big["run_s"] / floor
+    say(f"  {big['n']}x{big['n']}: {big['steps_sum']} Tsit5 steps (accepted + rejected) x "
+        f"{TSIT5_EVALS_PER_STEP} = {evals:.3e} field evaluations x {fl} flops (l2, L = 2, d = 5) "
+        f"= {flops:.3e} flops")
+    say(f"  flop floor {t_flop * 1e3:.2f} ms at {peak / 1e9:.2f} GFLOP/s "
+        f"({flops / elementwise * 1e3:.2f} ms at the elementwise rate); byte floor "
+        f"{t_byte * 1e3:.2f} ms ({big['out_bytes'] / 1e6:.1f} MB of results written)")
+    say(f"  measured {big['run_s']:.3f} s = {floor_ratio:.0f}x the floor "
+        f"({big['run_s'] / max(flops / elementwise, t_byte):.0f}x at the elementwise rate)")
+    say(f"  (the floor counts neither RK stage arithmetic, error control nor event checks; a "
+        f"vmapped while loop also runs every chunk until its slowest cell is done: "
+        f"{big['lockstep_steps']:.3e} cell-steps executed for {big['steps_sum']:.3e} taken, "
+        f"{big['lockstep_steps'] / big['steps_sum']:.1f}x)")
+
+    say("")
+    say(f"targets: >= 300x scipy: {'MET' if speedup_scipy >= 300 else 'NOT MET'} ({speedup_scipy:.1f}x); "
+        f"256x256 chart < 4 s after compilation: {'MET' if grid256_s < 4 else 'NOT MET'} "
+        f"({grid256_s:.1f} s, {'measured' if measured_256 else 'extrapolated'})")
+    say(f"total wall time {time.perf_counter() - t_all:.0f} s; final peak RSS {peak_rss_mb():.0f} MB; "
+        f"load avg at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    say(f"BENCH cells_per_s={fmt(big['cells_per_s'])} speedup_vs_scipy={fmt(speedup_scipy)} "
+        f"speedup_vs_numpy_rk4={fmt(speedup_rk4)} grid256_s={fmt(grid256_s)} "
+        f"peak_mem_mb={fmt(chart_peak_mb)} floor_ratio={fmt(floor_ratio)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The benchmark script runs end to end (tiny grids) and ends with a parseable BENCH line."""
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_KEYS = ["cells_per_s", "speedup_vs_scipy", "speedup_vs_numpy_rk4", "grid256_s",
+              "peak_mem_mb", "floor_ratio"]
+NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
+
+
+@pytest.mark.slow
+def test_bench_tiny_prints_a_bench_line_with_positive_numbers():
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench.py"), "--tiny"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    wall = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    pattern = "^BENCH " + " ".join(f"{k}={NUMBER}" for k in BENCH_KEYS) + "$"
+    m = re.match(pattern, last)
+    assert m, f"last line is not a BENCH line in the expected form: {last!r}"
+    values = [float(v) for v in m.groups()]
+    assert all(v > 0 and v < float("inf") for v in values), last
+    # The machine, the extrapolation note and the baselines' accuracy are in the text.
+    assert "cpu:" in proc.stdout and "jax " in proc.stdout
+    assert "EXTRAPOLATED" in proc.stdout
+    assert wall < 60, f"--tiny took {wall:.0f} s"
