@@ -46,7 +46,10 @@ def test_default_config_is_valid_and_matches_the_issue():
     assert {"gd", "l2", "linf"} <= set(cfg.methods)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+SWEEP_CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.toml") if "\nmethods" in p.read_text())
+
+
+@pytest.mark.parametrize("path", SWEEP_CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_validates(path):
     load_config(path)
 
