@@ -27,7 +27,7 @@ from pydantic import (
 
 from .flows import Method
 
-__all__ = ["ConfigError", "SweepConfig", "load_config", "parse_config"]
+__all__ = ["ConfigError", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
 
 
 class ConfigError(ValueError):
@@ -277,17 +277,19 @@ class SweepConfig(_Strict):
 
 
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
-    """A 'did you mean' hint for an unknown key at `loc`."""
+    """A 'did you mean' hint for an unknown key at `loc` of `model`."""
     cls: Any = model
     for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
         field = getattr(cls, "model_fields", {}).get(part)
         if field is None:
             return ""
         ann = field.annotation
-        cls = next(
-            (a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)),
-            None,
-        )
+        args = list(getattr(ann, "__args__", (ann,)))
+        for a in list(args):
+            args.extend(getattr(a, "__args__", ()))
+        cls = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if cls is None:
             return ""
     close = difflib.get_close_matches(str(loc[-1]), list(cls.model_fields), n=1)
@@ -297,14 +299,19 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
+def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
+    """One line per problem of a pydantic `ValidationError` of `model`, each naming
+    the file (`source`), the field, the bad value and what is allowed."""
     entries = []
     for e in err.errors(include_url=False):
-        # pydantic puts union member names (e.g. 'list[float]') in the location.
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p == "GridAxis")))
+        # pydantic puts union member names (e.g. 'list[float]', 'GridAxis') in the location.
+        loc = tuple(
+            p for p in e["loc"]
+            if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))
+        )
         where = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
-            hint = _did_you_mean(loc, SweepConfig)
+            hint = _did_you_mean(loc, model)
             entries.append((where, f"unknown key{hint}; remove it or fix its spelling"))
             continue
         if e["type"] == "missing":
@@ -338,7 +345,7 @@ def parse_config(raw: dict, source: str = "config") -> SweepConfig:
     try:
         return SweepConfig.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None
+        raise ConfigError(format_errors(err, source, SweepConfig)) from None
 
 
 def load_config(path: "str | Path") -> SweepConfig:
@@ -347,13 +354,20 @@ def load_config(path: "str | Path") -> SweepConfig:
     **Raises:** `ConfigError` (one line per problem) for a missing or unreadable
     file, invalid TOML, or invalid values.
     """
+    return parse_config(read_toml(path), str(path))
+
+
+def read_toml(path: "str | Path") -> dict:
+    """Read a TOML file into a dict.
+
+    **Raises:** `ConfigError` (one line) for a missing or unreadable file or invalid TOML.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; give the path of a .toml file (see configs/)")
     try:
-        raw = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read the file: {err}") from None
-    return parse_config(raw, str(path))

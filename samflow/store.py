@@ -159,6 +159,9 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; results are for sharing
     try:
         ds.to_netcdf(tmp, engine="h5netcdf")
         os.replace(tmp, path)

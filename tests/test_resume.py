@@ -21,7 +21,7 @@ methods = ["linf"]
 [data]
 mu = [0.2, 0.6, 1.0]
 [grid]
-alpha = {{ start = 1e-2, stop = 1e1, num = 24 }}
+alpha = {{ start = 1e-2, stop = 1e1, num = 48 }}
 alpha_relative_to_rho = true
 rho = [0.05]
 [time]
@@ -59,12 +59,12 @@ def test_kill_midway_then_resume_is_bit_identical(tmp_path):
     proc = _run(cfg, killed, wait=False)
     partial = killed / ".partial"
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(partial.glob("*.npz"))) < 3:
-        time.sleep(0.05)
+    while time.time() < deadline and len(list(partial.glob("*.npz"))) < 2 and proc.poll() is None:
+        time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     n_done = len(list(partial.glob("*.npz")))
-    assert 3 <= n_done < 8, n_done  # killed midway: 8 chunks
+    assert 2 <= n_done < 16, n_done  # killed midway: 16 chunks of 3 cells
     assert not (killed / "results.nc").exists()
 
     # Without --resume the CLI refuses, naming the flags.
