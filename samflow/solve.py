@@ -87,8 +87,9 @@ class SolverSettings:
     **Fields:**
 
     - `solver`: "tsit5" (default), "dopri5" or "dopri8" (diffrax explicit RK).
-    - `rtol`, `atol`: tolerances of the PID step-size controller (atol in units of
-      the weights).
+    - `rtol`, `atol`: tolerances of the PID step-size controller; the absolute
+      tolerance used is atol x clip(max|W(0)|, 1e-150, 1), so that cells with tiny
+      inits keep their relative accuracy.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (THEORY.md section 4 recommends 1e-6 in float64).
@@ -275,6 +276,7 @@ def solve_cell(
         return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss)
 
     capture = settings.capture_radius * rho
+    w_scale = jnp.max(jnp.abs(W0))
     conds = {}
     if method is Method.L2 and L >= 2:
         # Event functions are made dimensionless (divided by rho) so that the root
@@ -312,7 +314,9 @@ def solve_cell(
                 # |dw/w| but is no pole).
                 k = jnp.argmax(jnp.abs(W).reshape(-1))
                 w_k, dw_k = W.reshape(-1)[k], dW.reshape(-1)[k]
-                rate = jnp.where(w_k != 0, dw_k / jnp.where(w_k != 0, w_k, 1.0), 0.0)
+                # Only a weight above its initial scale can be nearing a pole.
+                big = jnp.abs(w_k) > w_scale
+                rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
                 x = rate * jnp.abs(t)
                 return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
 
@@ -341,7 +345,13 @@ def solve_cell(
     )
     term = diffrax.ODETerm(field)
     solver = _SOLVERS[settings.solver]()
-    controller = diffrax.PIDController(rtol=settings.rtol, atol=settings.atol)
+    # atol is relative to the init scale: a cell started at 1e-300 is followed
+    # to rtol, not swamped by an absolute tolerance far above its weights.
+    w_scale = jnp.max(jnp.abs(W0))
+    # (Floored at 1e-150: below that the error norms themselves leave the normal
+    # float64 range, and beta = w^L has underflowed anyway.)
+    atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+    controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
 
     memory0 = jnp.sign(W0)
     frozen0 = jnp.zeros((L, d), bool)
