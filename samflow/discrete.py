@@ -41,8 +41,8 @@ from .data import Dataset
 from .flows import Method, perturbed_weights
 from .losses import get_loss
 from .model import beta as beta_of
-from .model import grad_loss, init_weights, loss_value, residual
-from .solve import SolverSettings, check_save_times, solve
+from .model import grad_loss, loss_value, residual
+from .solve import SolverSettings, batch_cells, check_save_times, solve
 from .status import Status
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
@@ -246,21 +246,9 @@ def run_discrete(
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
     ks, _ = save_iterations(ts, eta)
     ts = check_save_times(ts)
-    rho_arr = np.asarray(rho, dtype=np.float64)
-    if rho_arr.ndim > 1:
-        raise ValueError(f"rho must be a scalar or a 1-D vector, got shape {rho_arr.shape}")
-    if not np.all(np.isfinite(rho_arr)) or np.any(rho_arr < 0):
+    if not np.all(np.isfinite(np.asarray(rho, dtype=np.float64))):
         raise ValueError(f"rho must be finite and >= 0, got {rho!r}")
-    batched = rho_arr.ndim == 1
-    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
-    B = rho_b.shape[0]
-    a = jnp.asarray(alpha, dtype=jnp.float64)
-    if batched:
-        if a.shape[:1] != (B,):
-            a = jnp.broadcast_to(a, (B,) + a.shape)
-        W0 = jax.vmap(lambda x: init_weights(x, depth, data.d))(a)
-    else:
-        W0 = init_weights(a, depth, data.d)[None]
+    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d)
     out = _run_batch(
         W0, rho_b, jnp.asarray(eta, jnp.float64), data, jnp.asarray(ts), jnp.asarray(ks), method, loss
     )

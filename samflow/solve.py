@@ -38,9 +38,9 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .data import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity
-from .losses import AbstractLoss, get_loss
+from .losses import get_loss
 from .model import beta as beta_of
-from .model import init_weights, loss_value, margins
+from .model import init_weights, loss_value
 from .status import Status
 
 __all__ = ["Clock", "SolverSettings", "Trajectory", "solve", "solve_cell"]
@@ -574,6 +574,35 @@ def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
     return ts
 
 
+def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int):
+    """The cells of a `solve`-style call: (W0 (B, L, d), rho (B,), batched).
+
+    A scalar `rho` is one cell (batched False); a 1-D `rho` of length B is B
+    cells, with `alpha` broadcast to (B, ...) unless its first axis is already B.
+
+    **Raises:** `ValueError` for a depth < 1, a negative rho or a rho of more than
+    one dimension.
+    """
+    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    rho_arr = np.asarray(rho, dtype=np.float64)
+    if rho_arr.ndim > 1:
+        raise ValueError(f"rho must be a scalar or a 1-D vector, got shape {rho_arr.shape}")
+    if np.any(rho_arr < 0):
+        raise ValueError(f"rho must be >= 0, got {rho!r}")
+    batched = rho_arr.ndim == 1
+    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
+    B = rho_b.shape[0]
+    a = jnp.asarray(alpha, dtype=jnp.float64)
+    if batched:
+        if a.shape[:1] != (B,):
+            a = jnp.broadcast_to(a, (B,) + a.shape)
+        W0 = jax.vmap(lambda x: init_weights(x, depth, d))(a)
+    else:
+        W0 = init_weights(a, depth, d)[None]
+    return W0, rho_b, batched
+
+
 def solve(
     method: "str | Method",
     data: Dataset,
@@ -617,19 +646,7 @@ def solve(
             "clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'"
         )
     ts = jnp.asarray(check_save_times(ts))
-    rho_arr = np.asarray(rho, dtype=np.float64)
-    if np.any(rho_arr < 0):
-        raise ValueError(f"rho must be >= 0, got {rho!r}")
-    batched = rho_arr.ndim == 1
-    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
-    B = rho_b.shape[0]
-    a = jnp.asarray(alpha, dtype=jnp.float64)
-    if batched:
-        if a.shape[:1] != (B,):
-            a = jnp.broadcast_to(a, (B,) + a.shape)
-        W0 = jax.vmap(lambda x: init_weights(x, depth, data.d))(a)
-    else:
-        W0 = init_weights(a, depth, data.d)[None]
+    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d)
     out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
