@@ -337,15 +337,23 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
     return "\n".join(dict.fromkeys(out))
 
 
-def parse_config(raw: dict, source: str = "config") -> SweepConfig:
-    """Validate a config given as a dict (as read from TOML).
+def validate(model: type[BaseModel], raw: dict, source: str = "config"):
+    """Validate `raw` (a dict read from TOML) against the pydantic `model`.
 
     **Raises:** `ConfigError` listing every problem, one line each.
     """
     try:
-        return SweepConfig.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(format_errors(err, source, SweepConfig)) from None
+        raise ConfigError(format_errors(err, source, model)) from None
+
+
+def parse_config(raw: dict, source: str = "config") -> SweepConfig:
+    """Validate a sweep config given as a dict (as read from TOML).
+
+    **Raises:** `ConfigError` listing every problem, one line each.
+    """
+    return validate(SweepConfig, raw, source)
 
 
 def load_config(path: "str | Path") -> SweepConfig:

@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..config import ConfigError, format_errors, read_toml
+from ..config import ConfigError, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
@@ -275,10 +275,7 @@ def parse_cnn_config(raw: dict, source: str = "config") -> CnnConfig:
 
     **Raises:** `ConfigError` listing every problem, one line each.
     """
-    try:
-        return CnnConfig.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_errors(err, source, CnnConfig)) from None
+    return validate(CnnConfig, raw, source)
 
 
 def load_cnn_config(path: "str | Path") -> CnnConfig:
