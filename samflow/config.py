@@ -212,7 +212,20 @@ class TimeConfig(_Strict):
 
 class SolverConfig(_Strict):
     """Solver settings (`samflow.SolverSettings`): solver, rtol, atol, max_steps,
-    capture_radius (relative to rho), blowup_log10, max_segments."""
+    capture_radius (relative to rho), blowup_log10, max_segments, coords ("linear"
+    or "log": the state integrated, see `samflow.SolverSettings`); and how the
+    grid is batched (`samflow.sweep.solve_grid`):
+
+    - `batch_size`: cells each device solves in lockstep (one vmapped while
+      loop, one compilation). The results depend, in their last bits, on this
+      value (XLA's code depends on the batch shape) and on nothing else of the
+      batching: not on the chunks, the budget or the number of devices.
+    - `memory_budget_mb`: bound on the solver's working memory (the outputs of
+      one chunk plus the temporaries of the running batches,
+      `samflow.parallel.cell_bytes`), from which the chunk size is derived.
+    - `chunk_size`: cells per chunk (the unit of memory and of `--resume`
+      checkpoints); when given it wins over `memory_budget_mb`.
+    """
 
     solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
     rtol: Annotated[float, Field(gt=0, lt=1)] = 1e-8
@@ -221,7 +234,10 @@ class SolverConfig(_Strict):
     capture_radius: Annotated[float, Field(gt=0, lt=1)] = 1e-6
     blowup_log10: Annotated[float, Field(gt=0, le=300)] = 200.0
     max_segments: Annotated[int, Field(ge=1)] | None = None
-    chunk_size: Annotated[int, Field(ge=1)] = 512
+    coords: Literal["linear", "log"] = "linear"
+    batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
+    memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
+    chunk_size: Annotated[int, Field(ge=1)] | None = None
 
 
 class OutputConfig(_Strict):

@@ -51,6 +51,7 @@ __all__ = [
     "perturbed_weights",
     "real_time_velocity",
     "rescaled_velocity",
+    "log_velocity",
 ]
 
 
@@ -200,3 +201,96 @@ def rescaled_velocity(
     z_hat = jnp.dot(beta(W_hat), mu)
     dW = mu[None, :] * prod_excl(W_hat)
     return dW, loss.log_inv_slope(z_hat)
+
+
+def log_velocity(
+    x: Float[Array, "L d"],
+    sign: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    method: Method,
+    data: Dataset,
+    loss: AbstractLoss,
+    rescaled: bool,
+) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
+    """The gd, l2 and usam flows of one sample in log coordinates, x = log|W|.
+
+    With W = sign * exp(x) (the signs fixed), dx/dc = (dW/dc) / W for the clock
+    c = t (`rescaled` False, the field of `real_time_velocity`) or c = tau
+    (`rescaled` True, `rescaled_velocity`). Written out in logs so that no
+    product of weights is formed: with X_j = sum_l x_lj, q = prod_excl(W) and
+    E_lj = X_j - 2 x_lj = log|q_lj / w_lj|,
+
+        W_hat = W * a,   a_lj = 1 - rho mu_j sigma_j exp(E_lj) / ||mu q||   (l2),
+                         a_lj = 1 - rho r_j sigma_j exp(E_lj)               (usam),
+                         a = 1                                               (gd),
+        dx_lj/dc = k mu_j sigma_j exp(E_lj) prod_{k != l} a_kj,
+
+    where sigma_j = prod_l sign_lj, k = slope(z_hat) for t and 1 for tau, and
+    ||mu q|| = exp(0.5 logsumexp(2 (log|mu_j| + X_j - x_lj))). A weight of
+    1e-400 or 1e+400 is as well represented as one of 1: nothing under- or
+    overflows as coordinates are suppressed or grow (THEORY.md s.4, "Underflow").
+    The flows are the same as in linear coordinates: the tests check
+    dx = dW / W against `real_time_velocity` and `rescaled_velocity`.
+
+    Valid while no weight reaches 0; `samflow.solve` uses it only where that
+    cannot happen (one sample, sign(prod_l w_lj(0)) = sign(mu_j), see
+    `log_coords_eligible`).
+
+    **Arguments:** `x` (L, d) log|W|; `sign` (L, d) the signs of W (+-1); `rho`
+    >= 0; `method` gd, l2 or usam; `data` one sample; `loss`; `rescaled`.
+
+    **Returns:** (dx/dc (L, d), log(dt/dtau) ()).
+
+    **Raises:** `ValueError` for linf (its field is discontinuous at 0).
+    """
+    if method is Method.LINF:
+        raise ValueError("log coordinates do not apply to linf-SAM (its weights slide at 0)")
+    mu = data.y[0] * data.X[0]
+    sigma = jnp.prod(sign, axis=0)
+    X = jnp.sum(x, axis=0)
+    E = X[None, :] - 2.0 * x
+    beta_abs_log = X
+    z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
+    if method is Method.GD:
+        a = jnp.ones_like(x)
+    elif method is Method.L2:
+        nz = mu != 0
+        log_mu = jnp.log(jnp.where(nz, jnp.abs(mu), 1.0))
+        terms = jnp.where(nz[None, :], 2.0 * (log_mu[None, :] + X[None, :] - x), -jnp.inf)
+        lse = jax.nn.logsumexp(terms)
+        has_g = jnp.isfinite(lse)
+        log_norm = 0.5 * jnp.where(has_g, lse, 0.0)
+        a = jnp.where(has_g, 1.0 - rho * mu * sigma * jnp.exp(E - log_norm), 1.0)
+    elif method is Method.USAM:
+        r = loss.slope(z) * mu
+        a = 1.0 - rho * r * sigma * jnp.exp(E)
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * jnp.prod(a, axis=0))
+    log_rate = loss.log_inv_slope(z_hat)
+    k = 1.0 if rescaled else loss.slope(z_hat)
+    dx = k * (mu * sigma)[None, :] * jnp.exp(E) * prod_excl(a)
+    return dx, log_rate
+
+
+def log_coords_eligible(W0, data: Dataset, method: "str | Method") -> bool:
+    """Whether a cell (or every cell of a batch) may be solved in log coordinates.
+
+    True for gd, l2 and usam on one sample {(mu, +1)} when no initial weight is 0
+    and sign(prod_l w_lj(0)) = sign(mu_j) for every j with mu_j != 0. By the
+    sign symmetries of the diagonal network this is the all-positive case, in
+    which the flows keep every weight away from 0 (it can only reach 0 by the
+    l2 collapse of all weights at once, an event of the solver). Host-side
+    check on NumPy arrays `W0` of shape (L, d) or (B, L, d).
+    """
+    import numpy as np
+
+    method = Method.parse(method)
+    if method is Method.LINF or data.X.shape[0] != 1:
+        return False
+    W0 = np.asarray(W0)
+    mu = np.asarray(data.y[0] * data.X[0])
+    if not np.all(np.isfinite(W0)) or np.any(W0 == 0):
+        return False
+    s = np.sign(np.prod(np.sign(W0), axis=-2))
+    return bool(np.all((mu == 0) | (s == np.sign(mu))))

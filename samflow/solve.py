@@ -37,7 +37,7 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .data import Dataset
-from .flows import Method, real_time_velocity, rescaled_velocity
+from .flows import Method, log_coords_eligible, log_velocity, real_time_velocity, rescaled_velocity
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import init_weights, loss_value
@@ -99,6 +99,18 @@ class SolverSettings:
       blow-up; the event is then within ~1e-10 relative of the blow-up time).
     - `max_segments`: most segments (events) per cell; None means 2 L d + 2.
     - `loss`: "logistic" or "exponential".
+    - `coords`: the state the solver integrates: "linear" (default; the weights
+      W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
+      sample with sign(prod_l w_lj(0)) = sign(mu_j) only, see
+      `samflow.flows.log_coords_eligible`). In log coordinates a suppressed
+      coordinate never underflows to 0 (THEORY.md s.4: in linear coordinates
+      one that falls below ~1e-308 is lost for good, and "major last" with it),
+      and the stiff decay of the major coordinates before an l2 collapse is
+      plain linear motion (about half the steps); the absolute tolerance on x
+      is `rtol`, since an error in x is a relative error of W. On CPU the log
+      field costs about 1.5x per step, so the two run at about the same speed;
+      linear stays the default because it places the collapse time about 10x
+      more accurately (see docs/benchmarks.md).
     """
 
     solver: str = "tsit5"
@@ -109,6 +121,7 @@ class SolverSettings:
     blowup_log10: float = 200.0
     max_segments: int | None = None
     loss: str = "logistic"
+    coords: str = "linear"
 
     def __post_init__(self):
         if self.solver not in _SOLVERS:
@@ -130,6 +143,22 @@ class SolverSettings:
                 f"solver.max_segments must be an integer >= 1 or omitted, got {self.max_segments!r}"
             )
         get_loss(self.loss)
+        if self.coords not in ("linear", "log"):
+            raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
+
+    def resolved(self, method: "str | Method", W0, data: Dataset) -> "SolverSettings":
+        """These settings, checked against a batch of inits `W0` ((L, d) or
+        (B, L, d), host arrays) and its data.
+
+        **Raises:** `ValueError` when `coords` is "log" and the batch is not
+        eligible (`samflow.flows.log_coords_eligible`).
+        """
+        if self.coords == "log" and not log_coords_eligible(W0, data, method):
+            raise ValueError(
+                "solver.coords = 'log' needs gd, l2 or usam on one sample with nonzero inits "
+                "whose layer product has the sign of mu_j; use coords = 'linear'"
+            )
+        return self
 
 
 class Trajectory(eqx.Module):
@@ -189,14 +218,22 @@ class _Carry(NamedTuple):
     t_untracked: Float[Array, ""]
 
 
-def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss):
+def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None):
     """(dW, ds) of the segment's field, frozen weights held at 0.
+
+    With `sign` given, `W` is x = log|W| and the result is (dx, ds) (log
+    coordinates, `samflow.flows.log_velocity`).
 
     In the tau clock s = log(1 + t), ds/dtau = exp(log(dt/dtau) - s): smooth, and
     error-controlled like the weights. Its stiffness is about d log(dt/dtau)/dtau,
     which stays moderate while t < e^_LOG_T_MAX; past that (`track` false) t is
     no longer followed (THEORY.md s.4: integrating t is stiff once the loss is tiny).
     """
+    if sign is not None:
+        dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU)
+        if clock is Clock.T:
+            return dW, jnp.zeros_like(s)
+        return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
     if clock is Clock.T:
         dW = real_time_velocity(W, rho, method, data, loss, memory)
         ds = jnp.zeros_like(s)
@@ -270,10 +307,25 @@ def solve_cell(
     rho = jnp.where(finite, rho, 0.0)
     data = Dataset(X=jnp.where(finite, data.X, 0.0), y=data.y)
 
+    # Log coordinates: the state is x = log|W| with the signs fixed (`sign`).
+    log_coords = settings.coords == "log"
+    if log_coords and method is Method.LINF:
+        raise ValueError("solver.coords = 'log' does not apply to linf-SAM")
+    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if log_coords else None
+
+    def to_W(Y):
+        """Weights from the state (identity in linear coordinates)."""
+        return sign * jnp.exp(Y) if log_coords else Y
+
     def field(t, y, args):
         W, s = y
         rho_, data_, memory, frozen, track = args
-        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss)
+        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss, sign)
+
+    def vel_W(Y, s, args):
+        """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
+        dY, ds = _velocity(Y, s, rho, data, args[2], args[3], args[4], method, clock, loss, sign)
+        return (to_W(Y) * dY if log_coords else dY), ds
 
     capture = settings.capture_radius * rho
     w_scale = jnp.max(jnp.abs(W0))
@@ -281,9 +333,15 @@ def solve_cell(
     if method is Method.L2 and L >= 2:
         # Event functions are made dimensionless (divided by rho) so that the root
         # finder's absolute tolerance means the same at every rho.
-        conds["collapse"] = lambda t, y, args, **kw: (
-            jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
-        ) / jnp.where(rho > 0, rho, 1.0)
+        if log_coords:
+            log_capture = jnp.log(jnp.where(rho > 0, capture, 1.0))
+            conds["collapse"] = lambda t, y, args, **kw: jnp.where(
+                rho > 0, 0.5 * jax.nn.logsumexp(2.0 * y[0]) - log_capture, _BIG
+            )
+        else:
+            conds["collapse"] = lambda t, y, args, **kw: (
+                jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
+            ) / jnp.where(rho > 0, rho, 1.0)
     if method is Method.LINF:
 
         def _cross(t, y, args, **kw):
@@ -297,6 +355,8 @@ def solve_cell(
         blowup_log10 = settings.blowup_log10
 
         def _blowup(t, y, args, **kw):
+            if log_coords:
+                return blowup_log10 - jnp.max(jnp.sum(y[0], axis=0)) / np.log(10.0)
             m = jnp.max(jnp.abs(beta_of(y[0])))
             return blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
 
@@ -307,16 +367,21 @@ def solve_cell(
             # Stop once rate * tau > 1e10: within ~1e-10 of tau*, and far from the
             # float64 resolution of tau, where steps would stall (tau + h == tau).
             def _pole(t, y, args, **kw):
-                W = y[0]
-                dW, _ = _velocity(W, y[1], rho, data, args[2], args[3], args[4], method, clock, loss)
+                Y = y[0]
+                dY, _ = _velocity(Y, y[1], rho, data, args[2], args[3], args[4], method, clock, loss, sign)
                 # d log|w| / dtau of the largest weight: near a pole it is the one
                 # blowing up (a small weight crossing or leaving 0 also has a large
                 # |dw/w| but is no pole).
-                k = jnp.argmax(jnp.abs(W).reshape(-1))
-                w_k, dw_k = W.reshape(-1)[k], dW.reshape(-1)[k]
-                # Only a weight above its initial scale can be nearing a pole.
-                big = jnp.abs(w_k) > w_scale
-                rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
+                if log_coords:
+                    k = jnp.argmax(Y.reshape(-1))
+                    # Only a weight above its initial scale can be nearing a pole.
+                    big = Y.reshape(-1)[k] > jnp.log(w_scale)
+                    rate = jnp.where(big, dY.reshape(-1)[k], 0.0)
+                else:
+                    k = jnp.argmax(jnp.abs(Y).reshape(-1))
+                    w_k, dw_k = Y.reshape(-1)[k], dY.reshape(-1)[k]
+                    big = jnp.abs(w_k) > w_scale
+                    rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
                 x = rate * jnp.abs(t)
                 return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
 
@@ -351,6 +416,8 @@ def solve_cell(
     # (Floored at 1e-150: below that the error norms themselves leave the normal
     # float64 range, and beta = w^L has underflowed anyway.)
     atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+    if log_coords:
+        atol = settings.rtol  # an absolute error of x is a relative error of W
     controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
 
     memory0 = jnp.sign(W0)
@@ -374,7 +441,7 @@ def solve_cell(
     init = _Carry(
         seg=jnp.asarray(0),
         t0=jnp.where(~finite | start_collapsed, t_final, 0.0).astype(dtype),
-        W=W0,
+        W=jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if log_coords else W0,
         s=s0,
         memory=memory0,
         frozen=frozen0,
@@ -419,9 +486,10 @@ def solve_cell(
             max_steps=settings.max_steps,
             throw=False,
         )
-        (W_seg, s_seg), (W_end, s_end) = sol.ys
+        (W_seg, s_seg), (Y_end, s_end) = sol.ys
         t_end = sol.ts[1][0]
-        W_end, s_end = W_end[0], s_end[0]
+        Y_end, s_end = Y_end[0], s_end[0]
+        W_end = to_W(Y_end)
         result = sol.result
         ok = result == diffrax.RESULTS.successful
         is_event = result == diffrax.RESULTS.event_occurred
@@ -436,7 +504,7 @@ def solve_cell(
         out_s = jnp.where(inside, s_seg, c.out_s)
         if conds:
             # The event that fired is the condition nearest 0 at the event time.
-            which = jnp.argmin(_event_values(t_end, (W_end, s_end), args))
+            which = jnp.argmin(_event_values(t_end, (Y_end, s_end), args))
             hit = {k: is_event & (which == i) for i, k in enumerate(names)}
         else:
             hit = {}
@@ -446,12 +514,14 @@ def solve_cell(
         untracked = hit.get("t_range", jnp.asarray(False))
 
         # Collapse: extrapolate linearly to W = 0 (the field is bounded there).
-        dW_end, ds_end = _velocity(
-            W_end, s_end, rho, data, c.memory, c.frozen, c.track, method, clock, loss
-        )
+        dW_end, ds_end = vel_W(Y_end, s_end, args)
         radial = -jnp.sum(W_end * dW_end)
         dt_rem = jnp.where(radial > 0, jnp.sum(W_end**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
-        b_end = beta_of(W_end)
+        if log_coords:  # beta's direction without forming beta (it may underflow)
+            X = jnp.sum(Y_end, axis=0)
+            b_end = jnp.prod(sign, axis=0) * jnp.exp(X - jnp.max(X))
+        else:
+            b_end = beta_of(W_end)
         b_norm = jnp.sqrt(jnp.sum(b_end**2))
         coll_dir = jnp.where(collapsed, b_end / jnp.where(b_norm > 0, b_norm, 1.0), c.coll_dir)
 
@@ -459,7 +529,7 @@ def solve_cell(
         active = ~c.frozen & (c.memory != 0)
         zero_tol = 1e-9 * rho
         at_zero = crossed & active & (W_end * c.memory <= zero_tol)
-        W_next = jnp.where(at_zero, 0.0, W_end)
+        W_next = jnp.where(at_zero, 0.0, W_end) if not log_coords else Y_end
         if method is Method.LINF:
             memory, frozen = _slide_decision(
                 W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss
@@ -477,11 +547,12 @@ def solve_cell(
         event_time = jnp.where(stops, t_end + jnp.where(collapsed, dt_rem, 0.0), c.event_time)
         event_s = jnp.where(stops, s_end + jnp.where(collapsed, ds_end * dt_rem, 0.0), c.event_s)
         done = ok | stops
+
         new = _Carry(
             seg=c.seg + 1,
             # A finished cell's later (masked) iterations must cost nothing.
             t0=jnp.where(done, t_final, t_end),
-            W=jnp.where(collapsed, 0.0, W_next),
+            W=W_next if log_coords else jnp.where(collapsed, 0.0, W_next),
             s=s_end,
             memory=memory,
             frozen=frozen,
@@ -511,7 +582,8 @@ def solve_cell(
     # After a collapse the state is 0 and the clock runs at the zero-margin rate.
     after = ts > c.event_time
     is_coll = status == int(Status.COLLAPSED)
-    out_W = jnp.where(is_coll & after[:, None, None], 0.0, c.out_W)
+    out_W = to_W(c.out_W)
+    out_W = jnp.where(is_coll & after[:, None, None], 0.0, out_W)
     # Between the capture (||W|| = capture radius) and the extrapolated collapse
     # time the state goes linearly to 0, as the extrapolation assumes.
     span = c.event_time - c.t_detect
@@ -553,6 +625,80 @@ def solve_cell(
 def _solve_batch(W0, rho, data, ts, method, clock, settings):
     fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
     return jax.vmap(fn)(W0, rho)
+
+
+class Summary(eqx.Module):
+    """What the figures and the analysis read of a `Trajectory`, in a fifth of
+    the memory (`summarize`; `samflow.sweep.solve_grid(..., summary=True)`).
+
+    Shapes for one cell; a batched solve adds leading axes to each.
+
+    **Fields:**
+
+    - `t`: `(n_save,)` float64, real time at the save times (as `Trajectory.t`).
+    - `dominant`: `(n_save,)` int8 (int16 when d > 127): the dominant feature
+      argmax_j |beta_j|, 1-based, lowest index on exact ties; 0 where beta is all
+      zero; -1 where beta is not finite (`samflow.analysis.dominant_index`).
+    - `tied`: `(n_save,)` bool: the two largest |beta_j| are within the relative
+      `tie_tol` (`samflow.analysis.tied`; `regime_label` skips tied times).
+    - `beta_norm`: `(n_save,)` float64, ||beta||_2 (computed without overflow);
+      NaN where beta is not finite.
+    - `loss`: `(n_save,)` float64.
+    - `status`, `event_time`, `event_t`, `collapse_direction`, `slide_time`,
+      `num_steps`, `num_segments`: as in `Trajectory`.
+    """
+
+    t: Float[Array, " n_save"]
+    dominant: Int[Array, " n_save"]
+    tied: Bool[Array, " n_save"]
+    beta_norm: Float[Array, " n_save"]
+    loss: Float[Array, " n_save"]
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_t: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    slide_time: Float[Array, "L d"]
+    num_steps: Int[Array, ""]
+    num_segments: Int[Array, ""]
+
+
+def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
+    """Reduce a `Trajectory` (any leading batch axes) to a `Summary`; jittable,
+    so that a batched solve can reduce on the device before anything is copied.
+
+    `dominant` and `tied` equal `samflow.analysis.dominant_index(beta)` and
+    `samflow.analysis.tied(beta, tie_tol)` exactly (`tie_tol` 1e-9 is
+    `regime_label`'s default).
+    """
+    b = traj.beta
+    d = b.shape[-1]
+    a = jnp.abs(b)
+    finite = jnp.all(jnp.isfinite(b), axis=-1)
+    a = jnp.where(finite[..., None], a, 0.0)
+    m = jnp.max(a, axis=-1)
+    idx = jnp.argmax(a, axis=-1) + 1
+    dom = jnp.where(finite, jnp.where(m > 0, idx, 0), -1).astype(jnp.int8 if d <= 127 else jnp.int16)
+    if d >= 2:
+        top2 = jnp.sort(a, axis=-1)[..., -2:]
+        tied = finite & (top2[..., 1] > 0) & (top2[..., 0] >= (1.0 - tie_tol) * top2[..., 1])
+    else:
+        tied = jnp.zeros(finite.shape, bool)
+    scale = jnp.where(m > 0, m, 1.0)
+    norm = scale * jnp.sqrt(jnp.sum((a / scale[..., None]) ** 2, axis=-1))
+    return Summary(
+        t=traj.t,
+        dominant=dom,
+        tied=tied,
+        beta_norm=jnp.where(finite, norm, jnp.nan),
+        loss=traj.loss,
+        status=traj.status,
+        event_time=traj.event_time,
+        event_t=traj.event_t,
+        collapse_direction=traj.collapse_direction,
+        slide_time=traj.slide_time,
+        num_steps=traj.num_steps,
+        num_segments=traj.num_segments,
+    )
 
 
 def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
@@ -647,6 +793,7 @@ def solve(
         )
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d)
+    settings = settings.resolved(method, np.asarray(W0), data)
     out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)

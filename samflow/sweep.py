@@ -95,6 +95,7 @@ def solve_grid(
     B = W0.shape[0]
     if B == 0:
         raise ValueError("the grid is empty: give at least one alpha and one rho")
+    settings = settings.resolved(method, W0, data)  # checks coords = "log" applies
     size = min(chunk_size, B)
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
@@ -214,7 +215,13 @@ def run_sweep(
         blowup_log10=cfg.solver.blowup_log10,
         max_segments=cfg.solver.max_segments,
         loss=cfg.loss,
+        coords=cfg.solver.coords,
     )
+    for m in cfg.method_enums:
+        try:
+            settings.resolved(m, W0, data)
+        except ValueError as err:
+            raise ConfigError(f"{err} (method {m.value!r})") from None
     checkpoint = ChunkCheckpoint(checkpoint_dir, config_key(cfg)) if checkpoint_dir else None
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
