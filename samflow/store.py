@@ -16,12 +16,21 @@
 | alpha_init           | alpha, rho                            | the absolute init scale of each cell |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 
+A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`,
+see `samflow.merge`) has the same variables with the two axes (alpha, rho)
+replaced by one axis `cell`, whose coordinate holds the flattened index
+`alpha index * n_rho + rho index` of each cell it solved; the `alpha` and `rho`
+coordinates, `alpha_init` and the data stay whole. `samflow.merge.merge_slices`
+puts K slices back into the layout above.
+
 The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
 "method": xarray's `.sel(method=...)` is the interpolation-method keyword and
 would silently select nothing.
 
 Attributes hold the full config (TOML-equivalent JSON), the package versions,
-the clock, the loss, the depth, the data, and the wall time per method.
+the clock, the loss, the depth, the data, and the wall time per method;
+`samflow.sweep.run_sweep` adds `config_key` (the hash of what sets the numbers)
+and, for a slice, `slice_index` and `num_slices`.
 """
 
 from __future__ import annotations
@@ -75,20 +84,32 @@ def git_commit() -> str:
         return "unknown"
 
 
-def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
+def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dataset:
     """Label the trajectories of a sweep (see the module docstring for the layout).
 
     **Arguments:** `cfg` a `SweepConfig`; `data` the `Dataset`; `ts` (n_save,);
     `alpha_abs` (A, R) absolute init scales; `results` {Method: Trajectory with
-    leading axis A*R}; `timings` {method name: seconds}.
+    leading axis A*R, or n with `cells`}; `timings` {method name: seconds};
+    `cells` (n,) flattened indices (alpha index * R + rho index) of the cells
+    in `results`, for a slice of the grid: the per-cell variables then have
+    the axis `cell` in place of (alpha, rho).
+
+    **Raises:** `ValueError` when `cells` is not 1-D, or holds an index
+    outside [0, A*R) or twice.
     """
     A, R = alpha_abs.shape
     methods = list(results)
     L, d = cfg.depth, data.d
+    if cells is not None:
+        cells = np.asarray(cells, dtype=np.int64)
+        bad = cells.ndim != 1 or np.any(cells < 0) or np.any(cells >= A * R)
+        if bad or np.unique(cells).size != cells.size:
+            raise ValueError(f"cells must be distinct flattened indices in [0, {A * R}), one per solved cell")
+    grid_shape = (A, R) if cells is None else (cells.size,)
 
     def stack(field, tail):
         arr = np.stack([np.asarray(getattr(results[m], field)) for m in methods])
-        return arr.reshape((len(methods), A, R) + tail)
+        return arr.reshape((len(methods),) + grid_shape + tail)
 
     n = len(ts)
     coords = {
@@ -99,7 +120,9 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
         "coord": np.arange(1, d + 1),
         "layer": np.arange(1, L + 1),
     }
-    cell = ("flow", "alpha", "rho")
+    cell = ("flow", "alpha", "rho") if cells is None else ("flow", "cell")
+    if cells is not None:
+        coords["cell"] = cells
     codes = [s.value for s in Status]
     variables = {
         "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
@@ -133,6 +156,8 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings) -> xr.Dataset:
         long_name="init scale alpha / rho" if cfg.grid.alpha_relative_to_rho else "init scale alpha"
     )
     ds["rho"].attrs.update(long_name="SAM radius rho")
+    if cells is not None:
+        ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
     ds.attrs.update(
         title=f"samflow sweep '{cfg.name}'",
         config=json.dumps(cfg.model_dump(mode="json")),

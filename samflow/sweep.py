@@ -1,11 +1,15 @@
 """The sweep engine and its command line: config -> grid -> batched solve -> results -> figures.
 
-    python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--no-figures] [--quiet]
+    python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--resume] [--no-figures] [--quiet]
+                                   [--num-chunks K --chunk-index i]
 
 reads a TOML config (see `configs/default.toml`), solves every (method, alpha, rho)
 cell with one jitted, vmapped diffrax solve per chunk of cells, writes a netCDF
 results file and draws the figures. From Python, `run_sweep(config)` returns the
 results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
+With `--num-chunks K --chunk-index i` it solves slice i of K of the grid and
+writes `<out>/slices/...nc`; `python -m samflow.merge <out>` assembles the
+slices (`samflow.merge`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +33,16 @@ from jaxtyping import Array, Float
 from .config import ConfigError, SweepConfig, load_config
 from .data import Dataset, load_dataset, single_sample
 from .flows import Method
-from .solve import Clock, SolverSettings, Trajectory, _solve_batch, check_save_times
+from .parallel import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MEMORY_BUDGET_MB,
+    batch_width,
+    cell_bytes,
+    chunk_cells,
+    resolve_devices,
+    sharded_solver,
+)
+from .solve import Clock, SolverSettings, Summary, Trajectory, check_save_times
 
 __all__ = ["build_data", "solve_grid", "run_sweep", "main"]
 
@@ -65,57 +78,149 @@ def solve_grid(
     *,
     clock: "str | Clock" = Clock.T,
     settings: SolverSettings = SolverSettings(),
-    chunk_size: int = 512,
+    chunk_size: "int | None" = None,
+    memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    devices: "Sequence[jax.Device] | int | None" = None,
+    summary: bool = False,
     on_chunk: Callable[[int], None] | None = None,
     checkpoint: "ChunkCheckpoint | None" = None,
     sort_key: "np.ndarray | None" = None,
-) -> Trajectory:
-    """Solve a batch of B cells, `chunk_size` cells per jitted vmapped call.
+) -> "Trajectory | Summary":
+    """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
-    Every chunk has the same shape (the last one is padded by repeating its
-    final cell), so the whole batch costs one compilation per (method, clock,
-    settings, L, d, chunk size, n_save). Each cell keeps its own adaptive step
-    size and its own status; no cell can stop or NaN another.
+    The cells are sorted by `sort_key` and cut into *chunks* (the unit of
+    memory and of `checkpoint`); each chunk is solved by calls of one compiled
+    program that hand `width` cells to each device (`jax.shard_map` over a 1-D
+    mesh: every device runs its own vmapped while loop, no device waits for
+    another inside a call), with `width = min(batch_size, B)`; the last call is
+    padded by repeating the last cell. The results, bit for bit, depend on
+    `width` and on nothing else: not on `chunk_size`, the memory budget, the
+    devices or `checkpoint` (see `samflow.parallel`). Each cell keeps its own
+    adaptive step size and status; no cell can stop or NaN another. One
+    compilation per (method, clock, settings, devices, width, L, d, n_save,
+    summary).
 
-    **Arguments:** `W0` (B, L, d) initial weights; `rho` (B,) radii; `ts`
-    (n_save,) save times; `on_chunk(n_cells_done)` is called after each chunk;
-    `checkpoint` (a `ChunkCheckpoint`) stores each finished chunk on disk and
-    supplies the chunks a previous, interrupted run already finished;
-    `sort_key` (B,) groups cells of similar cost into the same chunk (a vmapped
-    chunk runs in lockstep until its slowest cell is done), e.g. alpha / rho,
-    which decides the regime; results come back in the original order.
+    **Arguments:**
 
-    **Returns:** a `Trajectory` with leading axis B (NumPy arrays).
+    - `W0` (B, L, d) float64 initial weights; `rho` (B,) float64 radii; `ts`
+      (n_save,) save times (`check_save_times`).
+    - `chunk_size`: cells per chunk. When given it wins; otherwise it is derived
+      from `memory_budget_mb` (`samflow.parallel.chunk_cells`: the outputs of a
+      chunk plus the temporaries of the running calls, per
+      `samflow.parallel.cell_bytes`, stay under the budget). The budget bounds
+      the solver's working memory, not the returned arrays (B rows of outputs).
+    - `batch_size`: cells per device per vmapped solve (the lockstep batch).
+    - `devices`: the devices to shard over (a list, or a count of local
+      devices); default all local devices. More CPU devices: set
+      `XLA_FLAGS=--xla_force_host_platform_device_count=N` before jax starts.
+    - `summary`: return a `Summary` (dominant index, ||beta||, loss, status and
+      event fields), reduced on the device: about 1.8 kB per cell instead of
+      8.9 kB for L = 2, d = 5, 64 save times.
+    - `on_chunk(n)`: called with the number of cells finished after each call.
+    - `checkpoint`: a `ChunkCheckpoint` that stores each finished chunk on disk
+      and supplies the chunks a previous, interrupted run already finished.
+    - `sort_key` (B,): groups cells of similar cost into the same batch (a
+      vmapped batch runs in lockstep until its slowest cell is done), e.g.
+      alpha / rho, which decides the regime; results come back in the original
+      order.
+
+    **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
+    B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
+
+    **Raises:** `ValueError` for an empty grid, a `chunk_size` or `batch_size`
+    < 1, a bad `devices` or memory budget, bad save times, or a checkpoint whose
+    chunks do not have this run's chunk size.
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
     W0 = np.asarray(W0, dtype=np.float64)
     rho = np.asarray(rho, dtype=np.float64)
-    ts = jnp.asarray(check_save_times(ts))
+    ts_np = check_save_times(ts)
+    ts = jnp.asarray(ts_np)
     B = W0.shape[0]
     if B == 0:
         raise ValueError("the grid is empty: give at least one alpha and one rho")
-    settings = settings.resolved(method, W0, data)  # checks coords = "log" applies
-    size = min(chunk_size, B)
+    if chunk_size is not None and not (isinstance(chunk_size, (int, np.integer)) and chunk_size >= 1):
+        raise ValueError(f"chunk_size must be an integer >= 1 or None, got {chunk_size!r}")
+    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    settings = settings.resolved(method, W0, data)  # coords "auto" -> "log" or "linear"
+    devs = resolve_devices(devices)
+    n_dev = len(devs)
+    width = batch_width(batch_size, B)
+    per_call = width * n_dev
+    if chunk_size is None:
+        L, d = W0.shape[1:]
+        out_b, tmp_b = cell_bytes(L, d, ts_np.size, summary=summary)
+        chunk_size = chunk_cells(memory_budget_mb, width, n_dev, out_b, tmp_b)
+    size = int(min(chunk_size, B))
+    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
-    pieces = []
+    result: dict[str, np.ndarray] = {}
+
+    def put(rows: np.ndarray, piece) -> None:
+        """Write a piece (a Trajectory/Summary of len(rows)) into the result rows."""
+        for name, value in _fields(piece).items():
+            if name == "ts":
+                continue
+            value = np.asarray(value)
+            if name not in result:
+                result[name] = np.empty((B,) + value.shape[1:], value.dtype)
+            result[name][rows] = value
+
     for k, start in enumerate(range(0, B, size)):
         n_real = min(size, B - start)
+        rows = perm[start : start + n_real]
         piece = checkpoint.load(method, k) if checkpoint is not None else None
-        if piece is None:
-            idx = np.arange(start, start + size)
-            idx = np.minimum(idx, B - 1)  # pad by repeating the last cell
-            out = _solve_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, ts, method, clock, settings)
-            piece = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], out)
-            if checkpoint is not None:
-                checkpoint.save(method, k, piece)
-        pieces.append(piece)
-        if on_chunk is not None:
-            on_chunk(n_real)
-    inverse = np.empty_like(perm)
-    inverse[perm] = np.arange(B)
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0)[inverse], *pieces)
+        if piece is not None:
+            if int(np.shape(piece.status)[0]) != n_real:
+                raise ValueError(
+                    f"checkpoint: chunk {k} holds {np.shape(piece.status)[0]} cells, this run's chunk "
+                    f"has {n_real}; the partial results were made with another chunk size"
+                )
+            put(rows, piece)
+            if on_chunk is not None:
+                on_chunk(n_real)
+            continue
+        # Dispatch every call of the chunk (asynchronously), then fetch in order.
+        pending = []
+        for c0 in range(start, start + n_real, per_call):
+            n_call = min(per_call, start + n_real - c0)
+            idx = np.minimum(np.arange(c0, c0 + per_call), start + n_real - 1)  # pad: repeat the last cell
+            # Device i gets cells i, i + n_dev, ...: every device sees the same cost range.
+            idx = idx.reshape(width, n_dev).T.reshape(-1)
+            out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts)
+            pending.append((c0, idx, n_call, out))
+        pieces = []
+        for c0, idx, n_call, out in pending:
+            host = {name: np.asarray(v) for name, v in _fields(out).items() if name != "ts"}
+            keep = np.flatnonzero(idx < c0 + n_call)  # rows of real cells, in call order
+            order = idx[keep] - start
+            pieces.append((order, {name: v[keep] for name, v in host.items()}))
+            if on_chunk is not None:
+                on_chunk(n_call)
+        chunk = {}
+        for name in pieces[0][1]:
+            first = pieces[0][1][name]
+            arr = np.empty((n_real,) + first.shape[1:], first.dtype)
+            for order, vals in pieces:
+                arr[order] = vals[name]
+            chunk[name] = arr
+        if not summary:
+            chunk["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
+        piece = (Summary if summary else Trajectory)(**chunk)
+        if checkpoint is not None:
+            checkpoint.save(method, k, piece)
+        put(rows, piece)
+    if not summary:
+        result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
+    return (Summary if summary else Trajectory)(**result)
+
+
+def _fields(piece) -> dict:
+    return {f.name: getattr(piece, f.name) for f in dataclasses.fields(piece)}
 
 
 class ChunkCheckpoint:
@@ -141,13 +246,15 @@ class ChunkCheckpoint:
     def _path(self, method: Method, k: int) -> Path:
         return self.folder / f"{method.value}-{k:06d}.npz"
 
-    def load(self, method: Method, k: int) -> "Trajectory | None":
-        """The stored chunk k of `method`, or None when it was not finished."""
+    def load(self, method: Method, k: int) -> "Trajectory | Summary | None":
+        """The stored chunk k of `method` (a `Trajectory`, or a `Summary` for a
+        `summary` solve), or None when it was not finished."""
         path = self._path(method, k)
         if not path.exists():
             return None
         with np.load(path) as f:
-            return Trajectory(**{name: f[name] for name in f.files})
+            cls = Summary if "dominant" in f.files else Trajectory
+            return cls(**{name: f[name] for name in f.files})
 
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
         """Store chunk k of `method` atomically."""
@@ -186,6 +293,7 @@ def run_sweep(
     progress: bool = True,
     base_dir: "Path | None" = None,
     checkpoint_dir: "Path | None" = None,
+    grid_slice: "tuple[int, int] | None" = None,
 ):
     """Run every cell of a config and return the results as an `xarray.Dataset`.
 
@@ -195,7 +303,17 @@ def run_sweep(
     interrupted run of the same config) are reused, so a resumed run gives
     bit-for-bit the results of an uninterrupted one.
 
-    **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data file).
+    With `grid_slice = (i, K)` only slice i of K of the flattened (alpha, rho)
+    cells is solved (`samflow.merge.slice_cells`); the per-cell variables then
+    have one axis `cell` (n_i,) in place of (alpha, rho), and the attributes
+    `slice_index`, `num_slices` say which slice it is. A slice smaller than one
+    solver chunk of the whole grid is padded to that chunk's shape, so that
+    `samflow.merge.merge_slices` of the K slices equals the whole run bit for
+    bit (XLA's code, and its last bits, depend on the batch shape). Every
+    result carries the attribute `config_key` (`config_key(cfg)`).
+
+    **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data
+    file); `ValueError` for a bad `grid_slice` (see `samflow.merge.check_slice_args`).
     """
     from tqdm.auto import tqdm
 
@@ -222,10 +340,27 @@ def run_sweep(
             settings.resolved(m, W0, data)
         except ValueError as err:
             raise ConfigError(f"{err} (method {m.value!r})") from None
-    checkpoint = ChunkCheckpoint(checkpoint_dir, config_key(cfg)) if checkpoint_dir else None
+    key = config_key(cfg)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, W0[:, 0, 0] / rho))
+    rank = np.argsort(cost_key)
+    n_cells = n_real = W0.shape[0]
+    cells = None
+    if grid_slice is not None:
+        from .merge import slice_cells
+
+        i, K = grid_slice
+        cells = slice_cells(cost_key, K, i)
+        n_real = cells.size
+        # Solve in the chunk shape of the whole grid (same shape, same bits): pad
+        # a slice smaller than one chunk with copies of its last cell.
+        n_pad = max(0, min(cfg.solver.chunk_size, n_cells) - n_real)
+        take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
+        W0, rho, rank = W0[take], rho[take], rank[take]
+        rank[n_real:] = n_cells  # the padding sorts last
+        key = f"{key} slice {i} of {K}"
+    checkpoint = ChunkCheckpoint(checkpoint_dir, key) if checkpoint_dir else None
     results, timings = {}, {}
     total = len(cfg.methods) * W0.shape[0]
     with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
@@ -235,10 +370,16 @@ def run_sweep(
             results[m] = solve_grid(
                 m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                 chunk_size=cfg.solver.chunk_size, on_chunk=bar.update, checkpoint=checkpoint,
-                sort_key=np.argsort(cost_key),
+                sort_key=rank,
             )
             timings[m.value] = time.perf_counter() - t0
-    return to_dataset(cfg, data, ts, alpha_abs, results, timings)
+    if cells is not None:
+        results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
+    ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
+    ds.attrs["config_key"] = config_key(cfg)
+    if grid_slice is not None:
+        ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
+    return ds
 
 
 def _default_out(cfg: SweepConfig, config_path: Path) -> Path:
@@ -257,55 +398,90 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run of the same config")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--num-chunks", metavar="K",
+        help="split the grid into K slices and run one of them (with --chunk-index), e.g. as a "
+        "SLURM array task; writes <out>/slices/slice-000i-of-000K.nc, no figures; then run "
+        "python -m samflow.merge <out>",
+    )
+    parser.add_argument("--chunk-index", metavar="I", help="the slice to run, 0..K-1 (with --num-chunks)")
     args = parser.parse_args(argv)
 
+    from .merge import SLICES_DIR, check_slice_args, slice_file_name
     from .store import write_results
 
     def fail(msg: str) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return 2
 
+    sliced = args.num_chunks is not None or args.chunk_index is not None
+    if sliced:
+        if args.num_chunks is None or args.chunk_index is None:
+            return fail("--num-chunks and --chunk-index go together: give both")
+        try:
+            n_chunks, chunk_index = int(args.num_chunks), int(args.chunk_index)
+        except ValueError:
+            return fail(
+                "--num-chunks and --chunk-index take whole numbers "
+                f"(got {args.num_chunks!r}, {args.chunk_index!r})"
+            )
     config_path = Path(args.config)
     try:
         cfg = load_config(config_path)
     except ConfigError as err:
         return fail(str(err).replace("\n", "\nerror: "))
     out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
-    results_path = out_dir / "results.nc"
-    partial = out_dir / ".partial"
+    work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
+    if sliced:
+        try:
+            check_slice_args(n_chunks, chunk_index, cfg.grid.alpha_values().size * cfg.grid.rho_values().size)
+        except ValueError as err:
+            return fail(str(err))
+        grid_slice = (chunk_index, n_chunks)
+        work_dir = out_dir / SLICES_DIR
+        results_path = work_dir / slice_file_name(chunk_index, n_chunks)
+        partial = work_dir / f".partial-{results_path.stem}"
     if args.overwrite and args.resume:
         return fail("--overwrite and --resume exclude each other: pick one")
     if results_path.exists() and not args.overwrite:
         return fail(f"{results_path} exists; pass --overwrite to replace it (or another --out)")
     if partial.exists() and not (args.resume or args.overwrite):
         return fail(
-            f"{out_dir} holds partial results of an interrupted run; pass --resume to "
-            "continue it or --overwrite to start over"
+            f"{partial.parent} holds partial results of an interrupted run"
+            + (f" of slice {chunk_index} of {n_chunks}" if sliced else "")
+            + "; pass --resume to continue it or --overwrite to start over"
         )
     if args.overwrite and partial.exists():
         shutil.rmtree(partial)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        # A unique name: slices on other machines may share the folder (and a pid).
+        probe = work_dir / f".write-test-{os.getpid()}-{os.urandom(4).hex()}"
         probe.touch()
         probe.unlink()
     except OSError as err:
-        return fail(f"--out / output.dir: cannot write to {out_dir}: {err.strerror}")
+        return fail(f"--out / output.dir: cannot write to {work_dir}: {err.strerror}")
 
     t_start = time.perf_counter()
     try:
-        ds = run_sweep(cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial)
+        ds = run_sweep(
+            cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial,
+            grid_slice=grid_slice,
+        )
     except ConfigError as err:
         return fail(str(err))
     wall = time.perf_counter() - t_start
     ds.attrs["wall_time_s"] = wall
     write_results(ds, results_path)
     shutil.rmtree(partial, ignore_errors=True)
-    print(f"results: {results_path}")
+    if sliced:
+        print(f"slice: {results_path} ({chunk_index} of {n_chunks}; merge with python -m samflow.merge {out_dir})")
+    else:
+        print(f"results: {results_path}")
     n_bad = int((ds["status"].values >= 3).sum())
     if n_bad:
         print(f"note: {n_bad} cell(s) did not finish normally; see the 'status' variable", file=sys.stderr)
-    if cfg.output.figures and not args.no_figures:
+    if cfg.output.figures and not args.no_figures and not sliced:
         from .plots import plot_sweep
 
         for path in plot_sweep(ds, out_dir, cfg):
