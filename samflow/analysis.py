@@ -30,6 +30,7 @@ from .status import Status
 __all__ = [
     "Plateau",
     "dominant_index",
+    "band_dominance",
     "tied",
     "switching_times",
     "visited_sequence",
@@ -92,6 +93,33 @@ def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*b
         idx = np.argmax(a >= (1.0 - rel_tol) * m, axis=-1) + 1
     idx = np.where(m[..., 0] > 0, idx, 0)
     return np.where(finite, idx, -1).astype(np.int64)
+
+
+def band_dominance(beta: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
+    """Dominant band of beta: the band with the largest mean |beta_j| (THEORY.md s.5, s.6).
+
+    The banded-data analogue of `dominant_index`, for data whose coordinates fall
+    into bands (`samflow.datasets.banded`); ties go to the lowest band.
+
+    **Arguments:** `beta` `(..., d)` float; `band` `(d,)` int, the 0-based band of
+    each coordinate (every band 0..max non-empty).
+
+    **Returns:** int64 `(...)`: the band, 1-based (1 minor ... n_bands major); 0
+    where beta is all zero (collapsed); -1 where beta is not finite.
+
+    **Raises:** `ValueError` if the last axis of beta does not match band.
+    """
+    b = np.asarray(beta, dtype=np.float64)
+    bd = np.asarray(band)
+    if b.ndim < 1 or bd.ndim != 1 or b.shape[-1] != bd.size:
+        raise ValueError(f"beta (..., d) and band (d,) disagree: shapes {b.shape} and {bd.shape}")
+    nb = int(bd.max()) + 1
+    a = np.abs(b)
+    means = np.stack([a[..., bd == k].mean(axis=-1) for k in range(nb)], axis=-1)
+    finite = np.all(np.isfinite(b), axis=-1)
+    means = np.where(finite[..., None], means, 0.0)
+    dom = np.where(means.max(axis=-1) > 0, np.argmax(means, axis=-1) + 1, 0)
+    return np.where(finite, dom, -1).astype(np.int64)
 
 
 def tied(beta: ArrayLike, rel_tol: float = 0.0) -> Bool[np.ndarray, "*batch time"]:

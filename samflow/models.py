@@ -20,11 +20,18 @@ with every norm taken over all leaves of the pytree together:
     flow:      dtheta/dt = -grad L(theta + eps(G(theta)))
     discrete:  theta_{k+1} = theta_k - eta grad L(theta_k + eps(G(theta_k))),  t = k eta.
 
-**Singular points.** Generic models are integrated as smooth vector fields with an
-adaptive Runge-Kutta solver: there is no collapse event (l2-SAM reaching 0) and
-no Filippov treatment of the linf sign switch here. Both are handled for the
-diagonal network only, by `samflow.solve`. A generic solve that meets such a
-point shows it as many small steps, `MAX_STEPS` or `FAILED` in its status.
+**Singular points.** Generic models are integrated with an adaptive Runge-Kutta
+solver and one event, the l2-SAM collapse (THEORY.md s.4). The l2 field is
+undefined where G = grad L(theta) = 0 (theta = 0 for the diagonal network; the
+set {v = 0, U r = 0} for the two-layer net, where U keeps its part orthogonal
+to r), and a trajectory can reach such a critical point in finite time. The
+solve stops when `collapse_ratio` R = ||G(theta)|| / ||G(theta_hat)|| (~ the
+distance to the critical set over rho) falls to `capture_radius`, extrapolates
+the remaining time linearly, and reports status `COLLAPSED` with its
+`event_time`, as `samflow.solve` does for the diagonal network. There is no
+Filippov treatment of the linf sign switch here (the diagonal network has it,
+in `samflow.solve`): a generic linf solve that meets it shows it as many small
+steps, `MAX_STEPS` or `FAILED`.
 
 **Models.** `diagonal_network(depth)`, `two_layer_linear(d, k)` and
 `linear_conv(n_channels, kernel, d)` return a `Model` (f, effective_predictor,
@@ -32,16 +39,13 @@ init). All three are linear in x, so f(theta, x) = <beta(theta), x> with the
 effective predictor beta. Constructors are cached, so the same arguments give the
 same function objects and reuse compilations.
 
-`banded_heatmap` draws the dominant band of beta over (t, alpha) on banded data
-(`samflow.datasets.banded`) for GD and l2-SAM on the diagonal and two-layer nets.
+The figures `banded` and `generic_models` of `samflow.figures` run these models
+on banded data (`samflow.datasets.banded`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import time
-from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import diffrax
@@ -55,7 +59,7 @@ from jaxtyping import Array, Float, Int
 from .data import Dataset
 from .flows import Method, unit_l2
 from .losses import AbstractLoss, get_loss
-from .solve import _SOLVERS, SolverSettings, check_save_times
+from .solve import _SOLVERS, SolverSettings, _BracketEvent, check_save_times
 from .status import Status
 
 __all__ = [
@@ -71,10 +75,9 @@ __all__ = [
     "model_perturbation",
     "model_velocity",
     "model_sam_step",
+    "collapse_ratio",
     "solve_model",
     "run_model_discrete",
-    "band_dominance",
-    "banded_heatmap",
 ]
 
 Pytree = Any
@@ -162,8 +165,11 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
     f(theta, x) = sum_c <v_c, conv(x, w_c)>, conv(x, w)_i = sum_m w_m x_{(i+m) mod d}
     (circular, stride 1, output length d), theta = (w (C, K), v (C, d)). The
     effective predictor is beta = grad_x f(theta, x) (f is linear in x), i.e.
-    beta_j = sum_c sum_m v_{c,(j-m) mod d} w_{c,m}. `init(alpha, seed=0)`: w and v
-    are alpha times standard normal draws.
+    beta_j = sum_c sum_m v_{c,(j-m) mod d} w_{c,m}. `init(alpha, seed=0)`: with
+    an int seed, w and v are alpha times standard normal draws
+    (`jax.random.PRNGKey(seed)`); with `seed` None the deterministic w = alpha 1,
+    v = alpha 1, for which beta(0) = C K alpha^2 1 has equal coordinates (as the
+    diagonal network's alpha^2 1) and the C channels stay equal.
     """
     idx = (np.arange(d)[:, None] + np.arange(kernel)[None, :]) % d  # (d, K)
 
@@ -179,6 +185,8 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
 
     def init(alpha, seed=0):
         a = jnp.asarray(alpha, jnp.float64)
+        if seed is None:
+            return (a * jnp.ones((n_channels, kernel)), a * jnp.ones((n_channels, d)))
         kw, kv = jax.random.split(jax.random.PRNGKey(seed))
         return (a * jax.random.normal(kw, (n_channels, kernel)), a * jax.random.normal(kv, (n_channels, d)))
 
@@ -266,7 +274,10 @@ class ModelTrajectory(eqx.Module):
     - `outputs`: (n_save, n) f(theta(t), x_i).
     - `loss`: (n_save,) L(theta(t)).
     - `beta`: (n_save, d) effective predictor, or None when none was given.
-    - `status`: () int `samflow.Status`: FINISHED, MAX_STEPS, FAILED or NONFINITE_INPUT.
+    - `status`: () int `samflow.Status`: FINISHED, COLLAPSED (l2-SAM reached a
+      critical point of L; theta stays there from `event_time` on), MAX_STEPS,
+      FAILED or NONFINITE_INPUT.
+    - `event_time`: () float64 collapse time in real time t, NaN if none.
     - `num_steps`: () accepted + rejected solver steps.
 
     Saved values after a failure are NaN.
@@ -278,11 +289,87 @@ class ModelTrajectory(eqx.Module):
     loss: Float[Array, " n_save"]
     beta: Float[Array, "n_save d"] | None
     status: Int[Array, ""]
+    event_time: Float[Array, ""]
     num_steps: Int[Array, ""]
 
 
+def _flat_norm(tree) -> Array:
+    flat, _ = ravel_pytree(tree)
+    return jnp.sqrt(jnp.sum(flat**2))
+
+
+def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> tuple[Array, Array]:
+    """How close l2-SAM is to a critical point of L (THEORY.md s.4): (R, ok).
+
+    R = ||grad L(theta)|| / ||grad L(theta_hat)||, theta_hat = theta + rho G/||G||
+    (norms over all leaves), and ok = L(theta_hat) <= 2 L(theta). Near a critical
+    point of L (G = 0: theta = 0 for the diagonal network, {v = 0, U r = 0} for the
+    two-layer net), where the l2 field G(theta_hat) stays of order rho while G
+    vanishes linearly, R ~ dist(theta, critical set) / rho: R <= capture_radius
+    is the collapse condition ||W|| <= capture_radius * rho of `samflow.solve`
+    for any model. `ok` rules out the other way for R to be small, a perturbation
+    that multiplies the loss (large margins: there the losses differ by far more
+    than a factor 2). Near a critical point of a depth-2 net the margins at
+    theta_hat are O(rho^2 ||x||), so `ok` holds unless rho ||x|| is of order 1 or
+    more; where it fails near a collapse the event does not fire and the solve
+    shows the singular point as before (many steps, `MAX_STEPS`).
+
+    **Arguments:** `f` f(theta, x); `theta` a pytree of float64 arrays; `rho` >= 0
+    scalar; `data`; `loss` a name or an `AbstractLoss`.
+
+    **Returns:** (R, ok): () float64 >= 0 (0 where G = 0) and () bool.
+    """
+    G = model_grad(f, theta, data, loss)
+    eps = model_perturbation(Method.L2, G, rho)
+    theta_hat = jax.tree_util.tree_map(jnp.add, theta, eps)
+    g, gh = _flat_norm(G), _flat_norm(model_grad(f, theta_hat, data, loss))
+    ratio = jnp.where(g > 0, g / jnp.where(gh > 0, gh, 1.0), 0.0)
+    ok = model_loss(f, theta_hat, data, loss) <= 2.0 * model_loss(f, theta, data, loss)
+    return ratio, ok
+
+
+def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in):
+    """Saved states of an l2 cell whose solve ended at the capture (or started there):
+    R and theta extrapolated linearly to R = 0 (the collapse time), theta frozen after.
+
+    **Returns:** (theta_ts, collapsed (), event_time ()).
+    """
+    theta_end = jax.tree_util.tree_map(lambda x: x[0], theta_end)
+    t_end = jnp.where(start_collapsed, 0.0, sol.ts[1][0])
+    collapsed = ((sol.result == diffrax.RESULTS.event_occurred) | start_collapsed) & ok_in
+    v_end = velocity(theta_end, rho)
+    R, dR = jax.jvp(lambda th: collapse_ratio(f, th, rho, data, loss_fn)[0], (theta_end,), (v_end,))
+    dt_rem = jnp.where((dR < 0) & ~start_collapsed, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
+    theta_c = jax.tree_util.tree_map(lambda x, v: x + dt_rem * v, theta_end, v_end)
+    event_time = jnp.where(collapsed, t_end + dt_rem, jnp.nan)
+    span = jnp.where(dt_rem > 0, dt_rem, 1.0)
+    frac = jnp.clip((ts - t_end) / span, 0.0, 1.0)  # 0 at the capture, 1 at the collapse
+    after_capture = collapsed & (ts >= t_end)
+
+    def fill(x, xe, xc):
+        shape = (-1,) + (1,) * xe.ndim
+        path = xe[None] + frac.reshape(shape) * (xc - xe)[None]
+        return jnp.where(after_capture.reshape(shape), path, x)
+
+    return jax.tree_util.tree_map(fill, theta_ts, theta_end, theta_c), collapsed, event_time
+
+
 def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettings, loss, predictor=None) -> ModelTrajectory:
-    """Solve one cell; pure and vmappable over theta0 and rho (see `solve_model`)."""
+    """Solve one cell (THEORY.md s.2, s.4); pure and vmappable over theta0 and rho.
+
+    Arguments as `solve_model` with `rho` a () float64, `ts` (n_save,) float64
+    (not checked here), `loss` a name or an `AbstractLoss`, `predictor` the
+    effective predictor or None. Returns a `ModelTrajectory` of one cell; never
+    raises for a failing cell.
+
+    l2-SAM with rho > 0 has the collapse event of `samflow.solve` (THEORY.md
+    s.4), written for any model with `collapse_ratio`: the solve stops when R
+    falls to `settings.capture_radius`, the remaining time to the critical point
+    is extrapolated linearly in R (R falls at a constant rate there: the field is
+    bounded), and theta stays at the extrapolated point from the collapse time on
+    (linearly interpolated between the capture and the collapse; beta there is
+    within O(capture_radius^2 rho^2) of 0).
+    """
     method = Method.parse(method)
     loss_fn = _loss_obj(loss)
     theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
@@ -291,34 +378,62 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
     rho = jnp.where(ok_in, rho, 0.0)
     data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
+    capture = settings.capture_radius
 
-    term = diffrax.ODETerm(lambda t, th, args: model_velocity(method, f, th, args, data, loss_fn))
+    def velocity(th, rho_):
+        return model_velocity(method, f, th, rho_, data, loss_fn)
+
+    def collapse_cond(th, rho_):
+        ratio, ok = collapse_ratio(f, th, rho_, data, loss_fn)
+        return jnp.where(ok, ratio - capture, 1.0)
+
+    event, watch, start_collapsed = None, jnp.asarray(False), jnp.asarray(False)
+    if method is Method.L2:
+        watch = rho > 0
+        start_collapsed = watch & (collapse_cond(theta0, rho) <= 0) & ok_in
+        # Positive until the capture; bisection on the step's interpolant
+        # brackets the capture time (as in samflow.solve).
+        event = diffrax.Event(
+            lambda t, y, args, **kw: jnp.where(args[1], collapse_cond(y, args[0]), 1.0),
+            root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True),
+            direction=False,
+        )
+    # A cell that starts captured does not move (zero field: a trivial solve).
+    live = jnp.where(start_collapsed, 0.0, 1.0)
     sol = diffrax.diffeqsolve(
-        term,
+        diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(lambda v: live * v, velocity(th, args[0]))),
         _SOLVERS[settings.solver](),
         0.0,
         ts[-1],
         None,
         theta0,
-        args=rho,
-        saveat=diffrax.SaveAt(ts=ts),
+        args=(rho, watch & ~start_collapsed),
+        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
         stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
+        event=event,
         max_steps=settings.max_steps,
         throw=False,
     )
-    ok = sol.result == diffrax.RESULTS.successful
-    rows = _finite_rows(sol.ys) & jnp.isfinite(sol.ts) & ok_in
+    theta_ts, theta_end = sol.ys
+    if method is Method.L2:
+        theta_ts, collapsed, event_time = _after_collapse(
+            f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in
+        )
+    else:
+        collapsed, event_time = jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float64)
+    ok = (sol.result == diffrax.RESULTS.successful) | collapsed
+    rows = _finite_rows(theta_ts) & ok_in
     rows = jnp.cumprod(rows.astype(jnp.int32)).astype(bool)
-    theta = _mask_rows(sol.ys, rows)
+    theta = _mask_rows(theta_ts, rows)
     outs = jax.vmap(lambda th: model_outputs(f, th, data.X))(theta)
     losses = jnp.mean(loss_fn.value(data.y[None, :] * outs), axis=1)
     beta = None if predictor is None else jax.vmap(predictor)(theta)
     status = jnp.select(
-        [~ok_in, ok, sol.result == diffrax.RESULTS.max_steps_reached],
-        [int(Status.NONFINITE_INPUT), int(Status.FINISHED), int(Status.MAX_STEPS)],
+        [~ok_in, collapsed, ok, sol.result == diffrax.RESULTS.max_steps_reached],
+        [int(Status.NONFINITE_INPUT), int(Status.COLLAPSED), int(Status.FINISHED), int(Status.MAX_STEPS)],
         int(Status.FAILED),
     )
-    return ModelTrajectory(ts, theta, outs, losses, beta, status, sol.stats["num_steps"])
+    return ModelTrajectory(ts, theta, outs, losses, beta, status, event_time, sol.stats["num_steps"])
 
 
 @eqx.filter_jit
@@ -352,13 +467,19 @@ def solve_model(
     f(theta, x) or a `Model` (then `beta` is filled with its effective
     predictor); `theta0` a pytree of float arrays; `rho` >= 0 a scalar (one cell)
     or a (B,) vector (a vmapped batch); `data`; `ts` increasing save times, the
-    last one the horizon; `settings` (solver, rtol, atol, max_steps; its `loss`
-    unless `loss` is given); `theta0_batched`: theta0 leaves carry a leading B
+    last one the horizon; `settings` (solver, rtol, atol, max_steps,
+    capture_radius; its `loss` unless `loss` is given; `coords` is not used:
+    theta itself is integrated); `theta0_batched`: theta0 leaves carry a leading B
     axis (one init per rho) instead of one init shared by the batch.
 
     **Returns:** a `ModelTrajectory`, batched over B when `rho` is a vector.
-    Never raises for a failing cell (`throw=False`): see its `status`. No
-    collapse or sign-switch events (module docstring).
+    Never raises for a failing cell (`throw=False`): see its `status`. l2-SAM
+    cells that reach a critical point of L (theta = 0 for the diagonal network)
+    end as `COLLAPSED` with their `event_time` (THEORY.md s.4); there is no
+    sign-switch event for linf (module docstring).
+
+    **Raises:** `ValueError` for an unknown method or loss, bad save times, a
+    negative or non-finite rho, or `theta0_batched` with a scalar rho.
     """
     method = Method.parse(method)
     loss = settings.loss if loss is None else loss
@@ -471,156 +592,3 @@ def run_model_discrete(
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out
-
-
-# --------------------------------------------------------------------- banded data
-
-
-def band_dominance(beta, band) -> np.ndarray:
-    """Dominant band (1-based) of beta (..., d): the band with the largest mean |beta_j|.
-
-    0 where beta is all zero, -1 where it is not finite. `band` (d,) holds the
-    0-based band of each coordinate.
-    """
-    b = np.asarray(beta, np.float64)
-    band = np.asarray(band)
-    nb = int(band.max()) + 1
-    a = np.abs(b)
-    means = np.stack([a[..., band == k].mean(axis=-1) for k in range(nb)], axis=-1)
-    finite = np.all(np.isfinite(b), axis=-1)
-    means = np.where(finite[..., None], means, 0.0)
-    dom = np.argmax(means, axis=-1) + 1
-    dom = np.where(means.max(axis=-1) > 0, dom, 0)
-    return np.where(finite, dom, -1).astype(np.int64)
-
-
-def _minor_before_major(dom: np.ndarray, nb: int) -> np.ndarray:
-    """Per row (alpha) of dom (alpha, time): a band < nb dominates before band nb first does."""
-    out = []
-    for row in dom:
-        hit = np.nonzero(row == nb)[0]
-        first_major = hit[0] if hit.size else row.size
-        out.append(bool(np.any((row[:first_major] >= 1) & (row[:first_major] < nb))))
-    return np.array(out)
-
-
-def banded_heatmap(out_png, quick: bool = False) -> dict:
-    """Dominant band of beta over (t, alpha) on banded data, GD and l2-SAM, two models.
-
-    Data: `samflow.datasets.banded(n=8, d=12, seed=0)`, 3 bands of 4 coordinates
-    with intensities 1/3, 2/3, 1 (minor -> major). Panels: GD and l2-SAM on the
-    depth-2 diagonal network (`samflow.solve`, collapse events included) and on the
-    two-layer linear network (`solve_model`, k = d, U(0) = alpha I, v(0) = alpha 1).
-    rho = 0.01, alpha/rho log-spaced from 0.1 to 10**0.5 (l2-SAM on the diagonal
-    net collapses below ~0.2 and shows band 3 from the start above ~0.5), t
-    log-spaced from 0.1 to 1e4 (the loss stays near log 2 while beta is small).
-    quick: 8 alphas x 16 times (~20 s with compilation); full: 24 x 60. Writes `out_png` and a PDF next to it.
-
-    **Returns:** a dict with, per panel ("diag/gd", "diag/l2", "2layer/gd",
-    "2layer/l2"): `frac_minor_first` (fraction of alphas where band 1 or 2
-    dominates at some save time before band 3 first does), `frac_minor_then_major`
-    (the same and band 3 dominant at the last time: minor first, major last) with
-    the alphas where it holds, `frac_major_end`
-    (fraction whose dominant band at the last time is 3), `frac_collapsed`
-    (dominant band 0 at the end), `statuses` (counts); and `alpha_over_rho`,
-    `t`, `rho`, `path`.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import BoundaryNorm, ListedColormap
-
-    from .datasets import banded
-    from .plots import COLLAPSED_COLOR, MISSING_COLOR, _edges, feature_colors
-    from .solve import solve
-
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    data, band = banded(8, 12, 0)
-    nb = int(band.max()) + 1
-    rho = 0.01
-    n_a, n_t = (8, 16) if quick else (24, 60)
-    a_rel = np.logspace(-1, 0.5, n_a)
-    alphas = a_rel * rho
-    ts = np.logspace(-1, 4, n_t)
-    # The two-layer l2 flow near 0 has no collapse event (smooth field): cap its
-    # steps so that those cells end quickly as MAX_STEPS.
-    settings = SolverSettings(rtol=1e-6, atol=1e-10) if quick else SolverSettings(rtol=1e-7, atol=1e-11)
-    settings_2l = dataclasses.replace(settings, max_steps=1024 if quick else 4096)
-
-    # GD is run as l2-SAM at rho = 0, which is GD exactly (eps = 0 * unit_l2(G) = 0),
-    # so each model compiles once: one batch holds the GD and the l2 cells.
-    rhos = np.concatenate([np.zeros(n_a), np.full(n_a, rho)])
-    a2 = np.concatenate([alphas, alphas])
-    panels, timings = {}, {}
-    t0 = time.perf_counter()
-    tr = solve("l2", data, a2, rhos, ts, depth=2, settings=settings)
-    timings["diag"] = time.perf_counter() - t0
-    b, st = np.asarray(tr.beta), np.asarray(tr.status)
-    panels["diag/gd"], panels["diag/l2"] = (b[:n_a], st[:n_a]), (b[n_a:], st[n_a:])
-    model = two_layer_linear(data.d, data.d)
-    theta0 = jax.vmap(lambda a: model.init(a))(jnp.asarray(a2))
-    t0 = time.perf_counter()
-    tr = solve_model("l2", model, theta0, rhos, data, ts, settings_2l, theta0_batched=True)
-    timings["2layer"] = time.perf_counter() - t0
-    b, st = np.asarray(tr.beta), np.asarray(tr.status)
-    panels["2layer/gd"], panels["2layer/l2"] = (b[:n_a], st[:n_a]), (b[n_a:], st[n_a:])
-
-    result = {"timings_s": timings, "alpha_over_rho": a_rel.tolist(), "t": ts.tolist(), "rho": rho, "path": str(out_png)}
-    colors = [MISSING_COLOR, COLLAPSED_COLOR] + feature_colors(nb)
-    cmap = ListedColormap(colors)
-    norm = BoundaryNorm(np.arange(-1.5, nb + 1.5, 1.0), cmap.N)
-    te, ae = _edges(ts, True), _edges(a_rel, True)
-    titles = {
-        "diag/gd": "GD, diagonal net L=2",
-        "diag/l2": r"$\ell_2$-SAM, diagonal net L=2",
-        "2layer/gd": "GD, two-layer linear",
-        "2layer/l2": r"$\ell_2$-SAM, two-layer linear",
-    }
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4.3), sharey=True)
-    mesh = None
-    for ax, (key, (beta, status)) in zip(axes, panels.items()):
-        dom = band_dominance(beta, band)  # (alpha, time)
-        mf = _minor_before_major(dom, nb)
-        mesh = ax.pcolormesh(te, ae, dom, cmap=cmap, norm=norm, shading="flat", rasterized=True)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(titles[key])
-        ax.set_xlabel("real time $t$")
-        result[key] = {
-            "frac_minor_first": float(np.mean(mf)),
-            "frac_minor_then_major": float(np.mean(mf & (dom[:, -1] == nb))),
-            "alpha_over_rho_minor_then_major": a_rel[mf & (dom[:, -1] == nb)].tolist(),
-            "frac_major_end": float(np.mean(dom[:, -1] == nb)),
-            "frac_collapsed": float(np.mean(dom[:, -1] == 0)),
-            "statuses": {Status(s).name: int(np.sum(status == s)) for s in np.unique(status)},
-            "dominant_band": dom.tolist(),
-        }
-    axes[0].set_ylabel(r"init scale $\alpha/\rho$")
-    cbar = fig.colorbar(
-        mesh, ax=list(axes), ticks=np.arange(1, nb + 1), boundaries=np.arange(0.5, nb + 1.5, 1.0),
-        values=np.arange(1, nb + 1), fraction=0.02, pad=0.01,
-    )
-    labels = [f"band {b}" for b in range(1, nb + 1)]
-    labels[0] += " (minor)"
-    labels[-1] += " (major)"
-    cbar.ax.set_yticklabels(labels)
-    cbar.set_label(r"dominant band (largest mean $|\beta_j|$)")
-    fig.suptitle(
-        rf"Dominant band over time on banded data (n={data.n}, d={data.d}, 3 bands, intensities 1/3, 2/3, 1), "
-        rf"$\rho={rho:g}$"
-    )
-    fig.text(
-        0.45, -0.06,
-        "Each pixel: the band with the largest mean |beta_j| at (t, alpha). Grey: collapsed (beta = 0, collapse event of samflow.solve); "
-        "black: no value (two-layer l2: the smooth-field solve stops with MAX_STEPS near theta = 0, "
-        "where the l2 field is not smooth).\n"
-        r"Sequential amplification = colours climbing band 1 $\to$ 2 $\to$ 3 along t. "
-        "Diagonal net by samflow.solve (collapse events); two-layer net by solve_model (smooth field).",
-        ha="center", fontsize=9,
-    )
-    fig.savefig(out_png, dpi=120, bbox_inches="tight")
-    fig.savefig(out_png.with_suffix(".pdf"), bbox_inches="tight")
-    plt.close(fig)
-    return result

@@ -30,6 +30,8 @@ __all__ = [
     "l2_growth_threshold",
     "l2_first_dominant",
     "l2_alpha_marks",
+    "l2_first_band",
+    "l2_major_band_mark",
     "l1_max_margin_single",
     "l2_max_margin_single",
 ]
@@ -381,6 +383,73 @@ def l2_alpha_marks(mu: ArrayLike, rho: ArrayLike) -> AlphaMarks:
     lo = c * m[0]
     hi = c * (m[-2] + m[-1]) if m.size >= 2 else lo
     return AlphaMarks(all_shrink=np.asarray(lo), major_first=np.asarray(hi))
+
+
+def _band_moments(mu: ArrayLike, band: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per band b: mean_{j in b} mu_j and mean_{j in b} mu_j^2, and ||mu||."""
+    m = _mu(mu)
+    b = np.asarray(band)
+    if b.shape != m.shape or not np.issubdtype(b.dtype, np.integer) or b.min() != 0:
+        raise ValueError(f"band must be 0-based integer band indices of shape {m.shape}, got {band!r}")
+    nb = int(b.max()) + 1
+    if any(not np.any(b == k) for k in range(nb)):
+        raise ValueError("every band 0..max(band) needs at least one coordinate")
+    m1 = np.array([m[b == k].mean() for k in range(nb)])
+    m2 = np.array([(m[b == k] ** 2).mean() for k in range(nb)])
+    return m1, m2, _norm(m)
+
+
+def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
+    """First dominant band of depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3, s.5).
+
+    Coordinate j starts growing at the rate mu_j (1 - mu_j / (sqrt(2) a ||mu||))
+    (`l2_growth_rate` at w = alpha 1, a = alpha / rho), so right after the start
+    |beta_j| = alpha^2 (1 + 2 rate_j tau + ...), and the band with the largest mean
+    |beta_j| is the band with the largest mean rate:
+
+        argmax_b mean_{j in b} mu_j (1 - mu_j / (sqrt(2) a ||mu||)).
+
+    With one coordinate per band this is `l2_first_dominant`. For several samples
+    use mu = mean_i y_i x_i: at beta ~ 0 every margin is ~0 and the residual r of
+    THEORY.md s.1 is ell'(0) times it, and the l2 flow does not see that factor.
+
+    **Arguments:** `a`: scalar or `(...)`, > 0; `mu` `(d,)` > 0; `band` `(d,)`
+    int, the 0-based band of each coordinate (every band 0..max non-empty).
+
+    **Returns:** int64 `(...)`, the band in 1..n_bands (ties to the lowest).
+
+    **Raises:** `ValueError` if a is not > 0, mu is bad, or band is malformed.
+    """
+    m1, m2, n = _band_moments(mu, band)
+    A = np.asarray(a, dtype=np.float64)
+    if not (np.all(np.isfinite(A)) and np.all(A > 0)):
+        raise ValueError("a (= alpha / rho) must be finite and > 0")
+    rate = m1 - m2 / (np.sqrt(2.0) * A[..., None] * n)
+    return (np.argmax(rate, axis=-1) + 1).astype(np.int64)
+
+
+def l2_major_band_mark(mu: ArrayLike, band: ArrayLike) -> float:
+    """alpha / rho above which the last (major) band is the first dominant band.
+
+    The band-mean rates of `l2_first_band`, m1_b - m2_b / (sqrt(2) a ||mu||) with
+    m1_b, m2_b the band means of mu_j and mu_j^2, are equal for bands b and B at
+    a = (m2_B - m2_b) / (sqrt(2) ||mu|| (m1_B - m1_b)); the mark is the largest
+    of these over b < B (THEORY.md s.3's major-first mark, per band). With one
+    coordinate per band and increasing mu it is `l2_alpha_marks(mu, 1).major_first`.
+
+    **Arguments:** `mu` `(d,)` > 0; `band` `(d,)` as in `l2_first_band`.
+
+    **Returns:** the mark, a float (0.0 with a single band).
+
+    **Raises:** `ValueError` if the last band's mean mu is not the largest, or
+    mu or band are malformed.
+    """
+    m1, m2, n = _band_moments(mu, band)
+    if m1.size == 1:
+        return 0.0
+    if not np.all(m1[:-1] < m1[-1]):
+        raise ValueError("the last band must have the largest mean mu (the major band)")
+    return float(np.max((m2[-1] - m2[:-1]) / (np.sqrt(2.0) * n * (m1[-1] - m1[:-1]))))
 
 
 # --- max-margin directions of one sample -----------------------------------------

@@ -42,6 +42,24 @@ def test_dominant_index_values():
         analysis.dominant_index(np.ones(3))
 
 
+
+def test_band_dominance():
+    band = np.array([0, 0, 1, 1, 2, 2])
+    b = np.array([
+        [3.0, 0.0, 1.0, 1.0, 0.5, 0.5],  # band means 1.5, 1, 0.5 -> 1
+        [0, 0, 0, 0, 0, 0],  # collapsed
+        [1, NAN, 0, 0, 0, 0],  # not finite
+        [0, 0, 1, 1, 1, 1.1],  # 3
+        [0, 0, -2, 2, 1, -1],  # absolute values -> 2
+        [1, 1, 1, 1, 1, 1],  # tie -> lowest band
+    ])
+    np.testing.assert_array_equal(analysis.band_dominance(b, band), [1, 0, -1, 3, 2, 1])
+    out = analysis.band_dominance(jnp.asarray(np.stack([b, b[::-1]])), band)
+    assert out.shape == (2, 6) and out.dtype == np.int64
+    np.testing.assert_array_equal(out[1], [1, 2, 3, -1, 0, 1])
+    with pytest.raises(ValueError, match="band"):
+        analysis.band_dominance(b, band[:-1])
+
 def test_tied():
     beta = np.array([[1.0, 1.0], [1.0, 0.5], [0.0, 0.0], [NAN, 1.0], [1.0, 1.0 + 1e-12]])
     np.testing.assert_array_equal(analysis.tied(beta), [True, False, False, False, False])

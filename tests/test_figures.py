@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "configs" / "figures"
 
 # Every figure of the issue, by file stem: 1 directions, 2 linf rule, 3 regime chart,
-# 4 staircases (one and four samples), 5 trajectories, 6 USAM ablation, 7 discrete gap.
+# 4 staircases (one and four samples), 5 trajectories, 6 USAM ablation, 7 discrete gap,
+# 8 banded data (three models), 9 generic (autodiff) models.
 PNG_STEMS = [
     "depth1_directions",
     "linf_limit",
@@ -33,6 +34,8 @@ PNG_STEMS = [
     "trajectories",
     "usam_ablation",
     "discrete_gap",
+    "banded",
+    "generic_models",
 ]
 CONFIG_MODELS = {
     "common": figures.CommonConfig,
@@ -43,6 +46,8 @@ CONFIG_MODELS = {
     "trajectories": figures.TrajectoriesConfig,
     "usam_ablation": figures.UsamConfig,
     "discrete_gap": figures.DiscreteGapConfig,
+    "banded": figures.BandedConfig,
+    "generic_models": figures.GenericModelsConfig,
 }
 
 
@@ -113,8 +118,28 @@ def test_report_checks_all_pass_or_are_marked(quick_run):
     # Each example the issue names is among the checks.
     text = report.lower()
     for phrase in ["random inits", "boundary is a line", "depth 1", "l1 max-margin", "increasing order of mu", "plateau",
-                   "usam", "eta"]:
+                   "usam", "eta", "banded data", "two-layer linear conv net", "autodiff"]:
         assert phrase in text, phrase
+
+
+def test_banded_report_measures_the_climb(quick_run):
+    """The banded figure's rows carry measured values: GD at the major band in every
+    cell, the diagonal net's climb range, the autodiff-vs-hand-written difference."""
+    rows = {}
+    for r in (quick_run[0] / "report.md").read_text().splitlines():
+        if re.match(r"^\| \d+ \| (banded|generic_models) \|", r):
+            rows[r.split("|")[3].strip()] = r
+    gd = next(r for c, r in rows.items() if c.startswith("banded data, GD"))
+    assert gd.count(" 1.000 (") == 3  # fraction 1 of the cells, for each model
+    climb = next(r for c, r in rows.items() if "climbs minor -> major" in c)
+    m = re.search(r"(\d+)/(\d+) rows \(([0-9.]+)\) climb to band 3, alpha/rho in \[([0-9.]+), ([0-9.]+)\]", climb)
+    assert m and int(m.group(1)) >= 1
+    lo, hi = float(m.group(4)), float(m.group(5))
+    coll = float(re.search(r"collapse up to ([0-9.]+)", climb).group(1))
+    mark = float(re.search(r"band-3-first mark ([0-9.]+)", climb).group(1))
+    assert coll < lo <= hi < mark * 1.01  # mark_tol of banded.toml
+    auto = next(r for c, r in rows.items() if c.startswith("any model by autodiff"))
+    assert float(re.search(r"\| ([0-9.e+-]+) over \d+ cells", auto).group(1)) < 1e-6
 
 
 def test_only_with_an_unknown_name_exits_2(tmp_path):

@@ -1,5 +1,5 @@
 """Generic differentiable models (samflow.models): autodiff gradients, SAM perturbation
-over pytrees, flows against samflow.solve, discrete vs flow, and the banded heat map."""
+over pytrees, flows and their collapse event against samflow.solve, discrete vs flow."""
 
 import jax
 import jax.numpy as jnp
@@ -9,8 +9,7 @@ import pytest
 import samflow as sf
 from samflow.flows import Method
 from samflow.models import (
-    band_dominance,
-    banded_heatmap,
+    collapse_ratio,
     diagonal_network,
     linear_conv,
     model_grad,
@@ -159,29 +158,79 @@ def test_batched_rho_and_status(data4):
     assert np.all(np.asarray(tr.loss)[:3, -1] < np.asarray(tr.loss)[:3, 0])
 
 
-def test_band_dominance():
-    band = np.array([0, 0, 1, 1, 2, 2])
-    b = np.array([[3.0, 0.0, 1.0, 1.0, 0.5, 0.5], [0, 0, 0, 0, 0, 0], [1, np.nan, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1.1]])
-    np.testing.assert_array_equal(band_dominance(b, band), [1, 0, -1, 3])
+def test_collapse_ratio_closed_form():
+    """R = ||G(theta)|| / ||G(theta_hat)|| for the depth-2 diagonal net on one sample,
+    u = v = s 1: G = -sigma(-z) (mu s, mu s), theta_hat = (s - rho mu / (sqrt 2 ||mu||)) 1 per layer."""
+    mu = np.array([0.5, 1.0, 1.5])
+    data = sf.single_sample(mu)
+    rho, f = 0.3, diagonal_network(2, 3).f
+    sig = lambda z: 1.0 / (1.0 + np.exp(z))
+    for s in (1e-7, 1e-3, 0.05, 0.4):
+        w_hat = s - rho * mu / (np.sqrt(2) * np.linalg.norm(mu))
+        g = sig(s * s * mu.sum()) * np.sqrt(2) * s * np.linalg.norm(mu)
+        gh = sig(np.dot(w_hat * w_hat, mu)) * np.sqrt(2) * np.linalg.norm(mu * w_hat)
+        R, ok = collapse_ratio(f, (jnp.full(3, s), jnp.full(3, s)), rho, data)
+        assert float(R) == pytest.approx(g / gh, rel=1e-12) and bool(ok)
+    # Near 0, R ~ ||theta|| / rho times a constant: the capture condition of samflow.solve.
+    R1 = float(collapse_ratio(f, (jnp.full(3, 1e-8), jnp.full(3, 1e-8)), rho, data)[0])
+    R2 = float(collapse_ratio(f, (jnp.full(3, 2e-8), jnp.full(3, 2e-8)), rho, data)[0])
+    assert R2 / R1 == pytest.approx(2.0, rel=1e-6)
+    # G = 0 (theta = 0): R = 0. A linear model (depth 1) has no critical point: R > 0 at 0.
+    assert float(collapse_ratio(f, (jnp.zeros(3), jnp.zeros(3)), rho, data)[0]) == 0.0
+    assert float(collapse_ratio(diagonal_network(1, 3).f, (jnp.zeros(3),), rho, data)[0]) > 0.1
+    # At a large margin a perturbation that multiplies the loss is no collapse (ok False).
+    big = (jnp.full(3, 6.0), jnp.full(3, 6.0))
+    assert not bool(collapse_ratio(f, big, 3.0, data)[1])
 
 
-def test_banded_heatmap_quick(tmp_path):
-    out = banded_heatmap(tmp_path / "banded.png", quick=True)
-    assert (tmp_path / "banded.png").stat().st_size > 10_000
-    assert (tmp_path / "banded.pdf").exists()
-    # GD: the major band dominates at every (t, alpha), on both models.
-    for key in ("diag/gd", "2layer/gd"):
-        assert out[key]["frac_minor_first"] == 0.0 and out[key]["frac_major_end"] == 1.0
-    # l2-SAM on the diagonal net: some alphas show minor bands before the major one.
-    d = out["diag/l2"]
-    assert d["frac_minor_then_major"] > 0
-    assert all(0.2 < a < 0.6 for a in d["alpha_over_rho_minor_then_major"])
-    assert d["statuses"].get("COLLAPSED", 0) >= 1  # small alpha/rho collapses
-    dom = np.array(d["dominant_band"])
-    assert np.all(dom[-3:] == 3)  # alpha/rho >= ~1: major first
-    # Two-layer l2-SAM: no collapse event for generic models; small-alpha cells run
-    # into the non-smooth point at 0 and end as MAX_STEPS, shown as no value (-1).
-    t = out["2layer/l2"]
-    assert t["statuses"].get("MAX_STEPS", 0) >= 1
-    assert np.array(t["dominant_band"])[0, -1] == -1
-    assert np.all(np.array(t["dominant_band"])[-3:] == 3)
+def test_generic_collapse_time_equals_hand_written():
+    """l2-SAM on the diagonal network by autodiff: the collapse event of solve_model
+    against samflow.solve's (same shapes and settings as the test above: one compilation)."""
+    data = sf.single_sample([0.5, 1.0, 1.5])
+    ts = np.linspace(0.5, 20.0, 12)
+    st = sf.SolverSettings(rtol=1e-10, atol=1e-13)
+    model = diagonal_network(2, 3)
+    rho = np.array([1.5, 2.0])
+    tr = solve_model("l2", model, model.init(0.5), rho, data, ts, st)
+    refs = [sf.solve("l2", data, 0.5, r, ts, depth=2, settings=st) for r in rho]
+    np.testing.assert_array_equal([int(r.status) for r in refs], Status.COLLAPSED)
+    np.testing.assert_array_equal(tr.status, Status.COLLAPSED)
+    t_ref = np.array([float(r.event_time) for r in refs])
+    np.testing.assert_allclose(tr.event_time, t_ref, rtol=1e-7)
+    assert np.all((t_ref > 2.0) & (t_ref < 10.0))  # not trivial
+    after = ts[None, :] > t_ref[:, None]
+    before = ~after
+    b, rb = np.asarray(tr.beta), np.stack([np.asarray(r.beta) for r in refs])
+    np.testing.assert_allclose(b[before], rb[before], rtol=1e-6)
+    assert np.all(np.abs(b[after]) < 1e-20) and np.all(rb[after] == 0)
+    np.testing.assert_allclose(np.asarray(tr.loss)[after], np.log(2), rtol=1e-12)
+    # Starting inside the capture radius: collapsed at t = 0. GD (rho = 0) never collapses.
+    tr0 = solve_model("l2", model, model.init(1e-9), np.array([0.05, 0.0]), data, ts, st)
+    np.testing.assert_array_equal(tr0.status, [Status.COLLAPSED, Status.FINISHED])
+    assert float(tr0.event_time[0]) == 0.0 and np.isnan(float(tr0.event_time[1]))
+    np.testing.assert_allclose(tr0.beta[0], 1e-18, rtol=1e-12)  # stays where it started
+
+
+def test_two_layer_collapses_to_a_critical_point_not_zero():
+    """Two-layer net, one sample (r parallel to mu at all times): dU = v_hat r^T keeps
+    the part of U(0) = alpha I orthogonal to mu, so l2-SAM stops at v = 0, U mu = 0 with
+    ||U||_F = alpha sqrt(d - 1), loss log 2; the event ends it (no MAX_STEPS)."""
+    mu = np.array([0.5, 1.0, 1.5])
+    data = sf.single_sample(mu)
+    model = two_layer_linear(3, 3)
+    alpha = 0.1
+    ts = np.linspace(0.5, 20.0, 12)
+    tr = solve_model("l2", model, model.init(alpha), np.array([0.5, 0.0]), data, ts,
+                     sf.SolverSettings(rtol=1e-10, atol=1e-13, max_steps=4096))
+    assert int(tr.status[0]) == Status.COLLAPSED and int(tr.status[1]) == Status.FINISHED
+    t_c = float(tr.event_time[0])
+    assert 0.5 < t_c < 20.0
+    U, v = np.asarray(tr.theta[0][0]), np.asarray(tr.theta[1][0])
+    after = ts > t_c
+    np.testing.assert_allclose(np.linalg.norm(U[after], axis=(1, 2)), alpha * np.sqrt(2), rtol=1e-9)
+    assert np.all(np.linalg.norm(v[after], axis=1) < 1e-9 * alpha)
+    assert np.all(np.linalg.norm(U[after] @ mu, axis=1) < 1e-9 * alpha)
+    np.testing.assert_allclose(np.asarray(tr.loss[0])[after], np.log(2), rtol=1e-12)
+    # Before the collapse beta shrinks; GD at rho = 0 grows.
+    assert np.linalg.norm(tr.beta[0, 0]) < alpha**2 * np.sqrt(3)
+    assert np.linalg.norm(tr.beta[1, -1]) > 1.0

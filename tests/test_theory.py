@@ -230,6 +230,41 @@ def test_l2_alpha_marks():
     assert m1.all_shrink == m1.major_first == pytest.approx(1 / np.sqrt(2))
 
 
+def test_l2_first_band_matches_integration():
+    """The band with the largest mean |beta_j| = w_j^2 right after the start, from an
+    integration of the depth-2 flow (one sample, several coordinates per band)."""
+    mu = np.array([0.3, 0.4, 0.35, 0.6, 0.7, 0.65, 1.0, 0.9, 1.1])
+    band = np.repeat(np.arange(3), 3)
+    mark = theory.l2_major_band_mark(mu, band)
+    m1 = np.array([mu[band == b].mean() for b in range(3)])
+    m2 = np.array([(mu[band == b] ** 2).mean() for b in range(3)])
+    n = np.linalg.norm(mu)
+    # The mark: band 3's mean rate equals the best other band's there.
+    assert mark == pytest.approx(np.max((m2[2] - m2[:2]) / (np.sqrt(2) * n * (m1[2] - m1[:2]))), rel=1e-14)
+    seen = set()
+    for a in np.geomspace(0.12, 1.5, 30):
+        rate = np.array([(mu * (1 - mu / (np.sqrt(2) * a * n)))[band == b].mean() for b in range(3)])
+        top2 = np.sort(rate)[-2:]
+        if top2[1] - top2[0] < 1e-2:
+            continue
+        sol = integrate(l2_depth2_flow(1.0, mu), a * np.ones(9), 1e-3)
+        w2 = sol.y[:, -1] ** 2
+        measured = np.argmax([w2[band == b].mean() for b in range(3)]) + 1
+        assert theory.l2_first_band(a, mu, band) == measured
+        assert (measured == 3) == (a > mark)
+        seen.add(int(measured))
+    assert seen == {1, 2, 3}
+    # One coordinate per band: the per-feature rule and mark.
+    mu5 = np.array([0.2, 0.4, 0.6, 0.8, 1.0])
+    a = np.geomspace(0.05, 3.0, 200)
+    np.testing.assert_array_equal(theory.l2_first_band(a, mu5, np.arange(5)), theory.l2_first_dominant(a, mu5))
+    assert theory.l2_major_band_mark(mu5, np.arange(5)) == pytest.approx(float(theory.l2_alpha_marks(mu5, 1.0).major_first), rel=1e-12)
+    with pytest.raises(ValueError, match="band"):
+        theory.l2_first_band(0.5, mu, band[:-1])
+    with pytest.raises(ValueError, match="major band"):
+        theory.l2_major_band_mark(mu[::-1], band)
+
+
 def test_l2_collapse_below_all_shrink_mark():
     mu = np.array([1.0, 2.0])
     alpha = 0.9 * theory.l2_alpha_marks(mu, 1.0).all_shrink
