@@ -262,7 +262,7 @@ def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str)
     rho = np.broadcast_to(np.asarray(rho, dtype=np.float64), (B,))
     c = ctx.common.chunk
     idx = np.minimum(np.arange(B + (-B) % c), B - 1)
-    tr = solve_grid(method, data, W0[idx], rho[idx], ts, clock=clock, settings=SETTINGS, chunk_size=c)
+    tr = solve_grid(method, data, W0[idx], rho[idx], ts, clock=clock, settings=SETTINGS, batch_size=c)
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[:B], tr)
 
 

@@ -15,6 +15,7 @@ slices (`samflow.merge`).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import hashlib
 import json
@@ -36,6 +37,7 @@ from .flows import Method
 from .parallel import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MEMORY_BUDGET_MB,
+    IN_FLIGHT,
     batch_width,
     cell_bytes,
     chunk_cells,
@@ -94,9 +96,11 @@ def solve_grid(
     program that hand `width` cells to each device (`jax.shard_map` over a 1-D
     mesh: every device runs its own vmapped while loop, no device waits for
     another inside a call), with `width = min(batch_size, B)`; the last call is
-    padded by repeating the last cell. The results, bit for bit, depend on
-    `width` and on nothing else: not on `chunk_size`, the memory budget, the
-    devices or `checkpoint` (see `samflow.parallel`). Each cell keeps its own
+    padded by repeating the last cell. For given cells and settings the
+    results depend, bit for bit, on `width` alone (XLA's code depends on the
+    batch shape): not on `chunk_size`, the memory budget, the devices, the
+    sort or `checkpoint` (see `samflow.parallel`); a slice of a grid solved on
+    its own must use the width of the whole grid. Each cell keeps its own
     adaptive step size and status; no cell can stop or NaN another. One
     compilation per (method, clock, settings, devices, width, L, d, n_save,
     summary).
@@ -106,14 +110,15 @@ def solve_grid(
     - `W0` (B, L, d) float64 initial weights; `rho` (B,) float64 radii; `ts`
       (n_save,) save times (`check_save_times`).
     - `chunk_size`: cells per chunk. When given it wins; otherwise it is derived
-      from `memory_budget_mb` (`samflow.parallel.chunk_cells`: the outputs of a
-      chunk plus the temporaries of the running calls, per
-      `samflow.parallel.cell_bytes`, stay under the budget). The budget bounds
-      the solver's working memory, not the returned arrays (B rows of outputs).
+      from `memory_budget_mb` (`samflow.parallel.chunk_cells`: one chunk's
+      outputs plus the calls in flight, per `samflow.parallel.cell_bytes`, stay
+      under the budget). The budget bounds the solver's working memory, not the
+      returned arrays (B rows of outputs, see `summary`).
     - `batch_size`: cells per device per vmapped solve (the lockstep batch).
     - `devices`: the devices to shard over (a list, or a count of local
-      devices); default all local devices. More CPU devices: set
-      `XLA_FLAGS=--xla_force_host_platform_device_count=N` before jax starts.
+      devices); default all local devices. One CPU device per core:
+      `samflow.parallel.use_cpu_cores()` before JAX starts (the CLI does it),
+      or `JAX_NUM_CPU_DEVICES=N` in the environment.
     - `summary`: return a `Summary` (dominant index, ||beta||, loss, status and
       event fields), reduced on the device: about 1.8 kB per cell instead of
       8.9 kB for L = 2, d = 5, 64 save times.
@@ -159,16 +164,25 @@ def solve_grid(
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     result: dict[str, np.ndarray] = {}
+    cls = Summary if summary else Trajectory
+    in_flight: collections.deque = collections.deque()
 
-    def put(rows: np.ndarray, piece) -> None:
-        """Write a piece (a Trajectory/Summary of len(rows)) into the result rows."""
-        for name, value in _fields(piece).items():
+    def put(rows: np.ndarray, fields: dict) -> None:
+        """Write the cells of `fields` (arrays with leading axis len(rows)) into the result."""
+        for name, value in fields.items():
             if name == "ts":
                 continue
             value = np.asarray(value)
             if name not in result:
                 result[name] = np.empty((B,) + value.shape[1:], value.dtype)
             result[name][rows] = value
+
+    def finish_oldest() -> None:
+        c0, idx, n_call, out = in_flight.popleft()
+        keep = np.flatnonzero(idx < c0 + n_call)  # the real cells of the call (not the padding)
+        put(perm[idx[keep]], {name: np.asarray(v)[keep] for name, v in _fields(out).items() if name != "ts"})
+        if on_chunk is not None:
+            on_chunk(n_call)
 
     for k, start in enumerate(range(0, B, size)):
         n_real = min(size, B - start)
@@ -180,43 +194,29 @@ def solve_grid(
                     f"checkpoint: chunk {k} holds {np.shape(piece.status)[0]} cells, this run's chunk "
                     f"has {n_real}; the partial results were made with another chunk size"
                 )
-            put(rows, piece)
+            put(rows, _fields(piece))
             if on_chunk is not None:
                 on_chunk(n_real)
             continue
-        # Dispatch every call of the chunk (asynchronously), then fetch in order.
-        pending = []
         for c0 in range(start, start + n_real, per_call):
             n_call = min(per_call, start + n_real - c0)
             idx = np.minimum(np.arange(c0, c0 + per_call), start + n_real - 1)  # pad: repeat the last cell
             # Device i gets cells i, i + n_dev, ...: every device sees the same cost range.
             idx = idx.reshape(width, n_dev).T.reshape(-1)
+            if len(in_flight) >= IN_FLIGHT:
+                finish_oldest()
             out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts)
-            pending.append((c0, idx, n_call, out))
-        pieces = []
-        for c0, idx, n_call, out in pending:
-            host = {name: np.asarray(v) for name, v in _fields(out).items() if name != "ts"}
-            keep = np.flatnonzero(idx < c0 + n_call)  # rows of real cells, in call order
-            order = idx[keep] - start
-            pieces.append((order, {name: v[keep] for name, v in host.items()}))
-            if on_chunk is not None:
-                on_chunk(n_call)
-        chunk = {}
-        for name in pieces[0][1]:
-            first = pieces[0][1][name]
-            arr = np.empty((n_real,) + first.shape[1:], first.dtype)
-            for order, vals in pieces:
-                arr[order] = vals[name]
-            chunk[name] = arr
-        if not summary:
-            chunk["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
-        piece = (Summary if summary else Trajectory)(**chunk)
+            in_flight.append((c0, idx, n_call, out))  # dispatched asynchronously
+        while in_flight:
+            finish_oldest()
         if checkpoint is not None:
-            checkpoint.save(method, k, piece)
-        put(rows, piece)
+            fields = {name: arr[rows] for name, arr in result.items()}
+            if not summary:
+                fields["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
+            checkpoint.save(method, k, cls(**fields))
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
-    return (Summary if summary else Trajectory)(**result)
+    return cls(**result)
 
 
 def _fields(piece) -> dict:
@@ -353,9 +353,9 @@ def run_sweep(
         i, K = grid_slice
         cells = slice_cells(cost_key, K, i)
         n_real = cells.size
-        # Solve in the chunk shape of the whole grid (same shape, same bits): pad
-        # a slice smaller than one chunk with copies of its last cell.
-        n_pad = max(0, min(cfg.solver.chunk_size, n_cells) - n_real)
+        # Solve at the batch width of the whole grid (same width, same bits): pad
+        # a slice smaller than one batch with copies of its last cell.
+        n_pad = max(0, batch_width(cfg.solver.batch_size, n_cells) - n_real)
         take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
         W0, rho, rank = W0[take], rho[take], rank[take]
         rank[n_real:] = n_cells  # the padding sorts last
@@ -369,7 +369,8 @@ def run_sweep(
             t0 = time.perf_counter()
             results[m] = solve_grid(
                 m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
-                chunk_size=cfg.solver.chunk_size, on_chunk=bar.update, checkpoint=checkpoint,
+                chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
+                memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
                 sort_key=rank,
             )
             timings[m.value] = time.perf_counter() - t0
@@ -491,4 +492,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
+    from .parallel import use_cpu_cores
+
+    use_cpu_cores()  # one CPU device per core, unless the user chose a count: sweeps shard over them
     sys.exit(main())

@@ -74,11 +74,11 @@ MODES = {
     # chart grids (n x n), other flows' grids, subset sizes, chunk size, the finest RK4
     # step of the halving search (a step count, not a time budget, so that the result
     # does not depend on the load), the time spent timing RK4 on the whole grid
-    "tiny": dict(grids=[4], extra_grid=None, d50_grid=None, subset=4, extra_subset=0, chunk=512,
+    "tiny": dict(grids=[4], extra_grid=None, d50_grid=None, subset=4, extra_subset=0, chunk=128,
                  rk4_h_min=1.0, rk4_time_s=1.0, scipy_max_rtol_levels=3),
-    "quick": dict(grids=[32, 64], extra_grid=32, d50_grid=8, subset=64, extra_subset=16, chunk=512,
+    "quick": dict(grids=[32, 64], extra_grid=32, d50_grid=8, subset=64, extra_subset=16, chunk=128,
                   rk4_h_min=1 / 16, rk4_time_s=15.0, scipy_max_rtol_levels=8),
-    "full": dict(grids=[32, 64, 128, 256], extra_grid=64, d50_grid=16, subset=64, extra_subset=32, chunk=512,
+    "full": dict(grids=[32, 64, 128, 256], extra_grid=64, d50_grid=16, subset=64, extra_subset=32, chunk=128,
                  rk4_h_min=1 / 32, rk4_time_s=20.0, scipy_max_rtol_levels=8),
 }
 
@@ -306,7 +306,7 @@ class SamflowRunner:
 
     def solve(self, alpha, rho, chunk):
         return solve_grid(self.prob.method, self.data, self._W0(alpha), rho, TS,
-                          clock="t", settings=self.settings, chunk_size=chunk)
+                          clock="t", settings=self.settings, batch_size=chunk)
 
     def run_grid(self, n, subset, rng, repeats=1, quiet=False):
         """Solve the n x n chart: compile time, warm run time (best of `repeats`),
@@ -537,7 +537,13 @@ def main(argv=None) -> int:
     p.add_argument("--rtol", type=float, default=1e-8, help="samflow rtol (default 1e-8)")
     p.add_argument("--atol", type=float, default=1e-12, help="samflow atol (default 1e-12)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--one-device", action="store_true",
+                   help="do not give JAX one CPU device per core (samflow.parallel.use_cpu_cores)")
     args = p.parse_args(argv)
+    if not args.one_device:
+        from samflow.parallel import use_cpu_cores
+
+        use_cpu_cores()  # before JAX's first computation; the sweep CLI does the same
     mode = "full" if args.full else "tiny" if args.tiny else "quick"
     cfg = MODES[mode]
     rng = np.random.default_rng(args.seed)
@@ -700,6 +706,9 @@ def main(argv=None) -> int:
             say(f"  {prob.label} (numpy field vs samflow: {dev:.1e})")
             grid = cfg["d50_grid"] if prob.d == 50 else n
             SamflowRunner(prob, settings, cfg["chunk"]).run_grid(grid, cfg["extra_subset"], rng)
+        say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
+        SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
+            n, cfg["extra_subset"], rng)
 
     # ---- floor ----------------------------------------------------------------
     say("")
