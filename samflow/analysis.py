@@ -35,6 +35,7 @@ __all__ = [
     "switching_times",
     "visited_sequence",
     "regime_label",
+    "regime_label_from_dominant",
     "plateau",
     "limit_direction",
     "max_margin_direction",
@@ -253,11 +254,55 @@ def regime_label(
         raise ValueError(f"d must be a feature index in 1..{D}, got {d!r}")
     if min_valid < 1:
         raise ValueError(f"min_valid must be >= 1, got {min_valid!r}")
-    T = b.shape[-2]
+    return _regime(dominant_index(b), tied(b, tie_tol), st, major, min_valid)
 
-    dom = dominant_index(b)  # (..., T)
+
+def regime_label_from_dominant(
+    dom: ArrayLike,
+    is_tied: ArrayLike,
+    status: ArrayLike,
+    d: int,
+    *,
+    min_valid: int = 2,
+) -> Int[np.ndarray, "*batch"]:
+    """`regime_label` from the dominant index and the ties instead of beta.
+
+    For results saved with `output.save = "summary"` (no beta): with `dom` =
+    `dominant_index(beta)` and `is_tied` = `tied(beta, tie_tol)` this equals
+    `regime_label(beta, status, d, tie_tol=tie_tol, min_valid=min_valid)`
+    exactly; a summary's `dominant` and `tied` are these with tie_tol 1e-9,
+    `regime_label`'s default.
+
+    **Arguments:** `dom` `(..., time)` int (1..D, 0 all zero, -1 not finite);
+    `is_tied` `(..., time)` bool; `status` `(...)`; `d` the 1-based index of the
+    major feature (the number of features for the usual data, which a
+    summary does not hold: pass `ds.sizes["coord"]`); `min_valid` as
+    `regime_label`.
+
+    **Returns:** int8 array of shape `(...)`, values in {0, 1, 2, 3}.
+
+    **Raises:** `ValueError` for mismatched shapes, `d` < 1 or `min_valid` < 1.
+    """
+    dm = np.asarray(dom).astype(np.int64)
+    tt = np.asarray(is_tied).astype(bool)
+    st = np.asarray(status)
+    if dm.ndim < 1 or tt.shape != dm.shape:
+        raise ValueError(f"dom and is_tied must have one shape (..., time), got {dm.shape} and {tt.shape}")
+    if st.shape != dm.shape[:-1]:
+        raise ValueError(f"status must have shape {dm.shape[:-1]} (dom.shape[:-1]), got {st.shape}")
+    if int(d) < 1:
+        raise ValueError(f"d must be a feature index >= 1, got {d!r}")
+    if min_valid < 1:
+        raise ValueError(f"min_valid must be >= 1, got {min_valid!r}")
+    return _regime(dm, tt, st, int(d), min_valid)
+
+
+def _regime(dom: np.ndarray, is_tied: np.ndarray, st: np.ndarray, major: int, min_valid: int) -> np.ndarray:
+    """The rules of `regime_label` on the dominant index (..., T) and the ties (..., T)."""
+    batch = dom.shape[:-1]
+    T = dom.shape[-1]
     finite = dom >= 0
-    info = (dom > 0) & ~tied(b, tie_tol)
+    info = (dom > 0) & ~is_tied
     tt = np.arange(T)
 
     # Last finite saved time, and whether beta is all zero there.

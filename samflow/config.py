@@ -245,13 +245,27 @@ class OutputConfig(_Strict):
     `figures`: draw figures. `plot_rho`: the rho of the heat map (default: the
     first). `trajectory_alphas`: alphas (same units as grid.alpha) whose
     trajectories are drawn (default: three spread over the grid).
-    `save_weights`: also store every layer's weights."""
+    `save_weights`: also store every layer's weights (needs `save = "full"`).
+    `save`: "full" (default) stores beta at every save time; "summary" stores
+    per save time only the dominant index, whether it is tied, ||beta||, the
+    loss and t (`samflow.Summary`, a fifth of the memory: for very large
+    grids); the trajectory figure then is not drawn (see `samflow.store`)."""
 
     dir: str = "results"
     figures: bool = True
     plot_rho: float | None = None
     trajectory_alphas: list[float] | None = None
     save_weights: bool = False
+    save: Literal["full", "summary"] = "full"
+
+    @model_validator(mode="after")
+    def _weights_need_full(self):
+        if self.save_weights and self.save == "summary":
+            raise ValueError(
+                'output.save_weights = true needs output.save = "full" (a summary keeps no weights); '
+                "drop one of the two"
+            )
+        return self
 
 
 class SweepConfig(_Strict):

@@ -8,10 +8,15 @@
   few alphas, per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method.
 - `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
+
+A results file saved with `output.save = "summary"` has no beta: the heat map
+and the regime chart are drawn from its `dominant` and `tied` variables (the
+same pictures as from the full run), and the trajectories are not drawn.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -22,10 +27,10 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from .analysis import dominant_index, regime_label  # noqa: E402
+from .analysis import dominant_index, regime_label, regime_label_from_dominant  # noqa: E402
 from .flows import METHOD_LABELS, Method  # noqa: E402
 
-__all__ = ["plot_dominant_heatmap", "plot_trajectories", "plot_regime_chart", "plot_sweep", "feature_colors"]
+__all__ = ["plot_dominant_heatmap", "plot_trajectories", "plot_regime_chart", "plot_sweep", "feature_colors", "is_summary"]
 
 COLLAPSED_COLOR = "#d9d9d9"
 MISSING_COLOR = "#000000"
@@ -80,6 +85,28 @@ def _nearest(values: np.ndarray, v: float) -> int:
     return int(np.argmin(np.abs(np.log(values / v)) if np.all(values > 0) and v > 0 else np.abs(values - v)))
 
 
+def is_summary(ds) -> bool:
+    """Whether `ds` holds the results of a sweep saved with `output.save = "summary"`."""
+    return "beta" not in ds and "dominant" in ds
+
+
+def _dominant(ds, m, ir: int) -> np.ndarray:
+    """Dominant index (alpha, time) of method m at rho index ir, from either kind of file."""
+    if is_summary(ds):
+        return ds["dominant"].sel(flow=m).isel(rho=ir).values.astype(np.int64)
+    return dominant_index(ds["beta"].sel(flow=m).isel(rho=ir).values)  # beta (alpha, time, d)
+
+
+def _regimes(ds, m) -> np.ndarray:
+    """Regime labels (alpha, rho) of method m, from either kind of file."""
+    status = ds["status"].sel(flow=m).values
+    if is_summary(ds):
+        return regime_label_from_dominant(
+            ds["dominant"].sel(flow=m).values, ds["tied"].sel(flow=m).values, status, ds.sizes["coord"]
+        )
+    return regime_label(ds["beta"].sel(flow=m).values, status)
+
+
 def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, methods=None) -> Path:
     """Heat map of the dominant feature index over (time, alpha) at one rho.
 
@@ -105,8 +132,7 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     axes = axes[0]
     mesh = None
     for ax, m in zip(axes, methods):
-        beta = ds["beta"].sel(flow=m).isel(rho=ir).values  # (alpha, time, d)
-        dom = dominant_index(beta)
+        dom = _dominant(ds, m, ir)
         mesh = ax.pcolormesh(te, ae, dom, cmap=cmap, norm=norm, shading="flat", rasterized=True)
         if t_log:
             ax.set_xscale("log")
@@ -160,7 +186,15 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     are used); default one per regime of the first SAM method.
 
     **Returns:** the PNG path (a PDF is written next to it).
+
+    **Raises:** `ValueError` for a results file saved with `output.save =
+    "summary"` (it has no beta).
     """
+    if is_summary(ds):
+        raise ValueError(
+            'the trajectory figure needs beta over time: rerun the sweep with output.save = "full" '
+            "(this results file is a summary)"
+        )
     path = Path(path)
     ir = 0 if rho is None else _nearest(ds["rho"].values, rho)
     rho_v = float(ds["rho"].values[ir])
@@ -226,7 +260,7 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     norm = BoundaryNorm(np.arange(-0.5, 4.5, 1.0), cmap.N)
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 0.5, 4.0), squeeze=False, sharey=True)
     for ax, m in zip(axes[0], methods):
-        reg = regime_label(ds["beta"].sel(flow=m).values, ds["status"].sel(flow=m).values)  # (alpha, rho)
+        reg = _regimes(ds, m)  # (alpha, rho)
         R = np.broadcast_to(rhos[None, :], alpha_abs.shape)
         ax.pcolormesh(R, alpha_abs, reg, cmap=cmap, norm=norm, shading="nearest", rasterized=True)
         if _is_log(rhos):
@@ -247,15 +281,24 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
 
 
 def plot_sweep(ds, out_dir: "str | Path", cfg=None) -> list[Path]:
-    """Draw every figure the sweep's grid supports into `out_dir`; return the PNG paths."""
+    """Draw every figure the sweep's grid supports into `out_dir`; return the PNG paths.
+
+    For a summary file (`output.save = "summary"`) the trajectory figure is
+    skipped, with a one-line note on stderr.
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plot_rho = cfg.output.plot_rho if cfg is not None else None
     traj_alphas = cfg.output.trajectory_alphas if cfg is not None else None
-    paths = [
-        plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho),
-        plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas),
-    ]
+    paths = [plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho)]
+    if is_summary(ds):
+        print(
+            'note: no trajectory figure: the results are a summary without beta over time; '
+            'it needs output.save = "full"',
+            file=sys.stderr,
+        )
+    else:
+        paths.append(plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas))
     if ds.sizes["rho"] > 1:
         paths.append(plot_regime_chart(ds, out_dir / "regime_chart.png"))
     return paths

@@ -16,6 +16,22 @@
 | alpha_init           | alpha, rho                            | the absolute init scale of each cell |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 
+With `output.save = "summary"` (`samflow.Summary`, for very large grids) the
+file holds no `beta` (and no `weights`); per save time it keeps
+
+| variable             | dims                                  | meaning |
+|----------------------|---------------------------------------|---------|
+| dominant             | flow, alpha, rho, time                | int8 (int16 for d > 127): argmax_j |beta_j|, 1-based; 0 where beta = 0 (collapsed), -1 where beta is not finite (`samflow.analysis.dominant_index`) |
+| tied                 | flow, alpha, rho, time                | bool: the two largest |beta_j| within 1e-9 relative (`samflow.analysis.tied`) |
+| beta_norm            | flow, alpha, rho, time                | ||beta||_2 (NaN where beta is not finite) |
+| loss, real_time      | flow, alpha, rho, time                | as above |
+
+and every per-cell variable above (status ... alpha_init) unchanged. These are
+bit for bit what a full run gives: `dominant` equals `dominant_index(beta)` of
+the full run, `loss`, `real_time` and the per-cell variables are equal, and
+`beta_norm` is ||beta|| to the last bit or two. The regime labels follow from
+`dominant` and `tied` (`samflow.analysis.regime_label_from_dominant`).
+
 A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`,
 see `samflow.merge`) has the same variables with the two axes (alpha, rho)
 replaced by one axis `cell`, whose coordinate holds the flattened index
@@ -89,16 +105,28 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
 
     **Arguments:** `cfg` a `SweepConfig`; `data` the `Dataset`; `ts` (n_save,);
     `alpha_abs` (A, R) absolute init scales; `results` {Method: Trajectory with
-    leading axis A*R, or n with `cells`}; `timings` {method name: seconds};
+    leading axis A*R, or n with `cells`; a `Summary` for each method when
+    `cfg.output.save` is "summary"}; `timings` {method name: seconds};
     `cells` (n,) flattened indices (alpha index * R + rho index) of the cells
     in `results`, for a slice of the grid: the per-cell variables then have
     the axis `cell` in place of (alpha, rho).
 
     **Raises:** `ValueError` when `cells` is not 1-D, or holds an index
-    outside [0, A*R) or twice.
+    outside [0, A*R) or twice, or when `results` are not all of the kind
+    `cfg.output.save` names (Trajectory for "full", Summary for "summary").
     """
+    from .solve import Summary, Trajectory
+
     A, R = alpha_abs.shape
     methods = list(results)
+    summary = cfg.output.save == "summary"
+    want = Summary if summary else Trajectory
+    wrong = [m.value for m in methods if not isinstance(results[m], want)]
+    if wrong:
+        raise ValueError(
+            f"output.save = {cfg.output.save!r} needs a {want.__name__} per method; got another "
+            f"kind for {', '.join(wrong)}"
+        )
     L, d = cfg.depth, data.d
     if cells is not None:
         cells = np.asarray(cells, dtype=np.int64)
@@ -124,8 +152,25 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     if cells is not None:
         coords["cell"] = cells
     codes = [s.value for s in Status]
+    if summary:
+        per_time = {
+            "dominant": (
+                cell + ("time",),
+                stack("dominant", (n,)),
+                {
+                    "long_name": "dominant feature argmax_j |beta_j| (1-based)",
+                    "comment": "0 where beta = 0 (collapsed), -1 where beta is not finite",
+                },
+            ),
+            "tied": (cell + ("time",), stack("tied", (n,)).astype(bool), {"long_name": "two largest |beta_j| tied within 1e-9 relative"}),
+            "beta_norm": (cell + ("time",), stack("beta_norm", (n,)), {"long_name": "||beta||_2"}),
+        }
+    else:
+        per_time = {
+            "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
+        }
     variables = {
-        "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
+        **per_time,
         "loss": (cell + ("time",), stack("loss", (n,)), {"long_name": "empirical loss"}),
         "real_time": (cell + ("time",), stack("t", (n,)), {"long_name": "real time t", "units": "t"}),
         "status": (

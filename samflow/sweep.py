@@ -266,9 +266,16 @@ class ChunkCheckpoint:
 
 
 def config_key(cfg: SweepConfig) -> str:
-    """A hash of everything that determines a sweep's numbers (not its output folder)."""
+    """A hash of everything that determines a sweep's numbers (not its output folder).
+
+    `output.save = "summary"` changes the key (its chunks and slices hold other
+    variables than a full run's, so neither `--resume` nor the merge mixes the
+    two); a full run keeps the key it had before `output.save` existed.
+    """
     dump = cfg.model_dump(mode="json")
-    dump.pop("output", None)
+    save = dump.pop("output", {}).get("save", "full")
+    if save != "full":
+        dump["output.save"] = save
     dump.pop("name", None)
     dump.pop("description", None)
     text = json.dumps(dump, sort_keys=True)
@@ -297,8 +304,11 @@ def run_sweep(
 ):
     """Run every cell of a config and return the results as an `xarray.Dataset`.
 
-    Dims: flow (the method), alpha, rho, time, coord (and layer with `output.save_weights`).
-    See `samflow.store.to_dataset` for the variables. With `checkpoint_dir`,
+    Dims: flow (the method), alpha, rho, time, coord, layer.
+    See `samflow.store.to_dataset` for the variables; with `output.save =
+    "summary"` the cells are solved with `solve_grid(..., summary=True)` and
+    the results hold the summary variables (dominant index, ||beta||, ...) in
+    place of beta. With `checkpoint_dir`,
     every finished chunk is kept there, and chunks already there (from an
     interrupted run of the same config) are reused, so a resumed run gives
     bit-for-bit the results of an uninterrupted one.
@@ -371,7 +381,7 @@ def run_sweep(
                 m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                 chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                 memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                sort_key=rank,
+                sort_key=rank, summary=cfg.output.save == "summary",
             )
             timings[m.value] = time.perf_counter() - t0
     if cells is not None:

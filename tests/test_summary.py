@@ -1,0 +1,154 @@
+"""`output.save = "summary"`: the sweep keeps per save time only the dominant index,
+the ties, ||beta||, the loss and t, and these equal what a full run gives.
+
+The same tiny grid is run with `save = "full"` and `save = "summary"` through the
+command line: the summary must be the analysis of the full run's beta (dominant
+index exactly, ||beta|| to 1e-15 relative), everything else bit for bit, and the
+heat map and regime chart the same pictures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from samflow.analysis import dominant_index, regime_label, regime_label_from_dominant, tied
+from samflow.config import ConfigError, load_config
+from samflow.merge import merge_slices, slice_file_name
+from samflow.plots import plot_dominant_heatmap, plot_regime_chart, plot_trajectories
+from samflow.store import read_results
+from samflow.sweep import main
+
+# 3 alphas x 2 rhos, 16 save times; l2 collapses at small alpha/rho.
+CONFIG = """\
+name = "summ"
+methods = ["gd", "l2"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = [0.01, 0.5, 10.0]
+alpha_relative_to_rho = true
+rho = [0.05, 0.2]
+[time]
+t1 = 1e3
+num = 16
+[output]
+save = "{save}"
+"""
+
+# Every variable both kinds of file hold, compared bit for bit (NaNs in place).
+SHARED = ("loss", "real_time", "status", "event_time", "event_real_time", "collapse_direction",
+          "slide_time", "num_steps", "num_segments", "alpha_init", "data_X", "data_y")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The full run (results only), and the summary run with its figures and its
+    (stdout, stderr)."""
+    root = tmp_path_factory.mktemp("summary")
+    for save in ("full", "summary"):
+        (root / f"{save}.toml").write_text(CONFIG.format(save=save))
+    assert main([str(root / "full.toml"), "--out", str(root / "full"), "--quiet", "--no-figures"]) == 0
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main([str(root / "summary.toml"), "--out", str(root / "summary"), "--quiet"]) == 0
+    return root, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def pair(runs):
+    root = runs[0]
+    return read_results(root / "full" / "results.nc"), root
+
+
+def test_cli_writes_summary_results_and_heatmap(runs):
+    root, stdout, stderr = runs
+    out = root / "summary"
+    assert (out / "results.nc").is_file() and (out / "dominant_heatmap.png").is_file()
+    assert (out / "regime_chart.png").is_file()  # 2 rhos: drawn from dominant + tied
+    assert not (out / "trajectories.png").exists() and "trajectories" not in stdout
+    notes = [line for line in stderr.splitlines() if "trajectory" in line]
+    assert len(notes) == 1 and 'output.save = "full"' in notes[0]
+
+
+def test_summary_equals_the_analysis_of_the_full_run(pair):
+    full, root = pair
+    summ = read_results(root / "summary" / "results.nc")
+    assert "beta" not in summ and "weights" not in summ
+    for name in ("dominant", "tied", "beta_norm", "loss", "real_time"):
+        assert summ[name].dims == ("flow", "alpha", "rho", "time"), name
+    assert summ["dominant"].dtype == np.int8 and summ["tied"].dtype == bool
+    beta = full["beta"].values
+    np.testing.assert_array_equal(summ["dominant"].values, dominant_index(beta))
+    np.testing.assert_array_equal(summ["tied"].values, tied(beta, 1e-9))
+    np.testing.assert_allclose(summ["beta_norm"].values, np.linalg.norm(beta, axis=-1), rtol=1e-15, atol=0)
+    for name in SHARED:
+        got, ref = summ[name], full[name]
+        assert got.dims == ref.dims and got.dtype == ref.dtype, name
+        assert np.array_equal(got.values, ref.values, equal_nan=ref.dtype.kind == "f"), name
+    # Not vacuous: collapsed (dominant 0) and the major feature are there, NaN event times too.
+    dom = summ["dominant"].values
+    assert (dom == 0).any() and (dom == 3).any() and (summ["status"].values == 1).any()
+    assert np.isnan(summ["event_time"].values).any()
+    # Regime labels from the summary equal those from beta (and show more than one regime).
+    labels = set()
+    for m in full["flow"].values:
+        ref = regime_label(full["beta"].sel(flow=m).values, full["status"].sel(flow=m).values)
+        got = regime_label_from_dominant(
+            summ["dominant"].sel(flow=m).values, summ["tied"].sel(flow=m).values,
+            summ["status"].sel(flow=m).values, summ.sizes["coord"],
+        )
+        np.testing.assert_array_equal(got, ref)
+        labels |= set(ref.ravel().tolist())
+    assert {1, 3} <= labels
+
+
+def test_figures_from_a_summary_are_the_full_run_s(pair, tmp_path):
+    full, root = pair
+    summ = read_results(root / "summary" / "results.nc")
+    # The CLI's figures of the summary run, pixel for pixel those of the full run.
+    for plot, name in ((plot_dominant_heatmap, "dominant_heatmap.png"), (plot_regime_chart, "regime_chart.png")):
+        a = matplotlib.image.imread(plot(full, tmp_path / name))
+        b = matplotlib.image.imread(root / "summary" / name)
+        assert a.shape == b.shape and np.array_equal(a, b), name
+    with pytest.raises(ValueError, match='output.save = "full"'):
+        plot_trajectories(summ, tmp_path / "t.png")
+
+
+def test_save_weights_with_summary_is_a_one_line_config_error(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text(CONFIG.format(save="summary") + "save_weights = true\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert "\n" not in msg and "output.save_weights" in msg and "output.save =" in msg
+    assert main([str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "output.save_weights" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    path.write_text(CONFIG.format(save="tiny"))
+    with pytest.raises(ConfigError, match="output.save"):
+        load_config(path)
+
+
+def test_merged_summary_slices_equal_the_whole_summary_run(runs):
+    # Here rather than in test_distributed.py: the slices reuse this file's compilation.
+    root = runs[0]
+    sliced = root / "sliced"
+    K = 2
+    for i in range(K):
+        assert main([str(root / "summary.toml"), "--out", str(sliced), "--quiet",
+                     "--num-chunks", str(K), "--chunk-index", str(i)]) == 0
+    parts = [read_results(sliced / "slices" / slice_file_name(i, K)) for i in range(K)]
+    assert parts[0]["dominant"].dims == ("flow", "cell", "time") and "beta" not in parts[0]
+    merged, whole = merge_slices(parts), read_results(root / "summary" / "results.nc")
+    assert list(merged.data_vars) == list(whole.data_vars)
+    for name, var in whole.variables.items():
+        got = merged[name]
+        assert got.dims == var.dims and got.dtype == var.dtype, name
+        assert np.array_equal(got.values, var.values, equal_nan=var.dtype.kind == "f"), name
+    # A summary slice and a full run never mix: their config keys differ.
+    full = read_results(root / "full" / "results.nc")
+    assert full.attrs["config_key"] != whole.attrs["config_key"]
