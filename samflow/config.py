@@ -298,6 +298,18 @@ class SweepConfig(_Strict):
                 raise ValueError(
                     "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
                 )
+        if self.solver.coords == "log":
+            # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
+            if "linf" in self.methods:
+                raise ValueError(
+                    "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
+                    "use coords = 'linear' or drop 'linf' from methods"
+                )
+            if self.data.mu is None or any(m < 0 for m in self.data.mu):
+                raise ValueError(
+                    "solver.coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
+                    "cross 0); use coords = 'linear'"
+                )
         return self
 
     @property

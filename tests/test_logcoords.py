@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow.config import ConfigError, SweepConfig, read_toml
+from samflow.config import ConfigError, SweepConfig, parse_config, read_toml
 from samflow.flows import Method, log_coords_eligible, log_velocity, real_time_velocity, rescaled_velocity
+from samflow.sweep import main as sweep_main
 from samflow.sweep import run_sweep
 
 from helpers import N_SAVE
@@ -115,7 +116,24 @@ def test_sweep_config_coords_key(tmp_path):
     ds_lin = run_sweep(SweepConfig.model_validate(raw), progress=False)
     np.testing.assert_array_equal(ds["status"].values, ds_lin["status"].values)
     assert int((ds["status"].values == int(sf.Status.COLLAPSED)).sum()) == 1
-    raw["methods"] = ["linf"]
+    raw["methods"] = ["l2", "linf"]
     raw["solver"]["coords"] = "log"
-    with pytest.raises(ConfigError, match="coords.*linf"):
-        run_sweep(SweepConfig.model_validate(raw), progress=False)
+    with pytest.raises(ConfigError, match="solver.coords = 'log' does not apply to linf"):
+        parse_config(raw)
+    raw["methods"] = ["l2"]
+    raw["data"]["mu"] = [0.5, -1.0]
+    with pytest.raises(ConfigError, match="mu_j >= 0"):
+        parse_config(raw)
+
+
+def test_cli_refuses_log_coords_for_linf_before_writing(tmp_path, capsys):
+    """From a fresh-user run: the error came after the output folder was made."""
+    text = (Path(__file__).parent.parent / "configs" / "default.toml").read_text()
+    text = text.replace('coords = "linear"', 'coords = "log"')
+    cfg = tmp_path / "logc.toml"
+    cfg.write_text(text)
+    out = tmp_path / "out"
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "logc.toml" in err[0] and "linf" in err[0]
+    assert not out.exists()
