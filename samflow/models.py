@@ -249,6 +249,19 @@ def _all_finite(tree) -> Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
+def _safe_inputs(theta0: Pytree, rho, data: Dataset):
+    """float64 inputs of one cell, with non-finite ones replaced by harmless zeros
+    (the cell is then marked by `ok_in` and its outputs are NaN): returns
+    (theta0, rho, data, ok_in)."""
+    theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
+    rho = jnp.asarray(rho, jnp.float64)
+    ok_in = _all_finite(theta0) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
+    theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
+    rho = jnp.where(ok_in, rho, 0.0)
+    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
+    return theta0, rho, data, ok_in
+
+
 def _finite_rows(tree) -> Array:
     """(n_save,) True where every leaf of a time-stacked pytree is finite."""
     leaves = jax.tree_util.tree_leaves(tree)
@@ -372,12 +385,7 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     """
     method = Method.parse(method)
     loss_fn = _loss_obj(loss)
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
-    rho = jnp.asarray(rho, jnp.float64)
-    ok_in = _all_finite(theta0) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
-    rho = jnp.where(ok_in, rho, 0.0)
-    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
+    theta0, rho, data, ok_in = _safe_inputs(theta0, rho, data)
     capture = settings.capture_radius
 
     def velocity(th, rho_):
@@ -521,12 +529,7 @@ class ModelDiscreteTrajectory(eqx.Module):
 
 def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
     loss_fn = _loss_obj(loss)
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
-    rho = jnp.asarray(rho, jnp.float64)
-    ok_in = _all_finite(theta0) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
-    rho = jnp.where(ok_in, rho, 0.0)
-    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
+    theta0, rho, data, ok_in = _safe_inputs(theta0, rho, data)
 
     def body(c):
         th, k = c

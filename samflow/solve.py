@@ -410,9 +410,8 @@ def solve_cell(
     )
     term = diffrax.ODETerm(field)
     solver = _SOLVERS[settings.solver]()
-    # atol is relative to the init scale: a cell started at 1e-300 is followed
-    # to rtol, not swamped by an absolute tolerance far above its weights.
-    w_scale = jnp.max(jnp.abs(W0))
+    # atol is relative to the init scale (w_scale above): a cell started at 1e-300
+    # is followed to rtol, not swamped by an absolute tolerance far above its weights.
     # (Floored at 1e-150: below that the error norms themselves leave the normal
     # float64 range, and beta = w^L has underflowed anyway.)
     atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)

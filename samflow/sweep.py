@@ -345,11 +345,6 @@ def run_sweep(
         loss=cfg.loss,
         coords=cfg.solver.coords,
     )
-    for m in cfg.method_enums:
-        try:
-            settings.resolved(m, W0, data)
-        except ValueError as err:
-            raise ConfigError(f"{err} (method {m.value!r})") from None
     key = config_key(cfg)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
