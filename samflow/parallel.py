@@ -45,6 +45,10 @@ __all__ = [
     "batch_width",
     "cell_bytes",
     "chunk_cells",
+    "in_flight_bytes",
+    "results_bytes",
+    "available_memory_bytes",
+    "check_memory",
     "sharded_solver",
     "use_cpu_cores",
 ]
@@ -150,6 +154,134 @@ def chunk_cells(
     budget = memory_budget_mb * 2**20 - IN_FLIGHT * n_devices * width * (out_bytes + tmp_bytes)
     n_batches = max(1.0, budget / (width * out_bytes))
     return int(width * 2 ** int(math.floor(math.log2(n_batches))))
+
+
+def in_flight_bytes(
+    L: int, d: int, n_save: int, *, summary: bool, width: int, n_devices: int
+) -> int:
+    """Device bytes of the calls in flight: `IN_FLIGHT * n_devices * width *
+    (outputs + temporaries)` per `cell_bytes`. The solver needs this much
+    whatever `memory_budget_mb` says (`chunk_cells` never goes below one batch).
+
+    E.g. L = 2, d = 32, 1000 save times, width 128, 2 devices: 1.11 GiB.
+    """
+    out_b, tmp_b = cell_bytes(L, d, n_save, summary=summary)
+    return int(IN_FLIGHT * n_devices * width * (out_b + tmp_b))
+
+
+def results_bytes(n_cells: int, n_methods: int, L: int, d: int, n_save: int, *, summary: bool) -> int:
+    """Host bytes a sweep of `n_cells` cells and `n_methods` methods holds at its
+    peak: the solver's outputs (`n_methods * n_cells` cells of `cell_bytes`
+    outputs) and, at the same time, the labelled `xarray.Dataset` made from them
+    (at most as large again), so twice the outputs. An upper bound (the outputs
+    count the weights and save times, which the dataset does not keep).
+
+    E.g. 512 x 512 cells, one method, L = 2, d = 32, 1000 save times, full
+    save: 207.8 GB of outputs, 415.7 GB in all.
+    """
+    out_b, _ = cell_bytes(L, d, n_save, summary=summary)
+    return int(2 * n_methods * n_cells * out_b)
+
+
+def available_memory_bytes() -> "int | None":
+    """Memory this process can still allocate, in bytes: `MemAvailable` of
+    /proc/meminfo (else `os.sysconf` available pages), capped by a cgroup v2
+    limit (`memory.max - memory.current`) when there is one; None when unknown.
+    """
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, OSError, ValueError):
+            avail = None
+    try:
+        root = "/sys/fs/cgroup/"
+        with open(root + "memory.max") as fh:
+            limit = fh.read().strip()
+        if limit != "max":
+            with open(root + "memory.current") as fh:
+                left = int(limit) - int(fh.read().strip())
+            avail = left if avail is None else min(avail, left)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_memory(
+    n_cells: int,
+    n_methods: int,
+    L: int,
+    d: int,
+    n_save: int,
+    *,
+    summary: bool,
+    batch_size: int,
+    n_devices: int,
+    memory_budget_mb: float,
+    available_bytes: "int | None",
+    num_slices: "int | None" = None,
+) -> "str | None":
+    """Check, before anything is compiled, that a sweep's results fit in memory.
+
+    **Arguments:** `n_cells` the cells this process solves (one slice's, with
+    padding, under `--num-chunks`); `n_methods`; `L`, `d`, `n_save` the shape;
+    `summary` for `output.save = "summary"`; `batch_size`, `n_devices` the
+    batching (`batch_width`); `memory_budget_mb` the config's budget;
+    `available_bytes` the memory that can be allocated (`available_memory_bytes()`;
+    None skips the refusal); `num_slices` K under `--num-chunks K`, else None.
+
+    Needs `results_bytes(...) + in_flight_bytes(...)`.
+
+    **Returns:** None, or a one-line note when `memory_budget_mb` is below what
+    the batches in flight need (the solver then uses more than the budget).
+
+    **Raises:** `ValueError` (one line) when the need exceeds `available_bytes`,
+    naming the fixes: `output.save = "summary"`, fewer save times (`time.num`),
+    or `--num-chunks` with a count that fits.
+    """
+    width = batch_width(batch_size, n_cells)
+    flight = in_flight_bytes(L, d, n_save, summary=summary, width=width, n_devices=n_devices)
+    held = results_bytes(n_cells, n_methods, L, d, n_save, summary=summary)
+    need = held + flight
+    if available_bytes is not None and need > available_bytes:
+        what = f"{n_cells} cells" + (f" of this slice (of {num_slices})" if num_slices else "")
+        fixes = []
+        if not summary:
+            s_need = results_bytes(n_cells, n_methods, L, d, n_save, summary=True) + in_flight_bytes(
+                L, d, n_save, summary=True, width=width, n_devices=n_devices
+            )
+            fixes.append(f'output.save = "summary" (needs {_gib(s_need)})')
+        fixes.append(f"fewer save times (time.num = {n_save} now)")
+        room = available_bytes - flight
+        if room > 0:
+            k = max(2, math.ceil(held / room)) * (num_slices or 1)
+            fixes.append(f"--num-chunks {k} or more (one slice per process)")
+        else:  # the batches in flight alone do not fit
+            fixes.append(f"a smaller solver.batch_size ({width} cells per device now)")
+        raise ValueError(
+            f"the results need about {_gib(need)} of memory ({what} x {n_methods} method(s) x "
+            f"{n_save} save times, L = {L}, d = {d}), more than the {_gib(available_bytes)} available; "
+            f"use {', or '.join(fixes)}"
+        )
+    if flight > memory_budget_mb * 2**20:
+        return (
+            f"solver.memory_budget_mb = {memory_budget_mb:g} is below the {_gib(flight)} the batches in "
+            f"flight need ({IN_FLIGHT} calls x {n_devices} device(s) x {width} cells); the solver uses "
+            "that much anyway: raise memory_budget_mb or lower solver.batch_size"
+        )
+    return None
 
 
 def use_cpu_cores(n: "int | None" = None) -> "int | None":

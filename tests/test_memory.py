@@ -147,3 +147,88 @@ def test_config_keys_for_memory():
     for bad in ({"memory_budget_mb": 0}, {"chunk_size": 0}, {"batch_size": 0}):
         with pytest.raises(ConfigError, match=f"solver.{next(iter(bad))}"):
             parse_config({**base, "solver": bad})
+
+
+# ---------------------------------------------------------------- issue 12, case 8: oversized runs
+
+from samflow.parallel import check_memory, in_flight_bytes, results_bytes  # noqa: E402
+
+GiB = 2**30
+# The issue's run: 512 x 512 cells, 1000 linear save times, depth 2, d = 32, full save, one method.
+BIG = dict(n_cells=512 * 512, n_methods=1, L=2, d=32, n_save=1000)
+
+
+def test_memory_estimate_of_the_oversized_run():
+    # samflow's per-cell estimate: 208 GB of outputs; held twice (solver results + the dataset).
+    assert results_bytes(**BIG, summary=False) == 2 * 262144 * 792816
+    assert round(results_bytes(**BIG, summary=False) / 2 / 1e9) == 208
+    # The batches in flight: 2 calls x 2 devices x 128 cells x (outputs + temporaries) = 1.11 GiB.
+    assert round(in_flight_bytes(2, 32, 1000, summary=False, width=128, n_devices=2) / GiB, 2) == 1.11
+
+
+def test_oversized_run_is_refused_in_one_line_naming_the_fixes():
+    kw = dict(summary=False, batch_size=128, n_devices=2, memory_budget_mb=1024)
+    with pytest.raises(ValueError) as err:
+        check_memory(**BIG, **kw, available_bytes=125 * GiB)
+    msg = str(err.value)
+    assert "\n" not in msg and "388 GiB" in msg and "125 GiB available" in msg
+    assert 'output.save = "summary"' in msg and "time.num" in msg and "--num-chunks 4 or more" in msg
+    # The summary run the message offers fits (14.1 GiB): only the budget note remains.
+    note = check_memory(**{**BIG}, **{**kw, "summary": True}, available_bytes=125 * GiB)
+    assert note is not None and "memory_budget_mb = 1024" in note
+    # Enough memory: no refusal, but the budget is below the 1.11 GiB in flight: say so.
+    note = check_memory(**BIG, **kw, available_bytes=1000 * GiB)
+    assert "memory_budget_mb = 1024" in note and "1.11 GiB" in note and "batch_size" in note
+    # A budget that holds the batches in flight: nothing to say; unknown available memory: no refusal.
+    assert check_memory(**BIG, **{**kw, "memory_budget_mb": 2048}, available_bytes=1000 * GiB) is None
+    assert check_memory(**BIG, **{**kw, "memory_budget_mb": 2048}, available_bytes=None) is None
+    # A small run fits easily.
+    assert check_memory(96, 3, 2, 5, 200, **kw, available_bytes=1 * GiB) is None
+
+
+BIG_TOML = """\
+name = "big"
+methods = ["l2"]
+depth = 2
+[data]
+X = [[{row}]]
+y = [1.0]
+[grid]
+alpha = {{ start = 1e-2, stop = 1e2, num = 512 }}
+alpha_relative_to_rho = true
+rho = {{ start = 1e-3, stop = 1e-1, num = 512 }}
+[time]
+t1 = 100.0
+num = 1000
+spacing = "linear"
+[output]
+figures = false
+"""
+
+
+def test_cli_refuses_an_oversized_run_before_any_folder_or_compilation(tmp_path, monkeypatch, capsys):
+    from samflow import parallel, sweep
+    from samflow.config import load_config
+
+    cfg = tmp_path / "big.toml"
+    cfg.write_text(BIG_TOML.format(row=", ".join(["1.0"] * 32)))
+    monkeypatch.setattr(parallel, "available_memory_bytes", lambda: 125 * GiB)
+
+    def no_compile(*a, **k):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(sweep, "sharded_solver", no_compile)
+    out = tmp_path / "out"
+    assert sweep.main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the results need about 388 GiB"), err
+    assert 'output.save = "summary"' in err and "--num-chunks" in err
+    assert not out.exists()
+    # One slice of 64 fits in 125 GiB: the pure check passes it (with the budget note, 1 device).
+    loaded = load_config(cfg)
+    data = sweep.build_data(loaded)
+    note = sweep.memory_preflight(loaded, data, (0, 64), available_bytes=125 * GiB, n_devices=4)
+    assert "memory_budget_mb = 1024" in note and "2.23 GiB" in note
+    with pytest.raises(ConfigError, match="of this slice"):
+        sweep.memory_preflight(loaded, data, (0, 2), available_bytes=125 * GiB, n_devices=4)
