@@ -9,14 +9,18 @@ solves its share of the flattened (alpha, rho) cells for every method and writes
 results file with the axes (alpha, rho) replaced by one axis `cell` (see
 `samflow.store`), and the attributes `config` (the full config), `config_key`
 (the hash of everything that sets the numbers, `samflow.sweep.config_key`),
-`slice_index` and `num_slices`.
+`slice_index`, `num_slices` and `code_stamp` (`samflow.store.code_stamp`: the
+samflow version, git commit, source hash and the versions of jax, jaxlib,
+diffrax and numpy it ran under).
 
 The partition (`slice_cells`) is deterministic: the cells sorted by the sweep's
 cost key (alpha/rho, then rho; the order `run_sweep` uses to group cells into
 solver chunks) are dealt round-robin to the K slices, so every slice gets a
 share of cheap and of expensive cells and the sizes differ by at most one.
 
-The merge checks that the K slices are all there, once each, from one config,
+The merge checks that the K slices are all there, once each, from one config
+and one code stamp (slices made under different stamps are refused unless
+`--any-version`; the merged `code_stamp` then lists each, joined by " | "),
 and assembles them into `DIR/results.nc`, equal to the results of a single run
 of the config bit for bit in every variable and coordinate. Global attributes
 that describe the run rather than the results differ: `wall_time_s` and
@@ -106,12 +110,17 @@ def _describe(name: str, ds: xr.Dataset) -> str:
     return f"{name} (slice {int(ds.attrs['slice_index'])} of {int(ds.attrs['num_slices'])})"
 
 
-def merge_slices(slices: "list[xr.Dataset]", names: "list[str] | None" = None) -> xr.Dataset:
+def merge_slices(
+    slices: "list[xr.Dataset]", names: "list[str] | None" = None, *, accept_other_stamp: bool = False
+) -> xr.Dataset:
     """Assemble the K slices of a sweep into the results of the whole grid.
 
     **Arguments:** `slices` the slice datasets (as written by
     `python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`), in any
-    order; `names` how to name each in messages (default: its position).
+    order; `names` how to name each in messages (default: its position);
+    `accept_other_stamp` merges slices made under different code stamps
+    (attribute `code_stamp`, `samflow.store.code_stamp`; a slice without one
+    counts as `samflow.sweep.NO_STAMP`).
 
     **Returns:** a Dataset laid out as `samflow.store.to_dataset` makes it for a
     single run (dims flow, alpha, rho, time, coord, ...), every variable and
@@ -119,7 +128,8 @@ def merge_slices(slices: "list[xr.Dataset]", names: "list[str] | None" = None) -
     module docstring.
 
     **Raises:** `SliceError` (one line) when a dataset is not a slice, the
-    slices come from different configs or different K, a slice is missing or
+    slices come from different configs, different code stamps (unless
+    `accept_other_stamp`) or different K, a slice is missing or
     duplicated, the cells do not cover the grid exactly once, or the slices
     disagree on anything outside their cells (coordinates, data, alpha_init).
     """
@@ -138,6 +148,13 @@ def merge_slices(slices: "list[xr.Dataset]", names: "list[str] | None" = None) -
                 f"{str(ds.attrs['config_key'])[:12]} vs {str(first.attrs['config_key'])[:12]}); "
                 "remove the stale slices or rerun them with --overwrite"
             )
+    if not accept_other_stamp:
+        for name, ds in zip(names, slices):
+            if _stamp(ds) != _stamp(first):
+                raise SliceError(
+                    f"{name} and {first_name} were made under different code stamps ('{_stamp(ds)}' vs "
+                    f"'{_stamp(first)}'); rerun the stale slices with --overwrite, or merge with --any-version"
+                )
     for name, ds in zip(names, slices):
         if int(ds.attrs["num_slices"]) != int(first.attrs["num_slices"]):
             raise SliceError(
@@ -200,6 +217,12 @@ def merge_slices(slices: "list[xr.Dataset]", names: "list[str] | None" = None) -
     return out
 
 
+def _stamp(ds: xr.Dataset) -> str:
+    from .sweep import NO_STAMP
+
+    return str(ds.attrs.get("code_stamp", NO_STAMP))
+
+
 def _merged_attrs(slices: "list[xr.Dataset]") -> dict:
     attrs = {k: v for k, v in slices[0].attrs.items() if k not in ("slice_index", "num_slices")}
     walls = [float(ds.attrs["wall_time_s"]) for ds in slices if "wall_time_s" in ds.attrs]
@@ -210,16 +233,21 @@ def _merged_attrs(slices: "list[xr.Dataset]") -> dict:
         for m, s in json.loads(ds.attrs.get("method_wall_time_s", "{}")).items():
             per_method[m] = per_method.get(m, 0.0) + float(s)
     attrs["method_wall_time_s"] = json.dumps(per_method)
-    for key in ("git_commit", "versions"):
+    for key in ("git_commit", "versions", "code_stamp"):
         values = list(dict.fromkeys(str(ds.attrs[key]) for ds in slices if key in ds.attrs))
         if len(values) > 1:
             attrs[key] = " | ".join(values)
+    resumed = list(dict.fromkeys(
+        st for ds in slices for st in json.loads(ds.attrs.get("resumed_code_stamps", "[]"))
+    ))
+    if resumed:
+        attrs["resumed_code_stamps"] = json.dumps(resumed)
     attrs["merged_slices"] = len(slices)
     attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return attrs
 
 
-def merge_dir(out_dir: "str | Path") -> xr.Dataset:
+def merge_dir(out_dir: "str | Path", *, accept_other_stamp: bool = False) -> xr.Dataset:
     """Read every `slice-*.nc` under `out_dir/slices/` and merge them (`merge_slices`).
 
     **Returns:** the merged Dataset (not written).
@@ -243,14 +271,45 @@ def merge_dir(out_dir: "str | Path") -> xr.Dataset:
         except (OSError, ValueError) as err:
             why = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise SliceError(f"{p}: cannot read the slice: {why}") from None
-    return merge_slices(slices, [p.name for p in paths])
+    return merge_slices(slices, [p.name for p in paths], accept_other_stamp=accept_other_stamp)
+
+
+def _merge_is_current(out_dir: Path, results_path: Path) -> "str | None":
+    """None when `results_path` is the merge of the slices now in `out_dir/slices`
+    (same config key, code stamp(s) and number of slices, per the attributes);
+    otherwise one line saying why not."""
+    paths = sorted((out_dir / SLICES_DIR).glob("slice-*.nc"))
+    try:
+        with xr.open_dataset(results_path, engine="h5netcdf") as ds:
+            done = dict(ds.attrs)
+        metas = []
+        for q in paths:
+            with xr.open_dataset(q, engine="h5netcdf") as ds:
+                metas.append(dict(ds.attrs))
+    except (OSError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"cannot compare {results_path} with its slices ({why}); pass --overwrite to merge again"
+    from .sweep import NO_STAMP
+
+    keys = {str(m.get("config_key")) for m in metas}
+    stamps = " | ".join(dict.fromkeys(str(m.get("code_stamp", NO_STAMP)) for m in metas))
+    if (
+        not metas
+        or keys != {str(done.get("config_key"))}
+        or stamps != str(done.get("code_stamp", NO_STAMP))
+        or int(done.get("merged_slices", -1)) != len(metas)
+    ):
+        return f"{results_path} exists and is not the merge of the slices in {out_dir / SLICES_DIR}; pass --overwrite to merge again"
+    return None
 
 
 def main(argv: "list[str] | None" = None) -> int:
     """Command line: merge the slices in OUT_DIR/slices/ into OUT_DIR/results.nc.
 
-    Returns the exit code: 0 ok, 2 for missing, duplicated or mismatched slices,
-    existing results without --overwrite, or an unwritable folder (one line each).
+    Returns the exit code: 0 ok (also with `--resume` when results.nc already is
+    the merge of these slices: nothing changes), 2 for missing, duplicated or
+    mismatched slices (another config or code stamp), existing results without
+    --overwrite, or an unwritable folder (one line each).
     """
     parser = argparse.ArgumentParser(
         prog="python -m samflow.merge",
@@ -259,6 +318,15 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("out_dir", help="the output folder of the sliced sweep (holds slices/)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing results.nc")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="succeed without changing anything when results.nc already is the merge of these slices",
+    )
+    parser.add_argument(
+        "--any-version", action="store_true",
+        help="merge slices made under different code stamps (samflow commit or package versions); "
+        "the merged code_stamp attribute lists each",
+    )
     args = parser.parse_args(argv)
 
     from .config import ConfigError, parse_config
@@ -270,10 +338,17 @@ def main(argv: "list[str] | None" = None) -> int:
 
     out_dir = Path(args.out_dir)
     results_path = out_dir / "results.nc"
-    if results_path.exists() and not args.overwrite:
-        return fail(f"{results_path} exists; pass --overwrite to replace it")
+    if results_path.exists() and args.resume:
+        problem = _merge_is_current(out_dir, results_path)
+        if problem is None:
+            print(f"already complete: {results_path} (the merge of the slices in {out_dir / SLICES_DIR}); nothing to do")
+            return 0
+        if not args.overwrite:
+            return fail(problem)
+    elif results_path.exists() and not args.overwrite:
+        return fail(f"{results_path} exists; pass --overwrite to replace it (or --resume to accept a finished merge)")
     try:
-        ds = merge_dir(out_dir)
+        ds = merge_dir(out_dir, accept_other_stamp=args.any_version)
     except SliceError as err:
         return fail(str(err))
     try:
@@ -281,7 +356,7 @@ def main(argv: "list[str] | None" = None) -> int:
     except OSError as err:
         return fail(f"cannot write {results_path}: {err.strerror or err}")
     print(f"results: {results_path} (merged from {ds.attrs['merged_slices']} slices)")
-    if any(" | " in str(ds.attrs.get(key, "")) for key in ("git_commit", "versions")):
+    if any(" | " in str(ds.attrs.get(key, "")) for key in ("git_commit", "versions", "code_stamp")):
         print(
             "note: the slices ran on different code or package versions; see the git_commit and versions attributes",
             file=sys.stderr,

@@ -45,13 +45,17 @@ would silently select nothing.
 
 Attributes hold the full config (TOML-equivalent JSON), the package versions,
 the clock, the loss, the depth, the data, and the wall time per method;
-`samflow.sweep.run_sweep` adds `config_key` (the hash of what sets the numbers)
+`samflow.sweep.run_sweep` adds `config_key` (the hash of what sets the numbers),
+`code_stamp` (`code_stamp()`: samflow's version, git commit, source hash and
+the versions of jax, jaxlib, diffrax and numpy), `resumed_code_stamps` (a JSON
+list, only when `--resume-any-version` combined chunks made under other stamps)
 and, for a slice, `slice_index` and `num_slices`.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -63,7 +67,7 @@ import xarray as xr
 
 from .status import STATUS_MESSAGES, Status
 
-__all__ = ["to_dataset", "write_results", "read_results", "package_versions"]
+__all__ = ["to_dataset", "write_results", "read_results", "package_versions", "code_stamp", "source_hash"]
 
 _PACKAGES = ("samflow", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "numpy", "xarray")
 
@@ -98,6 +102,69 @@ def git_commit() -> str:
         return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+#: The packages whose versions enter `code_stamp` (they set the numbers of a solve).
+STAMP_PACKAGES = ("jax", "jaxlib", "diffrax", "numpy")
+
+
+def source_hash() -> str:
+    """The first 12 hex digits of the sha256 of samflow's Python sources.
+
+    Hashes every `*.py` file under the package folder (path relative to the
+    package, then its bytes), in sorted order: any edit of the code, committed
+    or not, changes it; compiled caches and data files do not.
+    """
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _package_git_commit() -> str:
+    """The git commit (12 hex digits) of the checkout that holds the package,
+    with '-dirty' when tracked files of the package folder differ from it;
+    'unknown' outside a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
+            capture_output=True, text=True, timeout=5,
+        )
+        return head.stdout.strip()[:12] + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def code_stamp() -> str:
+    """One line that identifies the code a sweep's numbers come from.
+
+    E.g. `samflow 0.1.0 git f9451ab8dfb5 src 3c2e61d0a9b7 jax 0.10.2 jaxlib
+    0.10.2 diffrax 0.7.2 numpy 2.2.6`: samflow's version, the git commit of
+    its checkout (`-dirty` when the package's tracked files have local edits;
+    `unknown` outside git), `source_hash()` (so an uncommitted edit, or an
+    edited copy outside git, changes the stamp too), and the versions of
+    `STAMP_PACKAGES`. The sweep stores it in its checkpoint folder and in every
+    results file (attribute `code_stamp`); `--resume` and the merge of slices
+    refuse to combine results made under different stamps.
+    """
+    v = package_versions()
+    parts = [f"samflow {v['samflow']}", f"git {_package_git_commit()}", f"src {source_hash()}"]
+    for p in STAMP_PACKAGES:
+        try:
+            parts.append(f"{p} {importlib.metadata.version(p)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{p} none")
+    return " ".join(parts)
 
 
 def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dataset:

@@ -46,7 +46,7 @@ from .parallel import (
 )
 from .solve import Clock, SolverSettings, Summary, Trajectory, check_save_times
 
-__all__ = ["build_data", "solve_grid", "run_sweep", "main"]
+__all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main"]
 
 
 def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
@@ -223,25 +223,72 @@ def _fields(piece) -> dict:
     return {f.name: getattr(piece, f.name) for f in dataclasses.fields(piece)}
 
 
+#: The stamp of chunks or results made before samflow recorded code stamps.
+NO_STAMP = "none recorded (made before samflow stamped its results)"
+_KEY_FILE, _STAMP_FILE = "sweep.key", "code.stamp"
+
+
+def _chunk_stamps(folder: Path) -> list[str]:
+    """The code stamps under which the chunks in `folder` were made ([] when it holds none)."""
+    if not any(folder.glob("*.npz")):
+        return []
+    f = folder / _STAMP_FILE
+    stamps = [line for line in f.read_text().splitlines() if line] if f.exists() else []
+    return stamps or [NO_STAMP]
+
+
+def partial_mismatch(folder: "str | Path", key: str, stamp: "str | None") -> "str | None":
+    """Why the partial results in `folder` cannot be resumed by a run with config
+    key `key` and code stamp `stamp` (one line), or None when they can (or the
+    folder holds none). `stamp` None skips the code check."""
+    folder = Path(folder)
+    kf = folder / _KEY_FILE
+    if kf.exists() and kf.read_text() != key:
+        return f"{folder}: partial results of a different config; rerun with --overwrite to start over"
+    others = [s for s in _chunk_stamps(folder) if s != stamp] if stamp is not None else []
+    if others:
+        return (
+            f"{folder}: partial results made under code stamp '{' and '.join(others)}', this code is "
+            f"'{stamp}'; rerun with --overwrite to start over, or --resume-any-version to combine them "
+            "(the results then record both stamps)"
+        )
+    return None
+
+
 class ChunkCheckpoint:
     """Finished chunks of a sweep, one `.npz` per (method, chunk), in a folder.
 
     Each chunk is written atomically (temporary name, then rename), so a run
     killed at any moment leaves only whole chunks. `key` identifies the sweep
     (a hash of its config): chunks made under another key are never reused.
+    `stamp` (`samflow.store.code_stamp()`) identifies the code: chunks made
+    under another stamp are refused too, unless `accept_other_stamp`; then
+    `other_stamps` lists the stamps they were made under (the folder's
+    `code.stamp` keeps every stamp its chunks were made under).
+
+    **Raises:** `ConfigError` (one line, `partial_mismatch`) when the folder
+    holds chunks of another config, or of another code stamp (not accepted).
     """
 
-    def __init__(self, folder: "str | Path", key: str):
+    def __init__(
+        self, folder: "str | Path", key: str, stamp: "str | None" = None, *, accept_other_stamp: bool = False
+    ):
         self.folder = Path(folder)
         self.key = key
+        self.stamp = stamp
         self.folder.mkdir(parents=True, exist_ok=True)
-        stamp = self.folder / "sweep.key"
-        if stamp.exists() and stamp.read_text() != key:
-            raise ConfigError(
-                f"{self.folder}: partial results of a different config; "
-                "rerun with --overwrite to start over"
-            )
-        stamp.write_text(key)
+        problem = partial_mismatch(self.folder, key, stamp)
+        kf = self.folder / _KEY_FILE
+        same_config = not kf.exists() or kf.read_text() == key
+        if problem is not None and not (accept_other_stamp and same_config):
+            raise ConfigError(problem)
+        (self.folder / _KEY_FILE).write_text(key)
+        have = _chunk_stamps(self.folder)
+        self.other_stamps = [s for s in have if s != stamp] if stamp is not None else []
+        if stamp is not None and stamp not in have:
+            tmp = self.folder / f".{_STAMP_FILE}.{os.getpid()}.tmp"
+            tmp.write_text("".join(f"{line}\n" for line in have + [stamp]))
+            os.replace(tmp, self.folder / _STAMP_FILE)
 
     def _path(self, method: Method, k: int) -> Path:
         return self.folder / f"{method.value}-{k:06d}.npz"
@@ -301,6 +348,8 @@ def run_sweep(
     base_dir: "Path | None" = None,
     checkpoint_dir: "Path | None" = None,
     grid_slice: "tuple[int, int] | None" = None,
+    code_stamp: "str | None" = None,
+    accept_other_stamp: bool = False,
 ):
     """Run every cell of a config and return the results as an `xarray.Dataset`.
 
@@ -320,18 +369,31 @@ def run_sweep(
     solver chunk of the whole grid is padded to that chunk's shape, so that
     `samflow.merge.merge_slices` of the K slices equals the whole run bit for
     bit (XLA's code, and its last bits, depend on the batch shape). Every
-    result carries the attribute `config_key` (`config_key(cfg)`).
+    result carries the attributes `config_key` (`config_key(cfg)`) and
+    `code_stamp` (`code_stamp`, default `samflow.store.code_stamp()`). Chunks
+    in `checkpoint_dir` made under another code stamp are refused, unless
+    `accept_other_stamp`: then they are reused and the attribute
+    `resumed_code_stamps` (a JSON list) names their stamps.
+
+    Before anything is compiled, the memory the results need is checked against
+    the memory available (`memory_preflight`).
 
     **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data
-    file); `ValueError` for a bad `grid_slice` (see `samflow.merge.check_slice_args`).
+    file), results that do not fit in memory, or a checkpoint of another config
+    or code stamp (one line each); `ValueError` for a bad `grid_slice` (see
+    `samflow.merge.check_slice_args`).
     """
     from tqdm.auto import tqdm
 
+    from . import store
     from .store import to_dataset
 
     data = build_data(cfg, base_dir)
     if cfg.data.mu is None and cfg.clock == "tau" and not data.is_single_sample:
         raise ConfigError("clock: 'tau' needs a single sample; this data set has several, use 't'")
+    memory_preflight(cfg, data, grid_slice)
+    if code_stamp is None:
+        code_stamp = store.code_stamp()
     ts = cfg.time.values()
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
     settings = SolverSettings(
@@ -365,7 +427,11 @@ def run_sweep(
         W0, rho, rank = W0[take], rho[take], rank[take]
         rank[n_real:] = n_cells  # the padding sorts last
         key = f"{key} slice {i} of {K}"
-    checkpoint = ChunkCheckpoint(checkpoint_dir, key) if checkpoint_dir else None
+    checkpoint = (
+        ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
+        if checkpoint_dir
+        else None
+    )
     results, timings = {}, {}
     total = len(cfg.methods) * W0.shape[0]
     with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
@@ -383,17 +449,108 @@ def run_sweep(
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
     ds.attrs["config_key"] = config_key(cfg)
+    ds.attrs["code_stamp"] = code_stamp
+    if checkpoint is not None and checkpoint.other_stamps:
+        ds.attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
     if grid_slice is not None:
         ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
     return ds
+
+
+def memory_preflight(
+    cfg: SweepConfig,
+    data: Dataset,
+    grid_slice: "tuple[int, int] | None" = None,
+    available_bytes: "int | None | str" = "auto",
+    n_devices: "int | None" = None,
+) -> "str | None":
+    """Check that the results of `cfg` (or of slice `grid_slice = (i, K)`, padded
+    as `run_sweep` pads it) fit in memory, before anything is compiled
+    (`samflow.parallel.check_memory`).
+
+    `available_bytes` "auto" asks `samflow.parallel.available_memory_bytes()`;
+    `n_devices` None counts the local JAX devices.
+
+    **Returns:** None, or a one-line note when `solver.memory_budget_mb` is below
+    what the batches in flight need.
+
+    **Raises:** `ConfigError` (one line naming `output.save = "summary"`,
+    `time.num` and `--num-chunks`) when the results cannot be held.
+    """
+    from . import parallel
+
+    n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
+    n_cells = n_grid
+    if grid_slice is not None:
+        i, K = grid_slice
+        n_cells = max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
+    if available_bytes == "auto":
+        available_bytes = parallel.available_memory_bytes()
+    try:
+        return parallel.check_memory(
+            n_cells, len(cfg.methods), cfg.depth, data.d, cfg.time.values().size,
+            summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
+            n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+            memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,
+            num_slices=grid_slice[1] if grid_slice is not None else None,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _default_out(cfg: SweepConfig, config_path: Path) -> Path:
     return Path(cfg.output.dir) / (cfg.name or config_path.stem)
 
 
+def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_other_stamp: bool):
+    """Compare a finished results file with this run: returns (problem, note).
+
+    `problem` is None when `path` holds the complete results of this config
+    (`key`, and for a slice the same `grid_slice`) under this code stamp (or
+    under another one, with `accept_other_stamp`; then `note` says so);
+    otherwise one line saying why it is not this run's result.
+    """
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            attrs = dict(ds.attrs)
+    except (OSError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"{path} exists but cannot be read ({why}); pass --overwrite to replace it", None
+    old_key = str(attrs.get("config_key", ""))
+    same_slice = grid_slice is None or (
+        int(attrs.get("slice_index", -1)), int(attrs.get("num_slices", -1))) == tuple(grid_slice)
+    if old_key != key or not same_slice:
+        return (
+            f"{path} exists and holds the results of a different config (hash {old_key[:12] or 'none'} vs "
+            f"{key[:12]}); pass --overwrite to replace it, or another --out"
+        ), None
+    old_stamp = str(attrs.get("code_stamp", NO_STAMP))
+    if old_stamp != stamp:
+        if accept_other_stamp:
+            return None, f"note: {path} was made under code stamp '{old_stamp}', this code is '{stamp}'; kept as it is"
+        return (
+            f"{path} exists, made under code stamp '{old_stamp}', this code is '{stamp}'; pass --overwrite "
+            "to recompute it, or --resume-any-version to keep it"
+        ), None
+    return None, None
+
+
 def main(argv: "list[str] | None" = None) -> int:
-    """Command-line entry point; returns the exit code (0 ok, 2 bad input)."""
+    """Command-line entry point; returns the exit code (0 ok, 2 bad input).
+
+    `--resume` is always safe to pass (e.g. in job scripts): it continues an
+    interrupted run of the same config and code stamp, succeeds without
+    touching anything when the results are already complete, and refuses (exit
+    2, one line naming both stamps) partial or finished results made under
+    another code stamp (`samflow.store.code_stamp`), unless
+    `--resume-any-version`. With `--resume --overwrite`, matching results are
+    kept or continued and stale ones (another config or stamp) are replaced.
+    Results that cannot fit in memory are refused before any folder is made.
+    """
+    from . import store
+
     parser = argparse.ArgumentParser(
         prog="python -m samflow.sweep",
         description="Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
@@ -401,7 +558,16 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("config", help="TOML config file (see configs/)")
     parser.add_argument("--out", help="output folder (default: output.dir/<name> of the config)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing results")
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted run of the same config")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run of the same config and code; succeed, changing nothing, "
+        "when its results are complete (with --overwrite: replace only stale results)",
+    )
+    parser.add_argument(
+        "--resume-any-version", action="store_true",
+        help="--resume, also over results made under another code stamp (samflow commit or "
+        "package versions); the results then record every stamp (attribute resumed_code_stamps)",
+    )
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
@@ -412,6 +578,7 @@ def main(argv: "list[str] | None" = None) -> int:
     )
     parser.add_argument("--chunk-index", metavar="I", help="the slice to run, 0..K-1 (with --num-chunks)")
     args = parser.parse_args(argv)
+    resume = args.resume or args.resume_any_version
 
     from .merge import SLICES_DIR, check_slice_args, slice_file_name
     from .store import write_results
@@ -447,18 +614,45 @@ def main(argv: "list[str] | None" = None) -> int:
         work_dir = out_dir / SLICES_DIR
         results_path = work_dir / slice_file_name(chunk_index, n_chunks)
         partial = work_dir / f".partial-{results_path.stem}"
-    if args.overwrite and args.resume:
-        return fail("--overwrite and --resume exclude each other: pick one")
-    if results_path.exists() and not args.overwrite:
-        return fail(f"{results_path} exists; pass --overwrite to replace it (or another --out)")
-    if partial.exists() and not (args.resume or args.overwrite):
-        return fail(
-            f"{partial.parent} holds partial results of an interrupted run"
-            + (f" of slice {chunk_index} of {n_chunks}" if sliced else "")
-            + "; pass --resume to continue it or --overwrite to start over"
-        )
-    if args.overwrite and partial.exists():
-        shutil.rmtree(partial)
+    key = config_key(cfg)
+    stamp = store.code_stamp()
+    if results_path.exists():
+        if resume:
+            problem, note = _finished_mismatch(results_path, key, stamp, grid_slice, args.resume_any_version)
+            if problem is None:
+                if note:
+                    print(note, file=sys.stderr)
+                print(f"already complete: {results_path} (same config and code); nothing to do")
+                return 0
+            if not args.overwrite:
+                return fail(problem)
+        elif not args.overwrite:
+            return fail(f"{results_path} exists; pass --overwrite to replace it (or another --out)")
+    # Before any folder is made or changed, and before JAX compiles: do the results fit?
+    try:
+        data = build_data(cfg, config_path.parent)
+        memory_note = memory_preflight(cfg, data, grid_slice)
+    except ConfigError as err:
+        return fail(str(err))
+    chunk_key = key if grid_slice is None else f"{key} slice {grid_slice[0]} of {grid_slice[1]}"
+    if partial.exists():
+        if args.overwrite and not (
+            resume
+            and partial_mismatch(partial, chunk_key, None if args.resume_any_version else stamp) is None
+        ):
+            shutil.rmtree(partial)
+        elif not resume:
+            return fail(
+                f"{partial.parent} holds partial results of an interrupted run"
+                + (f" of slice {chunk_index} of {n_chunks}" if sliced else "")
+                + "; pass --resume to continue it or --overwrite to start over"
+            )
+        else:
+            problem = partial_mismatch(partial, chunk_key, None if args.resume_any_version else stamp)
+            if problem is not None:
+                return fail(problem)
+    if memory_note:
+        print(f"note: {memory_note}", file=sys.stderr)
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
         # A unique name: slices on other machines may share the folder (and a pid).
@@ -472,7 +666,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         ds = run_sweep(
             cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial,
-            grid_slice=grid_slice,
+            grid_slice=grid_slice, code_stamp=stamp, accept_other_stamp=args.resume_any_version,
         )
     except ConfigError as err:
         return fail(str(err))
@@ -480,6 +674,12 @@ def main(argv: "list[str] | None" = None) -> int:
     ds.attrs["wall_time_s"] = wall
     write_results(ds, results_path)
     shutil.rmtree(partial, ignore_errors=True)
+    if "resumed_code_stamps" in ds.attrs:
+        print(
+            f"note: combined chunks made under code stamp(s) {ds.attrs['resumed_code_stamps']} with this code "
+            f"('{stamp}'); the attributes code_stamp and resumed_code_stamps record both",
+            file=sys.stderr,
+        )
     if sliced:
         print(f"slice: {results_path} ({chunk_index} of {n_chunks}; merge with python -m samflow.merge {out_dir})")
     else:

@@ -139,7 +139,6 @@ def test_merged_slices_equal_the_whole_run_bit_for_bit(runs, capsys, monkeypatch
         (["--num-chunks", "3"], "go together"),
         (["--chunk-index", "1"], "go together"),
         (["--num-chunks", "two", "--chunk-index", "1"], "whole numbers"),
-        (["--num-chunks", "3", "--chunk-index", "1", "--resume", "--overwrite"], "exclude each other"),
     ],
 )
 def test_bad_slice_arguments_one_line_exit_2_no_files(runs, tmp_path, capsys, args, message):
