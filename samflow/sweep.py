@@ -1,7 +1,7 @@
 """The sweep engine and its command line: config -> grid -> batched solve -> results -> figures.
 
-    python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--resume] [--no-figures] [--quiet]
-                                   [--num-chunks K --chunk-index i]
+    python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--resume] [--resume-any-version]
+                                   [--no-figures] [--quiet] [--num-chunks K --chunk-index i]
 
 reads a TOML config (see `configs/default.toml`), solves every (method, alpha, rho)
 cell with one jitted, vmapped diffrax solve per chunk of cells, writes a netCDF
@@ -10,6 +10,14 @@ results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
 With `--num-chunks K --chunk-index i` it solves slice i of K of the grid and
 writes `<out>/slices/...nc`; `python -m samflow.merge <out>` assembles the
 slices (`samflow.merge`).
+
+Reuse is guarded by two stamps: the config key (`config_key`) and the code
+stamp (`samflow.store.code_stamp`: samflow version, git commit + dirty marker,
+source hash, jax / jaxlib / diffrax / numpy versions). `--resume` continues
+partial results only under both, is a no-op success on complete results under
+both, and refuses anything else in one line (exit 2). Before any folder is made
+or anything compiled, `memory_preflight` refuses results that cannot fit in
+memory.
 """
 
 from __future__ import annotations
@@ -134,8 +142,9 @@ def solve_grid(
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
 
     **Raises:** `ValueError` for an empty grid, a `chunk_size` or `batch_size`
-    < 1, a bad `devices` or memory budget, bad save times, or a checkpoint whose
-    chunks do not have this run's chunk size.
+    < 1, a bad `devices` or memory budget, or bad save times; `ConfigError` (a
+    `ValueError`, one line) for a checkpoint whose chunks do not have this
+    run's chunk size (e.g. made on another number of devices).
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
@@ -190,9 +199,10 @@ def solve_grid(
         piece = checkpoint.load(method, k) if checkpoint is not None else None
         if piece is not None:
             if int(np.shape(piece.status)[0]) != n_real:
-                raise ValueError(
+                raise ConfigError(
                     f"checkpoint: chunk {k} holds {np.shape(piece.status)[0]} cells, this run's chunk "
-                    f"has {n_real}; the partial results were made with another chunk size"
+                    f"has {n_real}; the partial results were made with another chunk size (another "
+                    "memory budget or device count): rerun with --overwrite, or set solver.chunk_size"
                 )
             put(rows, _fields(piece))
             if on_chunk is not None:

@@ -244,3 +244,25 @@ def test_merge_refuses_slices_of_different_stamps(cfg, tmp_path, monkeypatch, ca
     assert "different code" in capsys.readouterr().err
     stamps = read_results(out / "results.nc").attrs["code_stamp"].split(" | ")
     assert sorted(stamps) == sorted([OLD, NEW])
+
+
+# ---------------------------------------------------------------- sibling: the chunk-size guard
+
+
+def test_resume_with_another_chunk_size_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """Chunks derived from the memory budget depend on the device count (not in the
+    config key): resuming on another machine used to raise a ValueError traceback."""
+    from samflow import sweep
+
+    p = tmp_path / "c.toml"
+    p.write_text(CONFIG.format(t1="1e3").replace("chunk_size = 2", "memory_budget_mb = 1024"))
+    out = tmp_path / "o"
+    monkeypatch.setattr(sweep, "chunk_cells", lambda *a: 2)
+    run_sweep(load_config(p), progress=False, checkpoint_dir=out / ".partial")
+    for c in sorted((out / ".partial").glob("*.npz"))[1:]:
+        c.unlink()
+    monkeypatch.setattr(sweep, "chunk_cells", lambda *a: 4)  # as on another number of devices
+    assert _run(p, out, "--resume") == 2
+    line = _one_line_error(capsys)
+    assert "chunk 0 holds 2 cells" in line and "has 4" in line and "--overwrite" in line
+    assert not (out / "results.nc").exists()
