@@ -137,7 +137,7 @@ def nonfinite_params(params) -> "str | None":
     """None when every parameter (a pytree of arrays, or a model) is finite,
     else a phrase saying how many are not, for `NonFiniteError`."""
     leaves = jax.tree_util.tree_leaves(eqx.filter(params, eqx.is_inexact_array))
-    bad = sum(int(jnp.sum(~jnp.isfinite(p))) for p in leaves)
+    bad = sum(int(np.sum(~np.isfinite(np.asarray(p)))) for p in leaves)  # numpy: no compilation per leaf
     if bad == 0:
         return None
     total = sum(p.size for p in leaves)
@@ -154,14 +154,33 @@ def evaluate(model: ConvNet, x, y, binary: bool, chunk: int = 1000) -> tuple[flo
     bad = nonfinite_params(model)
     if bad is not None:
         raise NonFiniteError(bad)
-    n, loss, acc = x.shape[0], 0.0, 0.0
+    n, loss, correct, bad = x.shape[0], 0.0, 0, 0
     for i in range(0, n, chunk):
         xb, yb = x[i : i + chunk], y[i : i + chunk]
-        loss += float(loss_value(model, xb, yb, binary)) * xb.shape[0]
-        acc += float(accuracy(model, xb, yb, binary)) * xb.shape[0]
+        m = _metrics(model, xb, yb, binary)
+        loss += float(m[0]) * xb.shape[0]
+        correct += int(m[1])
+        bad += int(m[2])
+    if bad:
+        raise NonFiniteError(f"{bad} of {n} images have a non-finite logit (float32 overflow)")
     if not math.isfinite(loss):
-        raise NonFiniteError(f"the loss over {n} images is {loss / n} (float32 overflow of the logits)")
-    return loss / n, acc / n
+        raise NonFiniteError(f"the loss over {n} images is {loss / n}")
+    return loss / n, correct / n
+
+
+@eqx.filter_jit
+def _metrics(model: ConvNet, x, y, binary: bool):
+    """(mean loss, number correct, number of images with a non-finite logit) in one pass."""
+    logits = jax.vmap(model)(x)
+    if binary:
+        loss = jnp.mean(jax.nn.softplus(-y * logits))
+        correct = jnp.sum(jnp.where(logits >= 0, 1.0, -1.0) == y)
+        bad = jnp.sum(~jnp.isfinite(logits))
+    else:
+        loss = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))
+        correct = jnp.sum(jnp.argmax(logits, axis=-1) == y)
+        bad = jnp.sum(~jnp.all(jnp.isfinite(logits), axis=-1))
+    return loss, correct, bad
 
 
 def make_epoch(
@@ -175,7 +194,7 @@ def make_epoch(
     """A function running one epoch: compiled steps driven by a Python loop.
 
     **Returns:** `epoch(params, opt_state, x, y, key) -> (params, opt_state,
-    mean_batch_loss)`, where `params` are the inexact arrays of a model shaped
+    mean_batch_loss)` (the last a Python float, averaged in float64), where `params` are the inexact arrays of a model shaped
     like `model` (`eqx.partition(model, eqx.is_inexact_array)[0]`) and `key`
     draws the epoch's permutation. The same function serves every alpha (one
     compilation per method and task).
@@ -225,6 +244,6 @@ def make_epoch(
                 else "the update made a parameter non-finite"
             )
             raise NonFiniteError(what, step=i + 1, n_steps=n_batches)
-        return params, opt_state, jnp.mean(jnp.stack(losses))
+        return params, opt_state, float(np.mean(np.asarray(jnp.stack(losses)), dtype=np.float64))  # no float32 overflow
 
     return epoch
