@@ -27,6 +27,12 @@ existing results without `--overwrite`):
 - `gradcam.png/.pdf` (input | GD | SAM maps) and `minor_share.png/.pdf` (the
   share over epochs for every method and alpha).
 
+Training stops at the first non-finite loss, parameter, logit or Grad-CAM map
+with `NonFiniteError`, one line naming the task, method, alpha, epoch and step;
+no metric is computed from such a model and no result file is written (the
+command line exits 1). Maps that are zero everywhere (e.g. every ReLU dead) are
+counted in `zero_maps`, left out of the shares, and shown as "zero" in the table.
+
 Float32 throughout the CNN (see `convnet`).
 """
 
