@@ -27,6 +27,12 @@ existing results without `--overwrite`):
 - `gradcam.png/.pdf` (input | GD | SAM maps) and `minor_share.png/.pdf` (the
   share over epochs for every method and alpha).
 
+Training stops at the first non-finite loss, parameter, logit or Grad-CAM map
+with `NonFiniteError`, one line naming the task, method, alpha, epoch and step;
+no metric is computed from such a model and no result file is written (the
+command line exits 1). Maps that are zero everywhere (e.g. every ReLU dead) are
+counted in `zero_maps`, left out of the shares, and shown as "zero" in the table.
+
 Float32 throughout the CNN (see `convnet`).
 """
 
@@ -48,6 +54,7 @@ import numpy as np
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
 from .images import DataNotFoundError, MissingExtraError, EXTRA_HINT
+from .convnet import NonFiniteError
 
 __all__ = ["run_experiment", "format_table", "write_csv", "main"]
 
@@ -68,6 +75,13 @@ def _figure_indices(y: np.ndarray, n: int) -> np.ndarray:
     return np.asarray(sorted(out))
 
 
+def _share_text(row: dict) -> str:
+    """A measured minor share as text; "all N maps zero" when no map has mass."""
+    if math.isnan(row["minor_share"]):
+        return f"all {row['zero_maps']} maps zero"
+    return f"{row['minor_share']:.3f}"
+
+
 def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     """Train every method and alpha on one task; return its measurements."""
     import equinox as eqx
@@ -77,7 +91,7 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     from .convnet import count_params, make_convnet, param_norm, scale_init
     from .gradcam import area_shares, gradcam_batch, major_mask, mass_shares
     from .images import make_task
-    from .train import evaluate, make_epoch, make_optimizer
+    from .train import NonFiniteError, evaluate, make_epoch, make_optimizer, nonfinite_params
 
     task = make_task(
         data,
@@ -138,18 +152,29 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
             opt_state = optimizer.init(params)
             rows, maps = {}, {}
             batch_loss = math.nan
+            where = dict(task=tcfg.name, method=method, alpha=alpha)
             for epoch in range(n_epochs + 1):
-                if epoch > 0:
-                    params, opt_state, loss = epoch_fn(params, opt_state, x_train, y_train, jr.fold_in(key_data, epoch))
-                    batch_loss = float(loss)
-                if epoch not in measured:
-                    bar.update(1)
-                    continue
-                model = eqx.combine(params, static)
-                cams = np.asarray(gradcam_batch(model, x_eval, y_eval))
+                try:
+                    if epoch > 0:
+                        params, opt_state, loss = epoch_fn(params, opt_state, x_train, y_train, jr.fold_in(key_data, epoch))
+                        batch_loss = float(loss)
+                    elif (bad := nonfinite_params(params)) is not None:  # alpha overflowing float32
+                        raise NonFiniteError(f"{bad} at the init (alpha = {alpha:g} overflows float32)")
+                    if epoch not in measured:
+                        bar.update(1)
+                        continue
+                    model = eqx.combine(params, static)
+                    train_loss, _ = evaluate(model, x_train, y_train, task.binary)
+                    test_loss, test_acc = evaluate(model, x_test, y_test, task.binary)
+                    cams = np.asarray(gradcam_batch(model, x_eval, y_eval))
+                    if not np.isfinite(cams).all():
+                        raise NonFiniteError(
+                            f"{int((~np.isfinite(cams).all(axis=(1, 2))).sum())} of {len(cams)} Grad-CAM maps are not "
+                            "finite (float32 overflow of the features)"
+                        )
+                except NonFiniteError as err:
+                    raise err.at(epoch=epoch, **where) from None
                 share, zero = mass_shares(cams, major)
-                train_loss, _ = evaluate(model, x_train, y_train, task.binary)
-                test_loss, test_acc = evaluate(model, x_test, y_test, task.binary)
                 minor = float(1.0 - np.nanmean(share)) if not zero.all() else math.nan
                 rows[epoch] = dict(
                     minor_share=minor,
@@ -165,7 +190,7 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
                     maps[epoch] = cams[fig_idx]
                 bar.set_postfix_str(
                     f"{tcfg.name} {METHOD_LABELS[method]} alpha={alpha:g} ep {epoch}: loss {train_loss:.3f} "
-                    f"acc {test_acc:.3f} minor {minor:.3f}",
+                    f"acc {test_acc:.3f} minor {_share_text(rows[epoch])}",
                     refresh=epoch == 0,
                 )
                 if epoch > 0:
@@ -175,8 +200,8 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
             log(
                 f"  {tcfg.name:>10s} {METHOD_LABELS[method]:>8s} alpha={alpha:<6g} {wall:6.1f} s  "
                 f"final train loss {last['train_loss']:.4f}  test acc {last['test_accuracy']:.3f}  "
-                f"|theta| {rows[0]['param_norm']:.2f} -> {last['param_norm']:.2f}  "
-                f"minor share {rows[0]['minor_share']:.3f} -> {last['minor_share']:.3f}"
+                f"|theta| {rows[0]['param_norm']:.4g} -> {last['param_norm']:.4g}  "
+                f"minor share {_share_text(rows[0])} -> {_share_text(last)}"
             )
             out["cells"][(method, alpha)] = {"rows": rows, "maps": maps, "wall": wall}
     return out
@@ -318,8 +343,8 @@ def format_table(ds) -> str:
     lines = []
     for task in ds.task.values:
         t = ds.sel(task=task)
-        finite = np.isfinite(t.minor_share.values).any(axis=(0, 1))
-        epochs = _table_epochs([int(e) for e, ok in zip(ds.epoch.values, finite) if ok])
+        measured = np.isfinite(t.test_accuracy.values).any(axis=(0, 1))
+        epochs = _table_epochs([int(e) for e, ok in zip(ds.epoch.values, measured) if ok])
         lines.append(
             f"task {task} (classes {json.loads(ds.attrs['task_classes'])[str(task)]}): share of Grad-CAM mass on "
             f"minor pixels (intensity < {ds.attrs['threshold']}); a uniform map gives {float(t.uniform_minor_share):.3f}"
@@ -327,14 +352,26 @@ def format_table(ds) -> str:
         head = f"{'method':>9s} {'alpha':>6s} | " + " ".join(f"{'ep ' + str(e):>7s}" for e in epochs) + " | test acc"
         lines.append(head)
         lines.append("-" * len(head))
+        any_zero = False
         for m in ds.optimizer.values:
             for a in ds.alpha.values:
                 row = t.sel(optimizer=m, alpha=a)
-                if not np.isfinite(row.minor_share.values).any():
-                    continue
-                vals = " ".join(f"{float(row.minor_share.sel(epoch=e)):7.3f}" for e in epochs)
+                if not np.isfinite(row.test_accuracy.values).any():
+                    continue  # a cell this task does not run
+                cells = []
+                for e in epochs:
+                    r = row.sel(epoch=e)
+                    if np.isfinite(float(r.minor_share)):
+                        cells.append(f"{float(r.minor_share):7.3f}")
+                    elif np.isfinite(float(r.test_accuracy)):  # measured, every map zero
+                        cells.append(f"{'zero':>7s}")
+                        any_zero = True
+                    else:
+                        cells.append(f"{'':>7s}")
                 last = row.test_accuracy.values[np.isfinite(row.test_accuracy.values)][-1]
-                lines.append(f"{METHOD_LABELS.get(str(m), str(m)):>9s} {float(a):6g} | {vals} | {last:.3f}")
+                lines.append(f"{METHOD_LABELS.get(str(m), str(m)):>9s} {float(a):6g} | {' '.join(cells)} | {last:.3f}")
+        if any_zero:
+            lines.append(f"zero: every one of the {int(t.n_images)} Grad-CAM maps is zero (no mass to share; see zero_maps)")
         lines.append("")
     return "\n".join(lines)
 
@@ -382,8 +419,18 @@ def write_csv(ds, path: "str | Path") -> Path:
     return _atomic_write_bytes(buf.getvalue().encode(), Path(path))
 
 
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
 def main(argv: "list[str] | None" = None) -> int:
-    """Command-line entry point; returns the exit code (0 ok, 2 bad input)."""
+    """Command-line entry point; returns the exit code: 0 ok, 2 bad input
+    (config, data, missing extra), 1 training became non-finite (one line
+    naming task, method, alpha, epoch and step; no result file is written and
+    an output folder made by this run is removed again)."""
     parser = argparse.ArgumentParser(
         prog="python -m samflow.experiments.cnn",
         description="Train CNNs with GD and SAM on real images and measure where Grad-CAM puts its mass.",
@@ -408,6 +455,7 @@ def main(argv: "list[str] | None" = None) -> int:
     existing = [f for f in OUTPUT_FILES if (out_dir / f).exists()]
     if existing and not args.overwrite:
         return fail(f"{out_dir / existing[0]} exists; pass --overwrite to replace it")
+    created = not out_dir.exists()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         probe = out_dir / f".write-test-{os.getpid()}"
@@ -420,6 +468,11 @@ def main(argv: "list[str] | None" = None) -> int:
         ds = run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)
     except (MissingExtraError, DataNotFoundError) as err:
         return fail(str(err))
+    except NonFiniteError as err:  # diverged: one line, nothing written
+        print(f"error: {err}", file=sys.stderr)
+        if created:
+            _remove_if_empty(out_dir)
+        return 1
     except ValueError as err:  # e.g. a class the data set lacks
         return fail(f"{config_path}: {err}")
 

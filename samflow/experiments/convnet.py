@@ -24,9 +24,49 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.random as jr
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-__all__ = ["ConvNet", "make_convnet", "scale_init", "count_params", "param_norm"]
+__all__ = ["ConvNet", "NonFiniteError", "make_convnet", "scale_init", "count_params", "param_norm"]
+
+
+class NonFiniteError(ArithmeticError):
+    """Training produced a non-finite loss or parameter; raised instead of
+    computing any metric from such a model.
+
+    **Attributes:** `step` (1-based step of the epoch, or None when the
+    non-finite number is a metric measured after the epoch), `n_steps`, `what`
+    (which number, e.g. "the loss is nan"), and the context filled in by the
+    caller through `at`: `method`, `epoch`, `alpha`, `task`. `str()` is one line.
+    """
+
+    def __init__(self, what: str, *, step: "int | None" = None, n_steps: "int | None" = None,
+                 method: "str | None" = None, epoch: "int | None" = None, alpha: "float | None" = None,
+                 task: "str | None" = None):
+        self.what, self.step, self.n_steps = what, step, n_steps
+        self.method, self.epoch, self.alpha, self.task = method, epoch, alpha, task
+        where = []
+        if task is not None:
+            where.append(f"task {task}")
+        if method is not None:
+            where.append(f"method {method}")
+        if alpha is not None:
+            where.append(f"alpha {alpha:g}")
+        if epoch is not None:
+            where.append(f"epoch {epoch}")
+        if step is not None:
+            where.append(f"step {step}" + (f" of {n_steps}" if n_steps is not None else ""))
+        super().__init__(
+            f"training became non-finite at {', '.join(where) or 'an unknown step'}: {what}; "
+            "no result is written (lower train.learning_rate, rho or the init scale alpha)"
+        )
+
+    def at(self, **context) -> "NonFiniteError":
+        """A copy with the caller's context (`method`, `epoch`, `alpha`, `task`) added."""
+        fields = dict(step=self.step, n_steps=self.n_steps, method=self.method, epoch=self.epoch,
+                      alpha=self.alpha, task=self.task)
+        fields.update(context)
+        return NonFiniteError(self.what, **fields)
 
 
 class ConvNet(eqx.Module):
@@ -115,6 +155,8 @@ def count_params(model: eqx.Module) -> int:
 
 
 def param_norm(model: eqx.Module) -> float:
-    """The l2 norm of all parameters together (the norm l2-SAM normalizes by)."""
+    """The l2 norm of all parameters together (the norm l2-SAM normalizes by), a
+    Python float. Summed in float64: squaring a float32 parameter above about
+    1.8e19 in float32 overflows, which reported inf for a finite model."""
     leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array))
-    return float(jnp.sqrt(sum(jnp.sum(jnp.square(p.astype(jnp.float32))) for p in leaves)))
+    return float(np.linalg.norm(np.concatenate([np.asarray(p, np.float64).ravel() for p in leaves])))

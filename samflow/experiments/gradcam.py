@@ -83,8 +83,17 @@ def mass_shares(cams: np.ndarray, major: np.ndarray) -> tuple[np.ndarray, np.nda
     **Returns:** `(major_share, zero)`: (n,) floats in [0, 1], NaN where the map
     is zero everywhere; (n,) booleans marking those maps. The minor share is
     `1 - major_share`.
+
+    **Raises:** `ValueError` when a map holds NaN or inf (a non-finite model's
+    map is not a zero map and has no share).
     """
     cams = np.asarray(cams, dtype=np.float64)
+    finite = np.isfinite(cams).all(axis=(1, 2))
+    if not finite.all():
+        raise ValueError(
+            f"mass_shares: {int((~finite).sum())} of {len(cams)} Grad-CAM maps hold NaN or inf "
+            f"(first: map {int(np.flatnonzero(~finite)[0])}); measure only finite models"
+        )
     total = cams.sum(axis=(1, 2))
     on_major = (cams * major).sum(axis=(1, 2))
     zero = ~(total > 0)
