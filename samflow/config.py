@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,21 +28,25 @@ from pydantic import (
 
 from .flows import Method
 
-__all__ = ["ConfigError", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
+__all__ = ["ConfigError", "ConfigModel", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
 
 
 class ConfigError(ValueError):
     """A config file that cannot be used; `str(err)` is one line per problem."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class ConfigModel(BaseModel):
+    """Base of every config schema (sweep, CNN, figures): unknown keys and wrong
+    types are refused, and so are non-finite numbers (nan, inf, -inf, which TOML
+    allows) in every float field, nested lists, tuples and tables included, in
+    this one place, so no key can be forgotten (`format_errors` reports them with
+    `NON_FINITE_MESSAGE`, naming the key)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
-def _finite(v: float, what: str) -> float:
-    if not math.isfinite(v):
-        raise ValueError(f"{what} must be finite, got {v}")
-    return v
+_Strict = ConfigModel
+NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
 
 
 class GridAxis(_Strict):
@@ -54,8 +59,6 @@ class GridAxis(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        _finite(self.start, "start")
-        _finite(self.stop, "stop")
         if self.scale == "log" and (self.start <= 0 or self.stop <= 0):
             raise ValueError("a log-spaced axis needs start > 0 and stop > 0")
         if self.num > 1 and self.stop <= self.start:
@@ -98,8 +101,6 @@ class DataConfig(_Strict):
         if self.mu is not None:
             if len(self.mu) == 0:
                 raise ValueError("data.mu must not be empty")
-            for v in self.mu:
-                _finite(v, "every entry of data.mu")
         if self.X is not None:
             if self.y is None:
                 raise ValueError("data.X needs data.y (the labels, +1 or -1)")
@@ -111,9 +112,6 @@ class DataConfig(_Strict):
                 raise ValueError(f"data.y has {len(self.y)} labels but data.X has {len(self.X)} rows")
             if any(v not in (-1.0, 1.0) for v in self.y):
                 raise ValueError("data.y must contain only the labels -1 and +1")
-            for row in self.X:
-                for v in row:
-                    _finite(v, "every entry of data.X")
         elif self.y is not None:
             raise ValueError("data.y is only used together with data.X")
         return self
@@ -122,11 +120,19 @@ class DataConfig(_Strict):
 class GridConfig(_Strict):
     """The (alpha, rho) grid.
 
-    - `alpha`: the init scales, a list or `{start, stop, num, scale}`; every layer
-      and coordinate starts at alpha.
+    - `alpha`: the init scales, a list or `{start, stop, num, scale}`, each >= 0;
+      every layer and coordinate starts at alpha.
     - `alpha_relative_to_rho`: if true, the alpha values are multiples of rho
       (alpha = value * rho), so the axis is alpha / rho.
     - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
+
+    An init of exactly 0 (alpha = 0, or rho = 0 in a relative grid, or an alpha
+    whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
+    L >= 2 by `SweepConfig`: there W = 0 is a fixed point of every flow (each
+    layer's gradient -r * prod_{k != l} w^(k) is 0, and so is the SAM ascent
+    step, THEORY.md s.1-2), so the cell would report a meaningless "finished" or
+    "collapsed" at beta = 0. At depth 1 the gradient at 0 is -r(0) (nonzero
+    unless the data's mean y_i x_i is 0), so every flow leaves 0 and a zero init is allowed.
     """
 
     alpha: list[float] | GridAxis
@@ -145,8 +151,8 @@ class GridConfig(_Strict):
             raise ValueError(f"grid.{info.field_name} must be strictly increasing")
         if info.field_name == "rho" and np.any(arr < 0):
             raise ValueError(f"grid.rho must be >= 0, got {arr.min()}")
-        if info.field_name == "alpha" and np.any(arr <= 0):
-            raise ValueError(f"grid.alpha must be > 0, got {arr.min()}")
+        if info.field_name == "alpha" and np.any(arr < 0):
+            raise ValueError(f"grid.alpha must be >= 0, got {arr.min()}")
         return v
 
     def alpha_values(self) -> np.ndarray:
@@ -189,11 +195,9 @@ class TimeConfig(_Strict):
             return self
         if self.t1 is None:
             raise ValueError("time.t1 (the horizon) is required unless time.ts is given")
-        _finite(self.t1, "time.t1")
         if self.t1 <= 0:
             raise ValueError(f"time.t1 must be > 0 (the flow starts at 0), got {self.t1}")
         if self.spacing == "log":
-            _finite(self.t_min, "time.t_min")
             if not (0 < self.t_min < self.t1):
                 raise ValueError(f"time.t_min must satisfy 0 < t_min < t1, got {self.t_min}")
         return self
@@ -233,18 +237,21 @@ class SolverConfig(_Strict):
     max_steps: Annotated[int, Field(ge=1, le=10_000_000)] = 16384
     capture_radius: Annotated[float, Field(gt=0, lt=1)] = 1e-6
     blowup_log10: Annotated[float, Field(gt=0, le=300)] = 200.0
-    max_segments: Annotated[int, Field(ge=1)] | None = None
+    max_segments: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     coords: Literal["linear", "log"] = "linear"
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
-    chunk_size: Annotated[int, Field(ge=1)] | None = None
+    chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
 
 
 class OutputConfig(_Strict):
     """What to write. `dir`: results folder (the CLI's --out overrides it).
     `figures`: draw figures. `plot_rho`: the rho of the heat map (default: the
-    first). `trajectory_alphas`: alphas (same units as grid.alpha) whose
-    trajectories are drawn (default: three spread over the grid).
+    first). `trajectory_alphas`: alphas (same units as grid.alpha: multiples of
+    rho when `grid.alpha_relative_to_rho`) whose trajectories are drawn
+    (default: three spread over the grid). Both must be values of the grid
+    (to a relative 1e-6); any other value is refused, naming the nearest grid
+    value, never snapped silently (`SweepConfig`).
     `save_weights`: also store every layer's weights (needs `save = "full"`).
     `save`: "full" (default) stores beta at every save time; "summary" stores
     per save time only the dominant index, whether it is tied, ||beta||, the
@@ -292,30 +299,107 @@ class SweepConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross(self):
+        # Every problem between keys, one line each, as "key: message" (format_errors
+        # puts the key in front of the line).
+        problems = []
         if self.clock == "tau":
             n = len(self.data.X) if self.data.X is not None else (1 if self.data.mu else None)
             if n is not None and n != 1:
-                raise ValueError(
-                    "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
+                problems.append(
+                    "clock: clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
                 )
+        alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
+        relative = self.grid.alpha_relative_to_rho
+        problems += _zero_init_problems(alphas, rhos, relative, self.depth)
         if self.solver.coords == "log":
             # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
             if "linf" in self.methods:
-                raise ValueError(
-                    "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
+                problems.append(
+                    "solver.coords: coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
                     "use coords = 'linear' or drop 'linf' from methods"
                 )
             if self.data.mu is None or any(m < 0 for m in self.data.mu):
-                raise ValueError(
-                    "solver.coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
+                problems.append(
+                    "solver.coords: coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
                     "cross 0); use coords = 'linear'"
                 )
+            if np.any(_init_scales(alphas, rhos, relative) == 0):
+                problems.append(
+                    "solver.coords: coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is "
+                    "-inf); drop alpha = 0 (or rho = 0 in a relative grid) or use coords = 'linear'"
+                )
+        out = self.output
+        if out.plot_rho is not None:
+            problems += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
+        if out.trajectory_alphas is not None:
+            unit = " (multiples of rho: grid.alpha_relative_to_rho = true)" if relative else ""
+            problems += _off_grid("output.trajectory_alphas", out.trajectory_alphas, alphas, "grid.alpha" + unit)
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
     def method_enums(self) -> list[Method]:
         """The methods as `samflow.Method` values."""
         return [Method(m) for m in self.methods]
+
+
+def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
+    """The absolute init scale of every cell, (A, R) float64, as the sweep computes it."""
+    return alphas[:, None] * (rhos[None, :] if relative else np.ones_like(rhos)[None, :])
+
+
+def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: int) -> list[str]:
+    """Lines ("key: message") for cells that start where no flow can leave (see `GridConfig`).
+
+    At depth L >= 2 each layer's gradient is -r * prod_{k != l} w^(k): it is
+    exactly 0 in float64 when the init alpha is 0 or alpha^(L-1) underflows, and
+    then so is the SAM ascent step (0 when the gradient is 0), so W stays at its
+    init under every method. At depth 1 the gradient is -r(beta), nonzero at 0.
+    """
+    if depth < 2:
+        return []
+    with np.errstate(under="ignore", over="ignore"):
+        a = _init_scales(alphas, rhos, relative)
+        stuck = (a == 0) | (a ** (depth - 1) == 0)
+    if not stuck.any():
+        return []
+    fixed = (
+        f"cannot move at depth {depth}: each layer's gradient is a product of the other layers' "
+        "weights, exactly 0 in float64, so W stays there under every flow"
+    )
+    lines = []
+    if relative and np.any(rhos == 0):
+        lines.append(
+            "grid.rho: rho = 0 with grid.alpha_relative_to_rho = true gives alpha = multiple x 0 = 0, "
+            f"which {fixed}; drop 0 from grid.rho or give absolute alphas > 0"
+        )
+        stuck[:, rhos == 0] = False
+    if stuck.any():
+        if not relative and np.any(alphas == 0):
+            init = "alpha = 0"
+        else:
+            v = float(np.max(a[stuck]))
+            init = f"alpha = {'alpha x rho = ' if relative else ''}{v!r} (alpha^{depth - 1} underflows to 0)"
+        lines.append(f"grid.alpha: the init {init} {fixed}; use larger alphas > 0")
+    return lines
+
+
+def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
+    """Lines for `values` of `key` that are not values of the grid `axis` (relative 1e-6)."""
+    lines = []
+    for v in values:
+        if np.any(np.isclose(axis, v, rtol=1e-6, atol=0.0)):
+            continue
+        nearest = float(axis[np.argmin(np.abs(axis - v))])
+        if axis.size <= 8:
+            listed = "one of " + ", ".join(repr(float(x)) for x in axis)
+        else:
+            listed = f"one of its {axis.size} values from {float(axis[0])!r} to {float(axis[-1])!r}"
+        lines.append(
+            f"{key}: {v!r} is not a value of {axis_name}; give {listed} (nearest: {nearest!r})"
+        )
+    return lines
 
 
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
@@ -338,6 +422,7 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*): ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
@@ -361,8 +446,18 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
             continue
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
-        entries.append((where, msg + shown))
+        if e["type"] == "finite_number":
+            msg = NON_FINITE_MESSAGE
+        if isinstance(value, dict) or isinstance(value, BaseModel):
+            # A check between keys of a table: its lines name their own keys ("key: message").
+            for line in msg.splitlines():
+                m = _KEYED.match(line)
+                key = m.group(1) if m else ""
+                entries.append(
+                    (".".join(p for p in (where if loc else "", key) if p) or where, line[m.end():] if m else line)
+                )
+            continue
+        entries.append((where, msg + f" (got {value!r})"))
     # A value that fits no member of a union (list | {start, stop, num}) reports
     # one line per member: keep the specific lines, merge the generic ones.
     out = []

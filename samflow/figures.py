@@ -64,6 +64,7 @@ from .analysis import (  # noqa: E402
     tied,
     visited_sequence,
 )
+from .config import ConfigError, ConfigModel, format_errors  # noqa: E402
 from .data import Dataset, single_sample  # noqa: E402
 from .datasets import banded, increasing_scale  # noqa: E402
 from .discrete import flow_gap, run_discrete  # noqa: E402
@@ -132,8 +133,11 @@ class FigureResult:
 # --- configs ---------------------------------------------------------------------
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(ConfigModel):
+    """Unknown keys and non-finite floats refused (`samflow.config.ConfigModel`);
+    lax types (an integer where a float is expected is fine either way)."""
+
+    model_config = ConfigDict(strict=False)
 
 
 class MultiSampleSpec(_Strict):
@@ -165,8 +169,9 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
 
     Keys of the `[quick]` table override the top-level ones (tables are merged).
 
-    **Raises:** `ValueError` naming the file and every bad or unknown key (of the
-    full or the quick version).
+    **Raises:** `samflow.config.ConfigError` (a `ValueError`) naming the file and
+    every bad or unknown key (of the full or the quick version), one line each;
+    non-finite numbers are refused in every key.
     """
     try:
         raw = tomllib.loads(Path(path).read_text())
@@ -181,11 +186,7 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
         full_cfg = model.model_validate(raw)
         quick_cfg = model.model_validate(quick_raw)
     except ValidationError as err:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-            for e in err.errors(include_url=False)
-        ]
-        raise ValueError("\n".join(lines)) from None
+        raise ConfigError(format_errors(err, str(path), model)) from None
     return quick_cfg if quick else full_cfg
 
 
