@@ -250,8 +250,9 @@ class OutputConfig(_Strict):
     first). `trajectory_alphas`: alphas (same units as grid.alpha: multiples of
     rho when `grid.alpha_relative_to_rho`) whose trajectories are drawn
     (default: three spread over the grid). Both must be values of the grid
-    (to a relative 1e-6); any other value is refused, naming the nearest grid
-    value, never snapped silently (`SweepConfig`).
+    (to a relative 1e-4, so 6 significant digits suffice); any other value is
+    refused in one line naming the nearest grid value, never snapped silently
+    to another cell (`SweepConfig`).
     `save_weights`: also store every layer's weights (needs `save = "full"`).
     `save`: "full" (default) stores beta at every save time; "summary" stores
     per save time only the dominant index, whether it is tied, ||beta||, the
@@ -376,7 +377,7 @@ def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, de
         )
         stuck[:, rhos == 0] = False
     if stuck.any():
-        if not relative and np.any(alphas == 0):
+        if np.any(alphas == 0):
             init = "alpha = 0"
         else:
             v = float(np.max(a[stuck]))
@@ -386,21 +387,28 @@ def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, de
 
 
 def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
-    """Lines for `values` of `key` that are not values of the grid `axis` (relative 1e-6)."""
+    """Lines for `values` of `key` that are not values of the grid `axis`.
+
+    A value matches a grid value within a relative 1e-4 (so the 6 significant
+    digits the message prints are enough), and only if exactly one grid value
+    is that close; 0 matches only 0.
+    """
     lines = []
     for v in values:
-        if np.any(np.isclose(axis, v, rtol=1e-6, atol=0.0)):
+        close = np.isclose(axis, v, rtol=_ON_GRID_RTOL, atol=0.0)
+        if close.sum() == 1:
             continue
         nearest = float(axis[np.argmin(np.abs(axis - v))])
+        digits = 6 if close.sum() == 0 else 17
         if axis.size <= 8:
-            listed = "one of " + ", ".join(repr(float(x)) for x in axis)
+            listed = "one of " + ", ".join(f"{float(x):.{digits}g}" for x in axis)
         else:
-            listed = f"one of its {axis.size} values from {float(axis[0])!r} to {float(axis[-1])!r}"
-        lines.append(
-            f"{key}: {v!r} is not a value of {axis_name}; give {listed} (nearest: {nearest!r})"
-        )
+            listed = f"one of its {axis.size} values from {float(axis[0]):.{digits}g} to {float(axis[-1]):.{digits}g}"
+        lines.append(f"{key}: {v!r} is not a value of {axis_name}; give {listed} (nearest: {nearest:.{digits}g})")
     return lines
 
+
+_ON_GRID_RTOL = 1e-4
 
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     """A 'did you mean' hint for an unknown key at `loc` of `model`."""
@@ -426,16 +434,25 @@ _KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*): ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
+def _model_names() -> set[str]:
+    """Class names of every config schema (they appear as union tags in error locations)."""
+    names, todo = set(), [ConfigModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__name__ not in names:
+                names.add(sub.__name__)
+                todo.append(sub)
+    return names
+
+
 def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
     """One line per problem of a pydantic `ValidationError` of `model`, each naming
     the file (`source`), the field, the bad value and what is allowed."""
     entries = []
     for e in err.errors(include_url=False):
-        # pydantic puts union member names (e.g. 'list[float]', 'GridAxis') in the location.
-        loc = tuple(
-            p for p in e["loc"]
-            if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))
-        )
+        # pydantic puts union member names (e.g. 'list[float]', 'GridAxis') in the location;
+        # a key such as data.X is kept.
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in _model_names())))
         where = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = _did_you_mean(loc, model)
