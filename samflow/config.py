@@ -13,6 +13,8 @@ import difflib
 import math
 import re
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -63,13 +65,20 @@ class GridAxis(_Strict):
             raise ValueError("a log-spaced axis needs start > 0 and stop > 0")
         if self.num > 1 and self.stop <= self.start:
             raise ValueError(f"stop ({self.stop}) must be greater than start ({self.start})")
+        values = self.values()
+        if not np.all(np.isfinite(values)) or (self.num > 1 and np.any(np.diff(values) <= 0)):
+            raise ValueError(
+                f"the axis from {self.start!r} to {self.stop!r} in {self.num} steps is not representable "
+                "in float64 (overflow, or steps below float64 resolution); narrow it or use fewer points"
+            )
         return self
 
     def values(self) -> np.ndarray:
         """The axis as a float64 array of shape (num,)."""
-        if self.scale == "log":
-            return np.geomspace(self.start, self.stop, self.num)
-        return np.linspace(self.start, self.stop, self.num)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.scale == "log":
+                return np.geomspace(self.start, self.stop, self.num)
+            return np.linspace(self.start, self.stop, self.num)
 
 
 def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
@@ -351,25 +360,31 @@ def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.nda
 
 
 def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: int) -> list[str]:
-    """Lines ("key: message") for cells that start where no flow can leave (see `GridConfig`).
+    """Lines ("key: message") for cells that start where no flow can leave (see
+    `GridConfig`), or with beta(0) = alpha^L beyond the float64 range.
 
     At depth L >= 2 each layer's gradient is -r * prod_{k != l} w^(k): it is
     exactly 0 in float64 when the init alpha is 0 or alpha^(L-1) underflows, and
     then so is the SAM ascent step (0 when the gradient is 0), so W stays at its
     init under every method. At depth 1 the gradient is -r(beta), nonzero at 0.
     """
-    if depth < 2:
-        return []
     with np.errstate(under="ignore", over="ignore"):
         a = _init_scales(alphas, rhos, relative)
-        stuck = (a == 0) | (a ** (depth - 1) == 0)
+        huge = ~np.isfinite(a ** depth)
+        stuck = ((a == 0) | (a ** (depth - 1) == 0)) & (depth >= 2)
+    lines = []
+    if huge.any():
+        v = float(np.min(a[huge]))
+        lines.append(
+            f"grid.alpha: the init alpha = {'alpha x rho = ' if relative else ''}{v!r} gives beta(0) = alpha^{depth} "
+            "beyond the float64 range; use smaller alphas"
+        )
     if not stuck.any():
-        return []
+        return lines
     fixed = (
         f"cannot move at depth {depth}: each layer's gradient is a product of the other layers' "
         "weights, exactly 0 in float64, so W stays there under every flow"
     )
-    lines = []
     if relative and np.any(rhos == 0):
         lines.append(
             "grid.rho: rho = 0 with grid.alpha_relative_to_rho = true gives alpha = multiple x 0 = 0, "
@@ -412,6 +427,8 @@ _ON_GRID_RTOL = 1e-4
 
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     """A 'did you mean' hint for an unknown key at `loc` of `model`."""
+    if not loc:
+        return ""
     cls: Any = model
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -434,15 +451,45 @@ _KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*): ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
-def _model_names() -> set[str]:
-    """Class names of every config schema (they appear as union tags in error locations)."""
-    names, todo = set(), [ConfigModel]
-    while todo:
-        for sub in todo.pop().__subclasses__():
-            if sub.__name__ not in names:
-                names.add(sub.__name__)
-                todo.append(sub)
-    return names
+def _unwrap(ann):
+    """`ann` without Annotated and without an Optional's None (neither adds a
+    location part to pydantic's errors)."""
+    while True:
+        origin, args = typing.get_origin(ann), typing.get_args(ann)
+        if origin is Annotated:
+            ann = args[0]
+        elif origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+            ann = next(a for a in args if a is not type(None))
+        else:
+            return ann
+
+
+def _clean_loc(loc: tuple, model: type[BaseModel]) -> tuple:
+    """The keys of an error location, without the union member tags pydantic puts
+    in it (e.g. 'list[float]', 'GridAxis' in ('grid', 'alpha', 'GridAxis', 'start')).
+
+    The location is followed through the schema, so a key that looks like a tag
+    (data.X, or an unknown key '[]') is kept.
+    """
+    out, cur = [], model
+    for part in loc:
+        cur = _unwrap(cur) if cur is not None else None
+        origin, args = typing.get_origin(cur), typing.get_args(cur)
+        if origin in (typing.Union, types.UnionType) and isinstance(part, str):
+            named = [a for a in args if getattr(a, "__name__", None) == part]
+            cur = named[0] if named else next((a for a in args if typing.get_origin(_unwrap(a)) is not None), None)
+            continue  # a member tag, not a key
+        out.append(part)
+        if isinstance(cur, type) and issubclass(cur, BaseModel) and isinstance(part, str):
+            field = cur.model_fields.get(part)
+            cur = field.annotation if field is not None else None
+        elif origin in (list, tuple) and isinstance(part, int):
+            cur = args[0] if origin is list else (args[part] if part < len(args) else None)
+        elif origin is dict:
+            cur = args[1]
+        else:
+            cur = None
+    return tuple(out)
 
 
 def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
@@ -450,9 +497,7 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
     the file (`source`), the field, the bad value and what is allowed."""
     entries = []
     for e in err.errors(include_url=False):
-        # pydantic puts union member names (e.g. 'list[float]', 'GridAxis') in the location;
-        # a key such as data.X is kept.
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p in _model_names())))
+        loc = _clean_loc(e["loc"], model)
         where = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = _did_you_mean(loc, model)
@@ -480,7 +525,7 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
     out = []
     for where, msg in entries:
         if msg.startswith(_UNION_NOISE):
-            if any(w.startswith(where + ".") for w, _ in entries):
+            if any(w.startswith(where + ".") or (w == where and not m.startswith(_UNION_NOISE)) for w, m in entries):
                 continue
             generic = [m for w, m in entries if w == where and m.startswith(_UNION_NOISE)]
             if len(generic) > 1:

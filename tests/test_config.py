@@ -396,6 +396,28 @@ def test_zero_inits_refused_only_where_no_flow_can_leave(depth, grid, key):
     assert len(lines) == 1 and lines[0].startswith("c.toml: " + key), lines
 
 
+@pytest.mark.parametrize(
+    "depth, grid, line",
+    [
+        (2, {"alpha": [1e200], "rho": [0.1]},
+         "grid.alpha: the init alpha = 1e+200 gives beta(0) = alpha^2 beyond the float64 range; use smaller alphas"),
+        (1, {"alpha": [1e308], "rho": [10.0], "alpha_relative_to_rho": True},
+         "grid.alpha: the init alpha = alpha x rho = inf gives beta(0) = alpha^1 beyond the float64 range; use smaller alphas"),
+        (2, {"alpha": {"start": -1.7e308, "stop": 1.7e308, "num": 3, "scale": "linear"}, "rho": [0.1]},
+         "grid.alpha: the axis from -1.7e+308 to 1.7e+308 in 3 steps is not representable in float64 "
+         "(overflow, or steps below float64 resolution); narrow it or use fewer points"),
+    ],
+)
+def test_inits_beyond_float64_refused(depth, grid, line):
+    """Siblings of case 2 and case 4: an init or an axis that overflows float64 (accepted
+    before; beta(0) = inf, or a RuntimeWarning and a vague 'non-finite' line)."""
+    raw = tomllib.loads(GOOD)
+    raw["depth"], raw["grid"] = depth, grid
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "c.toml")
+    assert str(info.value) == "c.toml: " + line
+
+
 def test_zero_init_with_log_coords_refused():
     raw = tomllib.loads(GOOD)
     raw["depth"], raw["grid"]["alpha"], raw["solver"]["coords"] = 1, [0.0, 0.5], "log"
