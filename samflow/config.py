@@ -320,7 +320,7 @@ class SweepConfig(_Strict):
                 )
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
-        problems += _zero_init_problems(alphas, rhos, relative, self.depth)
+        problems += _init_problems(alphas, rhos, relative, self.depth)
         if self.solver.coords == "log":
             # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
             if "linf" in self.methods:
@@ -359,7 +359,7 @@ def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.nda
     return alphas[:, None] * (rhos[None, :] if relative else np.ones_like(rhos)[None, :])
 
 
-def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: int) -> list[str]:
+def _init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: int) -> list[str]:
     """Lines ("key: message") for cells that start where no flow can leave (see
     `GridConfig`), or with beta(0) = alpha^L beyond the float64 range.
 
@@ -401,6 +401,9 @@ def _zero_init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, de
     return lines
 
 
+_ON_GRID_RTOL = 1e-4  # plot_rho / trajectory_alphas match a grid value to this relative tolerance
+
+
 def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
     """Lines for `values` of `key` that are not values of the grid `axis`.
 
@@ -422,8 +425,6 @@ def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
         lines.append(f"{key}: {v!r} is not a value of {axis_name}; give {listed} (nearest: {nearest:.{digits}g})")
     return lines
 
-
-_ON_GRID_RTOL = 1e-4
 
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     """A 'did you mean' hint for an unknown key at `loc` of `model`."""

@@ -176,9 +176,9 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
     try:
         raw = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{path}: config file not found") from None
+        raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"{path}: not valid TOML: {err}") from None
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
     over = raw.pop("quick", {})
     quick_raw = _merge(raw, over)
     try:
@@ -1856,6 +1856,39 @@ def _run_group(names: list[str], out_dir: str, quick: bool, config_dir: str | No
     return [FIGURES[n](out_dir, quick=quick, config_dir=config_dir) for n in names]
 
 
+# Every figure config file (configs/figures/<name>.toml) and its schema.
+FIGURE_CONFIGS: dict[str, type[BaseModel]] = {
+    "common": CommonConfig,
+    "depth1_directions": DirectionsConfig,
+    "linf_limit": LinfConfig,
+    "regime_chart": RegimeChartConfig,
+    "staircase": StaircaseConfig,
+    "trajectories": TrajectoriesConfig,
+    "usam_ablation": UsamConfig,
+    "discrete_gap": DiscreteGapConfig,
+    "banded": BandedConfig,
+    "generic_models": GenericModelsConfig,
+}
+
+
+def check_figure_configs(quick: bool = False, config_dir=None) -> None:
+    """Validate every figure config file (full and `[quick]` versions) up front, so a
+    bad value stops the run before any figure is built or any folder made.
+
+    **Raises:** `samflow.config.ConfigError` listing every problem of every file,
+    one line each, naming the file and the key.
+    """
+    config_dir = Path(config_dir or CONFIG_DIR)
+    problems = []
+    for name, model in FIGURE_CONFIGS.items():
+        try:
+            load_figure_config(config_dir / f"{name}.toml", model, quick)
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
 def run_all(out_dir, *, quick: bool = False, only: list[str] | None = None, jobs: int = 1,
             config_dir=None, progress: Callable[[str], None] | None = None) -> list[FigureResult]:
     """Build the figures (all, or those named in `only`), then the report and the index.
@@ -1865,12 +1898,15 @@ def run_all(out_dir, *, quick: bool = False, only: list[str] | None = None, jobs
 
     **Returns:** the `FigureResult`s in the order of `FIGURES`.
 
-    **Raises:** `ValueError` for an unknown figure name.
+    **Raises:** `ValueError` for an unknown figure name; `samflow.config.ConfigError`
+    (a `ValueError`) for a bad config file (`check_figure_configs`), before any
+    figure is built.
     """
     names = list(FIGURES) if not only else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}")
+    check_figure_configs(quick, config_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = [[n for n in g if n in names] for g in GROUPS]

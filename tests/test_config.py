@@ -452,3 +452,23 @@ def test_depth1_zero_init_leaves_zero_and_the_stored_config_is_strict_json(tmp_p
     stored = json.loads(attrs["config"], parse_constant=refuse)
     assert stored["grid"]["rho"] == [0.0, 0.1] and stored["depth"] == 1
 
+
+
+def test_figure_configs_checked_before_any_figure(tmp_path):
+    """A non-finite value in a figure config (here the [quick] table of
+    trajectories.toml) stops `figures.run_all` with one line naming file and key,
+    before any output folder is made; every shipped file passes the check."""
+    import shutil
+
+    figures.check_figure_configs(quick=False)
+    figures.check_figure_configs(quick=True)
+    assert set(figures.FIGURE_CONFIGS) == {p.stem for p in (ROOT / "configs" / "figures").glob("*.toml")}
+    cdir = tmp_path / "cfg"
+    shutil.copytree(ROOT / "configs" / "figures", cdir)
+    path = cdir / "trajectories.toml"
+    path.write_text(path.read_text() + "\nrel_band = nan\n")
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as info:
+        figures.run_all(out, quick=True, only=["depth1_directions"], config_dir=cdir)
+    assert str(info.value) == f"{path}: rel_band: {NON_FINITE_MESSAGE} (got nan)"
+    assert not out.exists()
