@@ -85,6 +85,12 @@ MALFORMED = [
     (edit("[grid]\nalpha = [0.3, 0.7]\nrho = [1.0]\n", ""), ["grid", "required"]),
     (edit("figures = false", "figures = \"no\""), ["output.figures"]),
     ("this is = not [toml", ["not valid TOML"]),
+    # Found by tests/test_config_property.py: an unknown key that looks like a union tag
+    # crashed the error formatter (IndexError, a traceback); data.X was reported as 'data'.
+    (edit('name = "ok"', 'name = "ok"\n"[]" = 1'), ["[]: unknown key"]),
+    (edit("mu = [1.0, 2.0]", 'X = [[1.0, "a"]]\ny = [1.0]'), ["data.X.0.1: Input should be a valid number"]),
+    (edit("t_min = 0.01", "t_min = nan"), ["time.t_min: non-finite value"]),
+    (edit("mu = [1.0, 2.0]", "mu = [1.0, inf]"), ["data.mu.1: non-finite value"]),
 ]
 
 
