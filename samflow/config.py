@@ -309,14 +309,14 @@ class SweepConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross(self):
-        # Every problem between keys, one line each, as "key: message" (format_errors
-        # puts the key in front of the line).
+        # Every problem between keys, one line each, starting with the key it names
+        # ("key: message" or "key = value ..."; see format_errors).
         problems = []
         if self.clock == "tau":
             n = len(self.data.X) if self.data.X is not None else (1 if self.data.mu else None)
             if n is not None and n != 1:
                 problems.append(
-                    "clock: clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
+                    "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
                 )
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
@@ -325,17 +325,17 @@ class SweepConfig(_Strict):
             # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
             if "linf" in self.methods:
                 problems.append(
-                    "solver.coords: coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
+                    "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
                     "use coords = 'linear' or drop 'linf' from methods"
                 )
             if self.data.mu is None or any(m < 0 for m in self.data.mu):
                 problems.append(
-                    "solver.coords: coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
+                    "solver.coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
                     "cross 0); use coords = 'linear'"
                 )
             if np.any(_init_scales(alphas, rhos, relative) == 0):
                 problems.append(
-                    "solver.coords: coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is "
+                    "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is "
                     "-inf); drop alpha = 0 (or rho = 0 in a relative grid) or use coords = 'linear'"
                 )
         out = self.output
@@ -448,7 +448,7 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*): ")
+_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(:| =) ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
@@ -512,13 +512,16 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
         if e["type"] == "finite_number":
             msg = NON_FINITE_MESSAGE
         if isinstance(value, dict) or isinstance(value, BaseModel):
-            # A check between keys of a table: its lines name their own keys ("key: message").
+            # A check between keys of a table: its lines name their own keys, as
+            # "key: message" (the key becomes the location) or "key = value ..." (kept whole).
             for line in msg.splitlines():
                 m = _KEYED.match(line)
-                key = m.group(1) if m else ""
-                entries.append(
-                    (".".join(p for p in (where if loc else "", key) if p) or where, line[m.end():] if m else line)
-                )
+                if m and m.group(2) == ":":
+                    entries.append((".".join(p for p in (where if loc else "", m.group(1)) if p), line[m.end():]))
+                elif m and not loc:
+                    entries.append(("", line))
+                else:
+                    entries.append((where, line))
             continue
         entries.append((where, msg + f" (got {value!r})"))
     # A value that fits no member of a union (list | {start, stop, num}) reports
@@ -533,7 +536,7 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
                 msg = "must be a list of numbers or a table {start, stop, num, scale}" + (
                     msg[msg.index(" (got"):] if " (got" in msg else ""
                 )
-        out.append(f"{source}: {where}: {msg}")
+        out.append(f"{source}: {where}: {msg}" if where else f"{source}: {msg}")
     return "\n".join(dict.fromkeys(out))
 
 

@@ -427,7 +427,7 @@ def test_inits_beyond_float64_refused(depth, grid, line):
 def test_zero_init_with_log_coords_refused():
     raw = tomllib.loads(GOOD)
     raw["depth"], raw["grid"]["alpha"], raw["solver"]["coords"] = 1, [0.0, 0.5], "log"
-    with pytest.raises(ConfigError, match=r"^c\.toml: solver\.coords: coords = 'log' needs every init alpha > 0"):
+    with pytest.raises(ConfigError, match=r"^c\.toml: solver\.coords = 'log' needs every init alpha > 0"):
         parse_config(raw, "c.toml")
 
 
