@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,21 +30,25 @@ from pydantic import (
 
 from .flows import Method
 
-__all__ = ["ConfigError", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
+__all__ = ["ConfigError", "ConfigModel", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
 
 
 class ConfigError(ValueError):
     """A config file that cannot be used; `str(err)` is one line per problem."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class ConfigModel(BaseModel):
+    """Base of every config schema (sweep, CNN, figures): unknown keys and wrong
+    types are refused, and so are non-finite numbers (nan, inf, -inf, which TOML
+    allows) in every float field, nested lists, tuples and tables included, in
+    this one place, so no key can be forgotten (`format_errors` reports them with
+    `NON_FINITE_MESSAGE`, naming the key)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
-def _finite(v: float, what: str) -> float:
-    if not math.isfinite(v):
-        raise ValueError(f"{what} must be finite, got {v}")
-    return v
+_Strict = ConfigModel
+NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
 
 
 class GridAxis(_Strict):
@@ -54,19 +61,24 @@ class GridAxis(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        _finite(self.start, "start")
-        _finite(self.stop, "stop")
         if self.scale == "log" and (self.start <= 0 or self.stop <= 0):
             raise ValueError("a log-spaced axis needs start > 0 and stop > 0")
         if self.num > 1 and self.stop <= self.start:
             raise ValueError(f"stop ({self.stop}) must be greater than start ({self.start})")
+        values = self.values()
+        if not np.all(np.isfinite(values)) or (self.num > 1 and np.any(np.diff(values) <= 0)):
+            raise ValueError(
+                f"the axis from {self.start!r} to {self.stop!r} in {self.num} steps is not representable "
+                "in float64 (overflow, or steps below float64 resolution); narrow it or use fewer points"
+            )
         return self
 
     def values(self) -> np.ndarray:
         """The axis as a float64 array of shape (num,)."""
-        if self.scale == "log":
-            return np.geomspace(self.start, self.stop, self.num)
-        return np.linspace(self.start, self.stop, self.num)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.scale == "log":
+                return np.geomspace(self.start, self.stop, self.num)
+            return np.linspace(self.start, self.stop, self.num)
 
 
 def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
@@ -98,8 +110,6 @@ class DataConfig(_Strict):
         if self.mu is not None:
             if len(self.mu) == 0:
                 raise ValueError("data.mu must not be empty")
-            for v in self.mu:
-                _finite(v, "every entry of data.mu")
         if self.X is not None:
             if self.y is None:
                 raise ValueError("data.X needs data.y (the labels, +1 or -1)")
@@ -111,9 +121,6 @@ class DataConfig(_Strict):
                 raise ValueError(f"data.y has {len(self.y)} labels but data.X has {len(self.X)} rows")
             if any(v not in (-1.0, 1.0) for v in self.y):
                 raise ValueError("data.y must contain only the labels -1 and +1")
-            for row in self.X:
-                for v in row:
-                    _finite(v, "every entry of data.X")
         elif self.y is not None:
             raise ValueError("data.y is only used together with data.X")
         return self
@@ -122,11 +129,19 @@ class DataConfig(_Strict):
 class GridConfig(_Strict):
     """The (alpha, rho) grid.
 
-    - `alpha`: the init scales, a list or `{start, stop, num, scale}`; every layer
-      and coordinate starts at alpha.
+    - `alpha`: the init scales, a list or `{start, stop, num, scale}`, each >= 0;
+      every layer and coordinate starts at alpha.
     - `alpha_relative_to_rho`: if true, the alpha values are multiples of rho
       (alpha = value * rho), so the axis is alpha / rho.
     - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
+
+    An init of exactly 0 (alpha = 0, or rho = 0 in a relative grid, or an alpha
+    whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
+    L >= 2 by `SweepConfig`: there W = 0 is a fixed point of every flow (each
+    layer's gradient -r * prod_{k != l} w^(k) is 0, and so is the SAM ascent
+    step, THEORY.md s.1-2), so the cell would report a meaningless "finished" or
+    "collapsed" at beta = 0. At depth 1 the gradient at 0 is -r(0) (nonzero
+    unless the data's mean y_i x_i is 0), so every flow leaves 0 and a zero init is allowed.
     """
 
     alpha: list[float] | GridAxis
@@ -145,8 +160,8 @@ class GridConfig(_Strict):
             raise ValueError(f"grid.{info.field_name} must be strictly increasing")
         if info.field_name == "rho" and np.any(arr < 0):
             raise ValueError(f"grid.rho must be >= 0, got {arr.min()}")
-        if info.field_name == "alpha" and np.any(arr <= 0):
-            raise ValueError(f"grid.alpha must be > 0, got {arr.min()}")
+        if info.field_name == "alpha" and np.any(arr < 0):
+            raise ValueError(f"grid.alpha must be >= 0, got {arr.min()}")
         return v
 
     def alpha_values(self) -> np.ndarray:
@@ -189,11 +204,9 @@ class TimeConfig(_Strict):
             return self
         if self.t1 is None:
             raise ValueError("time.t1 (the horizon) is required unless time.ts is given")
-        _finite(self.t1, "time.t1")
         if self.t1 <= 0:
             raise ValueError(f"time.t1 must be > 0 (the flow starts at 0), got {self.t1}")
         if self.spacing == "log":
-            _finite(self.t_min, "time.t_min")
             if not (0 < self.t_min < self.t1):
                 raise ValueError(f"time.t_min must satisfy 0 < t_min < t1, got {self.t_min}")
         return self
@@ -233,18 +246,22 @@ class SolverConfig(_Strict):
     max_steps: Annotated[int, Field(ge=1, le=10_000_000)] = 16384
     capture_radius: Annotated[float, Field(gt=0, lt=1)] = 1e-6
     blowup_log10: Annotated[float, Field(gt=0, le=300)] = 200.0
-    max_segments: Annotated[int, Field(ge=1)] | None = None
+    max_segments: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     coords: Literal["linear", "log"] = "linear"
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
-    chunk_size: Annotated[int, Field(ge=1)] | None = None
+    chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
 
 
 class OutputConfig(_Strict):
     """What to write. `dir`: results folder (the CLI's --out overrides it).
     `figures`: draw figures. `plot_rho`: the rho of the heat map (default: the
-    first). `trajectory_alphas`: alphas (same units as grid.alpha) whose
-    trajectories are drawn (default: three spread over the grid).
+    first). `trajectory_alphas`: alphas (same units as grid.alpha: multiples of
+    rho when `grid.alpha_relative_to_rho`) whose trajectories are drawn
+    (default: three spread over the grid). Both must be values of the grid
+    (to a relative 1e-4, so 6 significant digits suffice); any other value is
+    refused in one line naming the nearest grid value, never snapped silently
+    to another cell (`SweepConfig`).
     `save_weights`: also store every layer's weights (needs `save = "full"`).
     `save`: "full" (default) stores beta at every save time; "summary" stores
     per save time only the dominant index, whether it is tied, ||beta||, the
@@ -292,24 +309,43 @@ class SweepConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross(self):
+        # Every problem between keys, one line each, starting with the key it names
+        # ("key: message" or "key = value ..."; see format_errors).
+        problems = []
         if self.clock == "tau":
             n = len(self.data.X) if self.data.X is not None else (1 if self.data.mu else None)
             if n is not None and n != 1:
-                raise ValueError(
+                problems.append(
                     "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
                 )
+        alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
+        relative = self.grid.alpha_relative_to_rho
+        problems += _init_problems(alphas, rhos, relative, self.depth)
         if self.solver.coords == "log":
             # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
             if "linf" in self.methods:
-                raise ValueError(
+                problems.append(
                     "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
                     "use coords = 'linear' or drop 'linf' from methods"
                 )
             if self.data.mu is None or any(m < 0 for m in self.data.mu):
-                raise ValueError(
+                problems.append(
                     "solver.coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
                     "cross 0); use coords = 'linear'"
                 )
+            if np.any(_init_scales(alphas, rhos, relative) == 0):
+                problems.append(
+                    "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is "
+                    "-inf); drop alpha = 0 (or rho = 0 in a relative grid) or use coords = 'linear'"
+                )
+        out = self.output
+        if out.plot_rho is not None:
+            problems += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
+        if out.trajectory_alphas is not None:
+            unit = " (multiples of rho: grid.alpha_relative_to_rho = true)" if relative else ""
+            problems += _off_grid("output.trajectory_alphas", out.trajectory_alphas, alphas, "grid.alpha" + unit)
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -318,8 +354,82 @@ class SweepConfig(_Strict):
         return [Method(m) for m in self.methods]
 
 
+def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
+    """The absolute init scale of every cell, (A, R) float64, as the sweep computes it."""
+    return alphas[:, None] * (rhos[None, :] if relative else np.ones_like(rhos)[None, :])
+
+
+def _init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: int) -> list[str]:
+    """Lines ("key: message") for cells that start where no flow can leave (see
+    `GridConfig`), or with beta(0) = alpha^L beyond the float64 range.
+
+    At depth L >= 2 each layer's gradient is -r * prod_{k != l} w^(k): it is
+    exactly 0 in float64 when the init alpha is 0 or alpha^(L-1) underflows, and
+    then so is the SAM ascent step (0 when the gradient is 0), so W stays at its
+    init under every method. At depth 1 the gradient is -r(beta), nonzero at 0.
+    """
+    with np.errstate(under="ignore", over="ignore"):
+        a = _init_scales(alphas, rhos, relative)
+        huge = ~np.isfinite(a ** depth)
+        stuck = ((a == 0) | (a ** (depth - 1) == 0)) & (depth >= 2)
+    lines = []
+    if huge.any():
+        v = float(np.min(a[huge]))
+        lines.append(
+            f"grid.alpha: the init alpha = {'alpha x rho = ' if relative else ''}{v!r} gives beta(0) = alpha^{depth} "
+            "beyond the float64 range; use smaller alphas"
+        )
+    if not stuck.any():
+        return lines
+    fixed = (
+        f"cannot move at depth {depth}: each layer's gradient is a product of the other layers' "
+        "weights, exactly 0 in float64, so W stays there under every flow"
+    )
+    if relative and np.any(rhos == 0):
+        lines.append(
+            "grid.rho: rho = 0 with grid.alpha_relative_to_rho = true gives alpha = multiple x 0 = 0, "
+            f"which {fixed}; drop 0 from grid.rho or give absolute alphas > 0"
+        )
+        stuck[:, rhos == 0] = False
+    if stuck.any():
+        if np.any(alphas == 0):
+            init = "alpha = 0"
+        else:
+            v = float(np.max(a[stuck]))
+            init = f"alpha = {'alpha x rho = ' if relative else ''}{v!r} (alpha^{depth - 1} underflows to 0)"
+        lines.append(f"grid.alpha: the init {init} {fixed}; use larger alphas > 0")
+    return lines
+
+
+_ON_GRID_RTOL = 1e-4  # plot_rho / trajectory_alphas match a grid value to this relative tolerance
+
+
+def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
+    """Lines for `values` of `key` that are not values of the grid `axis`.
+
+    A value matches a grid value within a relative 1e-4 (so the 6 significant
+    digits the message prints are enough), and only if exactly one grid value
+    is that close; 0 matches only 0.
+    """
+    lines = []
+    for v in values:
+        close = np.isclose(axis, v, rtol=_ON_GRID_RTOL, atol=0.0)
+        if close.sum() == 1:
+            continue
+        nearest = float(axis[np.argmin(np.abs(axis - v))])
+        digits = 6 if close.sum() == 0 else 17
+        if axis.size <= 8:
+            listed = "one of " + ", ".join(f"{float(x):.{digits}g}" for x in axis)
+        else:
+            listed = f"one of its {axis.size} values from {float(axis[0]):.{digits}g} to {float(axis[-1]):.{digits}g}"
+        lines.append(f"{key}: {v!r} is not a value of {axis_name}; give {listed} (nearest: {nearest:.{digits}g})")
+    return lines
+
+
 def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     """A 'did you mean' hint for an unknown key at `loc` of `model`."""
+    if not loc:
+        return ""
     cls: Any = model
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -338,7 +448,49 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(:| =) ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
+
+
+def _unwrap(ann):
+    """`ann` without Annotated and without an Optional's None (neither adds a
+    location part to pydantic's errors)."""
+    while True:
+        origin, args = typing.get_origin(ann), typing.get_args(ann)
+        if origin is Annotated:
+            ann = args[0]
+        elif origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+            ann = next(a for a in args if a is not type(None))
+        else:
+            return ann
+
+
+def _clean_loc(loc: tuple, model: type[BaseModel]) -> tuple:
+    """The keys of an error location, without the union member tags pydantic puts
+    in it (e.g. 'list[float]', 'GridAxis' in ('grid', 'alpha', 'GridAxis', 'start')).
+
+    The location is followed through the schema, so a key that looks like a tag
+    (data.X, or an unknown key '[]') is kept.
+    """
+    out, cur = [], model
+    for part in loc:
+        cur = _unwrap(cur) if cur is not None else None
+        origin, args = typing.get_origin(cur), typing.get_args(cur)
+        if origin in (typing.Union, types.UnionType) and isinstance(part, str):
+            named = [a for a in args if getattr(a, "__name__", None) == part]
+            cur = named[0] if named else next((a for a in args if typing.get_origin(_unwrap(a)) is not None), None)
+            continue  # a member tag, not a key
+        out.append(part)
+        if isinstance(cur, type) and issubclass(cur, BaseModel) and isinstance(part, str):
+            field = cur.model_fields.get(part)
+            cur = field.annotation if field is not None else None
+        elif origin in (list, tuple) and isinstance(part, int):
+            cur = args[0] if origin is list else (args[part] if part < len(args) else None)
+        elif origin is dict:
+            cur = args[1]
+        else:
+            cur = None
+    return tuple(out)
 
 
 def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
@@ -346,11 +498,7 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
     the file (`source`), the field, the bad value and what is allowed."""
     entries = []
     for e in err.errors(include_url=False):
-        # pydantic puts union member names (e.g. 'list[float]', 'GridAxis') in the location.
-        loc = tuple(
-            p for p in e["loc"]
-            if not (isinstance(p, str) and ("[" in p or p[:1].isupper()))
-        )
+        loc = _clean_loc(e["loc"], model)
         where = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = _did_you_mean(loc, model)
@@ -361,21 +509,34 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
             continue
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
-        entries.append((where, msg + shown))
+        if e["type"] == "finite_number":
+            msg = NON_FINITE_MESSAGE
+        if isinstance(value, dict) or isinstance(value, BaseModel):
+            # A check between keys of a table: its lines name their own keys, as
+            # "key: message" (the key becomes the location) or "key = value ..." (kept whole).
+            for line in msg.splitlines():
+                m = _KEYED.match(line)
+                if m and m.group(2) == ":":
+                    entries.append((".".join(p for p in (where if loc else "", m.group(1)) if p), line[m.end():]))
+                elif m and not loc:
+                    entries.append(("", line))
+                else:
+                    entries.append((where, line))
+            continue
+        entries.append((where, msg + f" (got {value!r})"))
     # A value that fits no member of a union (list | {start, stop, num}) reports
     # one line per member: keep the specific lines, merge the generic ones.
     out = []
     for where, msg in entries:
         if msg.startswith(_UNION_NOISE):
-            if any(w.startswith(where + ".") for w, _ in entries):
+            if any(w.startswith(where + ".") or (w == where and not m.startswith(_UNION_NOISE)) for w, m in entries):
                 continue
             generic = [m for w, m in entries if w == where and m.startswith(_UNION_NOISE)]
             if len(generic) > 1:
                 msg = "must be a list of numbers or a table {start, stop, num, scale}" + (
                     msg[msg.index(" (got"):] if " (got" in msg else ""
                 )
-        out.append(f"{source}: {where}: {msg}")
+        out.append(f"{source}: {where}: {msg}" if where else f"{source}: {msg}")
     return "\n".join(dict.fromkeys(out))
 
 

@@ -64,6 +64,7 @@ from .analysis import (  # noqa: E402
     tied,
     visited_sequence,
 )
+from .config import ConfigError, ConfigModel, format_errors  # noqa: E402
 from .data import Dataset, single_sample  # noqa: E402
 from .datasets import banded, increasing_scale  # noqa: E402
 from .discrete import flow_gap, run_discrete  # noqa: E402
@@ -132,8 +133,11 @@ class FigureResult:
 # --- configs ---------------------------------------------------------------------
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(ConfigModel):
+    """Unknown keys and non-finite floats refused (`samflow.config.ConfigModel`);
+    lax types (an integer where a float is expected is fine either way)."""
+
+    model_config = ConfigDict(strict=False)
 
 
 class MultiSampleSpec(_Strict):
@@ -165,15 +169,16 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
 
     Keys of the `[quick]` table override the top-level ones (tables are merged).
 
-    **Raises:** `ValueError` naming the file and every bad or unknown key (of the
-    full or the quick version).
+    **Raises:** `samflow.config.ConfigError` (a `ValueError`) naming the file and
+    every bad or unknown key (of the full or the quick version), one line each;
+    non-finite numbers are refused in every key.
     """
     try:
         raw = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise ValueError(f"{path}: config file not found") from None
+        raise ConfigError(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"{path}: not valid TOML: {err}") from None
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
     over = raw.pop("quick", {})
     quick_raw = _merge(raw, over)
     try:
@@ -181,11 +186,7 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
         full_cfg = model.model_validate(raw)
         quick_cfg = model.model_validate(quick_raw)
     except ValidationError as err:
-        lines = [
-            f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-            for e in err.errors(include_url=False)
-        ]
-        raise ValueError("\n".join(lines)) from None
+        raise ConfigError(format_errors(err, str(path), model)) from None
     return quick_cfg if quick else full_cfg
 
 
@@ -1855,6 +1856,39 @@ def _run_group(names: list[str], out_dir: str, quick: bool, config_dir: str | No
     return [FIGURES[n](out_dir, quick=quick, config_dir=config_dir) for n in names]
 
 
+# Every figure config file (configs/figures/<name>.toml) and its schema.
+FIGURE_CONFIGS: dict[str, type[BaseModel]] = {
+    "common": CommonConfig,
+    "depth1_directions": DirectionsConfig,
+    "linf_limit": LinfConfig,
+    "regime_chart": RegimeChartConfig,
+    "staircase": StaircaseConfig,
+    "trajectories": TrajectoriesConfig,
+    "usam_ablation": UsamConfig,
+    "discrete_gap": DiscreteGapConfig,
+    "banded": BandedConfig,
+    "generic_models": GenericModelsConfig,
+}
+
+
+def check_figure_configs(quick: bool = False, config_dir=None) -> None:
+    """Validate every figure config file (full and `[quick]` versions) up front, so a
+    bad value stops the run before any figure is built or any folder made.
+
+    **Raises:** `samflow.config.ConfigError` listing every problem of every file,
+    one line each, naming the file and the key.
+    """
+    config_dir = Path(config_dir or CONFIG_DIR)
+    problems = []
+    for name, model in FIGURE_CONFIGS.items():
+        try:
+            load_figure_config(config_dir / f"{name}.toml", model, quick)
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
 def run_all(out_dir, *, quick: bool = False, only: list[str] | None = None, jobs: int = 1,
             config_dir=None, progress: Callable[[str], None] | None = None) -> list[FigureResult]:
     """Build the figures (all, or those named in `only`), then the report and the index.
@@ -1864,12 +1898,15 @@ def run_all(out_dir, *, quick: bool = False, only: list[str] | None = None, jobs
 
     **Returns:** the `FigureResult`s in the order of `FIGURES`.
 
-    **Raises:** `ValueError` for an unknown figure name.
+    **Raises:** `ValueError` for an unknown figure name; `samflow.config.ConfigError`
+    (a `ValueError`) for a bad config file (`check_figure_configs`), before any
+    figure is built.
     """
     names = list(FIGURES) if not only else list(dict.fromkeys(only))
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
         raise ValueError(f"unknown figure(s) {', '.join(unknown)}; known: {', '.join(FIGURES)}")
+    check_figure_configs(quick, config_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = [[n for n in g if n in names] for g in GROUPS]

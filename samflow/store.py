@@ -272,7 +272,9 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
         ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
     ds.attrs.update(
         title=f"samflow sweep '{cfg.name}'",
-        config=json.dumps(cfg.model_dump(mode="json")),
+        # Strict JSON: a non-finite number (refused by every config schema) raises here
+        # rather than being written as NaN / Infinity, which no JSON parser reads.
+        config=json.dumps(cfg.model_dump(mode="json"), allow_nan=False),
         versions=json.dumps(package_versions()),
         git_commit=git_commit(),
         clock=cfg.clock,

@@ -85,6 +85,12 @@ MALFORMED = [
     (edit("[grid]\nalpha = [0.3, 0.7]\nrho = [1.0]\n", ""), ["grid", "required"]),
     (edit("figures = false", "figures = \"no\""), ["output.figures"]),
     ("this is = not [toml", ["not valid TOML"]),
+    # Found by tests/test_config_property.py: an unknown key that looks like a union tag
+    # crashed the error formatter (IndexError, a traceback); data.X was reported as 'data'.
+    (edit('name = "ok"', 'name = "ok"\n"[]" = 1'), ["[]: unknown key"]),
+    (edit("mu = [1.0, 2.0]", 'X = [[1.0, "a"]]\ny = [1.0]'), ["data.X.0.1: Input should be a valid number"]),
+    (edit("t_min = 0.01", "t_min = nan"), ["time.t_min: non-finite value"]),
+    (edit("mu = [1.0, 2.0]", "mu = [1.0, inf]"), ["data.mu.1: non-finite value"]),
 ]
 
 
@@ -145,3 +151,330 @@ def test_missing_data_file_and_unwritable_output(tmp_path, capsys):
     blocker.write_text("a file where a folder should be")
     assert main([str(good), "--out", str(blocker / "sub"), "--quiet"]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- issue 12
+# Case 4: non-finite numbers in any key of any schema; plot_rho / trajectory_alphas off
+# the grid; the stored config is strict JSON. Case 2: inits that no flow can leave.
+
+import copy  # noqa: E402
+import json  # noqa: E402
+import tomllib  # noqa: E402
+import types  # noqa: E402
+import typing  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from pydantic import BaseModel  # noqa: E402
+
+from samflow import figures  # noqa: E402
+from samflow.config import NON_FINITE_MESSAGE, ConfigModel, SweepConfig, validate  # noqa: E402
+from samflow.experiments.cnn_config import CnnConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+_DICT_KEY = "<key>"
+
+
+def float_paths(model: type[BaseModel], prefix: tuple = ()):
+    """Every place a float can sit in `model`: paths of field names, list/tuple
+    indices and `_DICT_KEY` for a table's values, through unions and nested models."""
+    for name, field in model.model_fields.items():
+        yield from _walk(field.annotation, prefix + (name,))
+
+
+def _walk(ann, path):
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if ann is float:
+        yield path
+    elif isinstance(ann, type) and issubclass(ann, BaseModel):
+        yield from float_paths(ann, path)
+    elif origin is typing.Annotated:
+        yield from _walk(args[0], path)
+    elif origin in (typing.Union, types.UnionType):
+        for a in args:
+            yield from _walk(a, path)
+    elif origin is list:
+        yield from _walk(args[0], path + (0,))
+    elif origin is tuple:
+        for i, a in enumerate(args):
+            yield from _walk(a, path + (i,))
+    elif origin is dict:
+        yield from _walk(args[1], path + (_DICT_KEY,))
+
+
+def _plain(x):
+    """A model dump as TOML would give it (tuples as lists)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+def set_path(raw: dict, path: tuple, value):
+    """A copy of `raw` with `value` at `path`, or None where `raw` has another shape there.
+    Returns (raw, dotted key as the error names it)."""
+    raw = copy.deepcopy(raw)
+    node, names = raw, []
+    for i, p in enumerate(path):
+        last = i == len(path) - 1
+        if p == _DICT_KEY:
+            if not isinstance(node, dict) or not node:
+                return None
+            p = next(iter(node))
+        if isinstance(p, int):
+            if not isinstance(node, list):
+                return None
+            if len(node) <= p:
+                node.extend([node[-1] if node else 0.0] * (p + 1 - len(node)))
+        elif not isinstance(node, dict):
+            return None
+        names.append(str(p))
+        if last:
+            node[p] = value
+        else:
+            nxt = path[i + 1]
+            if (node[p] if isinstance(p, int) else node.get(p)) is None:
+                node[p] = [0.0] if isinstance(nxt, int) else None
+                if node[p] is None:
+                    return None
+            node = node[p]
+    return raw, ".".join(names)
+
+
+def _sweep_bases():
+    raw = tomllib.loads(GOOD)
+    axis = copy.deepcopy(raw)
+    axis["grid"] = {"alpha": {"start": 0.1, "stop": 1.0, "num": 3}, "rho": {"start": 0.5, "stop": 1.0, "num": 2, "scale": "linear"}}
+    multi = copy.deepcopy(raw)
+    multi["data"] = {"X": [[1.0, 2.0], [2.0, 1.0]], "y": [1.0, -1.0]}
+    return [_plain(parse_config(r).model_dump()) for r in (raw, axis, multi)]
+
+
+def _cnn_bases():
+    raw = {"tasks": [{"name": "b", "classes": [0, 1], "alphas": [1.0, 2.0]}], "train": {"alphas": [1.0, 2.0], "epochs": 2}}
+    return [_plain(validate(CnnConfig, raw).model_dump())]
+
+
+def _figure_schemas():
+    """(model, [base raws]) per top-level figure schema, each found by the shipped
+    file that validates against it; every `*Config` schema of figures.py must have one."""
+    models = [
+        v for k, v in vars(figures).items()
+        if isinstance(v, type) and issubclass(v, ConfigModel) and k.endswith("Config") and not k.startswith("_")
+    ]
+    out = {}
+    for path in sorted((ROOT / "configs" / "figures").glob("*.toml")):
+        raw = tomllib.loads(path.read_text())
+        raw.pop("quick", None)
+        for m in models:
+            try:
+                cfg = m.model_validate(raw)
+            except Exception:
+                continue
+            out[m] = [_plain(cfg.model_dump())]
+    assert set(out) == set(models), [m.__name__ for m in set(models) - set(out)]
+    return list(out.items())
+
+
+SCHEMAS = [(SweepConfig, _sweep_bases()), (CnnConfig, _cnn_bases())] + _figure_schemas()
+
+
+@pytest.mark.parametrize("model, bases", SCHEMAS, ids=[m.__name__ for m, _ in SCHEMAS])
+def test_every_float_key_of_every_schema_refuses_non_finite(model, bases):
+    """Issue 12 case 4: nan, inf and -inf in any float key (nested lists, tuples and
+    tables included) give exactly one line naming that key; before, `plot_rho = nan`,
+    `trajectory_alphas = [inf]` and `time.t_min = nan` were accepted."""
+    paths = sorted(set(float_paths(model)), key=str)
+    assert paths
+    for path in paths:
+        tried = 0
+        for base in bases:
+            for bad in (float("nan"), float("inf"), float("-inf")):
+                edited = set_path(base, path, bad)
+                if edited is None:
+                    continue
+                raw, key = edited
+                with pytest.raises(ConfigError) as info:
+                    validate(model, raw, "c.toml")
+                assert str(info.value) == f"c.toml: {key}: {NON_FINITE_MESSAGE} (got {bad!r})", path
+                tried += 1
+        assert tried, f"no base config of {model.__name__} has a place for {path}"
+
+
+def test_float_walk_finds_the_keys_of_the_issue():
+    paths = set(float_paths(SweepConfig))
+    for p in [("output", "plot_rho"), ("output", "trajectory_alphas", 0), ("time", "t_min"),
+              ("grid", "alpha", 0), ("grid", "alpha", "start"), ("data", "X", 0, 0), ("solver", "rtol")]:
+        assert p in paths
+    assert ("train", "learning_rate") in set(float_paths(CnnConfig))
+    assert ("tau1", _DICT_KEY) in set(float_paths(figures.LinfConfig))
+
+
+def _cli(tmp_path, capsys, text):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    out = tmp_path / "out"
+    code = main([str(cfg), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert not out.exists()
+    return err.strip().splitlines()
+
+
+def test_issue_case4_non_finite_keys_on_the_command_line(tmp_path, capsys):
+    text = edit("t_min = 0.01", 't_min = nan\nspacing = "linear"').replace(
+        "figures = false", "figures = true\nplot_rho = nan\ntrajectory_alphas = [inf]"
+    )
+    lines = _cli(tmp_path, capsys, text)
+    src = str(tmp_path / "bad.toml")
+    assert lines == [
+        f"error: {src}: time.t_min: {NON_FINITE_MESSAGE} (got nan)",
+        f"error: {src}: output.plot_rho: {NON_FINITE_MESSAGE} (got nan)",
+        f"error: {src}: output.trajectory_alphas.0: {NON_FINITE_MESSAGE} (got inf)",
+    ]
+
+
+def test_plot_rho_and_trajectory_alphas_must_be_grid_values(tmp_path, capsys):
+    """Off-grid values were snapped silently to the nearest (or, for nan, the first)
+    cell; now one line naming the key and the nearest grid value (6 digits, enough
+    to be accepted)."""
+    text = edit("figures = false", "plot_rho = 0.5\ntrajectory_alphas = [0.3, 0.6]")
+    lines = _cli(tmp_path, capsys, text)
+    src = str(tmp_path / "bad.toml")
+    assert lines == [
+        f"error: {src}: output.plot_rho: 0.5 is not a value of grid.rho; give one of 1 (nearest: 1)",
+        f"error: {src}: output.trajectory_alphas: 0.6 is not a value of grid.alpha; give one of 0.3, 0.7 (nearest: 0.7)",
+    ]
+    # The default grid (96 log-spaced multiples of rho): the nearest value printed is accepted.
+    raw = read_default()
+    raw["output"]["trajectory_alphas"] = [0.1]
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "d.toml")
+    assert str(info.value) == (
+        "d.toml: output.trajectory_alphas: 0.1 is not a value of grid.alpha (multiples of rho: "
+        "grid.alpha_relative_to_rho = true); give one of its 96 values from 0.01 to 100 (nearest: 0.102453)"
+    )
+    raw["output"]["trajectory_alphas"] = [0.01, 0.102453, 100.0]
+    raw["output"]["plot_rho"] = 0.01
+    cfg = parse_config(raw)
+    assert cfg.output.trajectory_alphas == [0.01, 0.102453, 100.0]
+
+
+def read_default() -> dict:
+    return tomllib.loads((ROOT / "configs" / "default.toml").read_text())
+
+
+RHO0 = edit("alpha = [0.3, 0.7]\nrho = [1.0]", "alpha = [0.3, 1.0, 3.0]\nalpha_relative_to_rho = true\nrho = [0.0, 0.1]")
+
+
+def test_issue_case2_rho_zero_in_a_relative_grid_refused(tmp_path, capsys):
+    """Issue 12 case 2: rho = 0 with alpha_relative_to_rho at depth 2 started the rho = 0
+    column at W = 0 (GD 'finished' with beta = 0, l2 'collapsed'); now one line naming
+    grid.rho and no results folder."""
+    lines = _cli(tmp_path, capsys, RHO0)
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {tmp_path / 'bad.toml'}: grid.rho: rho = 0 with grid.alpha_relative_to_rho")
+    assert "alpha = multiple x 0 = 0" in lines[0] and "drop 0 from grid.rho" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "depth, grid, key",
+    [
+        (2, {"alpha": [0.0, 0.5], "rho": [0.1]}, "grid.alpha: the init alpha = 0 cannot move at depth 2"),
+        (3, {"alpha": [0.0], "rho": [0.1], "alpha_relative_to_rho": True}, "grid.alpha: the init alpha = 0 cannot move at depth 3"),
+        (4, {"alpha": [1e-200, 1.0], "rho": [0.1]}, "grid.alpha: the init alpha = 1e-200 (alpha^3 underflows to 0) cannot move"),
+        (2, {"alpha": [1e-200], "rho": [1e-200], "alpha_relative_to_rho": True}, "grid.alpha: the init alpha = alpha x rho = 0.0"),
+        (5, {"alpha": [1.0], "rho": [0.0, 1.0], "alpha_relative_to_rho": True}, "grid.rho: rho = 0 with"),
+        (1, {"alpha": [0.0, 0.5], "rho": [0.1]}, None),  # depth 1: the gradient at 0 is -r(0) != 0
+        (1, {"alpha": [1.0], "rho": [0.0, 0.1], "alpha_relative_to_rho": True}, None),
+        (2, {"alpha": [1e-150], "rho": [0.1]}, None),  # alpha^1 = 1e-150 does not underflow
+    ],
+)
+def test_zero_inits_refused_only_where_no_flow_can_leave(depth, grid, key):
+    raw = tomllib.loads(GOOD)
+    raw["depth"], raw["grid"] = depth, grid
+    if key is None:
+        assert parse_config(raw).depth == depth
+        return
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "c.toml")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("c.toml: " + key), lines
+
+
+@pytest.mark.parametrize(
+    "depth, grid, line",
+    [
+        (2, {"alpha": [1e200], "rho": [0.1]},
+         "grid.alpha: the init alpha = 1e+200 gives beta(0) = alpha^2 beyond the float64 range; use smaller alphas"),
+        (1, {"alpha": [1e308], "rho": [10.0], "alpha_relative_to_rho": True},
+         "grid.alpha: the init alpha = alpha x rho = inf gives beta(0) = alpha^1 beyond the float64 range; use smaller alphas"),
+        (2, {"alpha": {"start": -1.7e308, "stop": 1.7e308, "num": 3, "scale": "linear"}, "rho": [0.1]},
+         "grid.alpha: the axis from -1.7e+308 to 1.7e+308 in 3 steps is not representable in float64 "
+         "(overflow, or steps below float64 resolution); narrow it or use fewer points"),
+    ],
+)
+def test_inits_beyond_float64_refused(depth, grid, line):
+    """Siblings of case 2 and case 4: an init or an axis that overflows float64 (accepted
+    before; beta(0) = inf, or a RuntimeWarning and a vague 'non-finite' line)."""
+    raw = tomllib.loads(GOOD)
+    raw["depth"], raw["grid"] = depth, grid
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "c.toml")
+    assert str(info.value) == "c.toml: " + line
+
+
+def test_zero_init_with_log_coords_refused():
+    raw = tomllib.loads(GOOD)
+    raw["depth"], raw["grid"]["alpha"], raw["solver"]["coords"] = 1, [0.0, 0.5], "log"
+    with pytest.raises(ConfigError, match=r"^c\.toml: solver\.coords = 'log' needs every init alpha > 0"):
+        parse_config(raw, "c.toml")
+
+
+def test_depth1_zero_init_leaves_zero_and_the_stored_config_is_strict_json(tmp_path, capsys):
+    """Depth 1, rho = 0 in a relative grid (alpha = 0 there) is allowed: in tau,
+    GD at depth 1 is beta(tau) = alpha + mu tau (THEORY.md s.3), so the rho = 0 column
+    is at (2, 4) at tau = 2, not stuck at 0. The stored config parses as strict JSON."""
+    text = (
+        RHO0.replace("depth = 2", "depth = 1").replace('methods = ["gd", "l2"]', 'methods = ["gd"]')
+        .replace('clock = "t"', 'clock = "tau"')
+        .replace("t1 = 10.0\nnum = 8\nt_min = 0.01", "ts = [1.0, 2.0]")
+    )
+    cfg = tmp_path / "d1.toml"
+    cfg.write_text(text)
+    out = tmp_path / "out"
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 0, capsys.readouterr().err
+    import xarray as xr
+
+    with xr.open_dataset(out / "results.nc") as ds:
+        beta = ds["beta"].sel(flow="gd").values  # (alpha, rho, time, d)
+        attrs = dict(ds.attrs)
+    np.testing.assert_allclose(beta[:, 0, -1, :], [[2.0, 4.0]] * 3, rtol=1e-9)
+    np.testing.assert_allclose(beta[:, 1, -1, :], np.array([0.03, 0.1, 0.3])[:, None] + [2.0, 4.0], rtol=1e-9)
+
+    def refuse(name):
+        raise ValueError(f"not strict JSON: {name}")
+
+    stored = json.loads(attrs["config"], parse_constant=refuse)
+    assert stored["grid"]["rho"] == [0.0, 0.1] and stored["depth"] == 1
+
+
+
+def test_figure_configs_checked_before_any_figure(tmp_path):
+    """A non-finite value in a figure config (here the [quick] table of
+    trajectories.toml) stops `figures.run_all` with one line naming file and key,
+    before any output folder is made; every shipped file passes the check."""
+    import shutil
+
+    figures.check_figure_configs(quick=False)
+    figures.check_figure_configs(quick=True)
+    assert set(figures.FIGURE_CONFIGS) == {p.stem for p in (ROOT / "configs" / "figures").glob("*.toml")}
+    cdir = tmp_path / "cfg"
+    shutil.copytree(ROOT / "configs" / "figures", cdir)
+    path = cdir / "trajectories.toml"
+    path.write_text(path.read_text() + "\nrel_band = nan\n")
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError) as info:
+        figures.run_all(out, quick=True, only=["depth1_directions"], config_dir=cdir)
+    assert str(info.value) == f"{path}: rel_band: {NON_FINITE_MESSAGE} (got nan)"
+    assert not out.exists()

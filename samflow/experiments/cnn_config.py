@@ -12,18 +12,18 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..config import ConfigError, read_toml, validate
+from ..config import ConfigError, ConfigModel, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
 Method = Literal["gd", "sam_l2", "sam_linf"]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(gt=0)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+# Unknown keys, wrong types and non-finite floats refused in every key (samflow.config).
+_Strict = ConfigModel
 
 
 def _increasing(values: list, what: str) -> None:
@@ -133,8 +133,8 @@ class TrainConfig(_Strict):
     batch_size: Annotated[int, Field(ge=0)] = 10
     learning_rate: PositiveFloat = 0.02
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    rho: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.1
-    rho_linf: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.001
+    rho: Annotated[float, Field(ge=0)] = 0.1
+    rho_linf: Annotated[float, Field(ge=0)] = 0.001
 
     @field_validator("methods")
     @classmethod
@@ -201,7 +201,7 @@ class CnnConfig(_Strict):
 
     name: str = "cnn"
     description: str = ""
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # jax.random.PRNGKey takes at most 64 bits
     data: DataConfig = DataConfig()
     tasks: list[TaskConfig] = Field(min_length=1)
     model: ModelConfig = ModelConfig()
