@@ -3,11 +3,18 @@
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
   (time, alpha) at one rho, one panel per method (THEORY.md section 6). Discrete
   colours 1 (minor) .. d (major); collapsed cells (beta = 0) and cells without a
-  value (blow-up, failure) have colours of their own, named in the legend.
-- `plot_trajectories`: the normalized predictor beta/||beta|| and the loss for a
-  few alphas, per method.
-- `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method.
+  value have colours of their own; the legend names the statuses of the latter.
+- `plot_trajectories`: the normalized predictor beta/||beta|| (scaled first, no
+  overflow up to the float64 range) and the loss for a few alphas, per method.
+- `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
+  failed are drawn "no value" (not "undetermined"), naming their status.
 - `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
+
+Cells are drawn with explicit edges (`cell_edges`): geometric midpoints on a log
+axis. A grid holding 0 (rho = 0, t = 0) whose other values are a log grid gets a
+symlog axis (`axis_scale`), noted in the axis label, so 0 is its own cell rather
+than turning the axis linear or vanishing. Any status value this module does not
+know is drawn as "no value" and named by its number.
 
 A results file saved with `output.save = "summary"` has no beta: the heat map
 and the regime chart are drawn from its `dominant` and `tied` variables (the
