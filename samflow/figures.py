@@ -70,7 +70,7 @@ from .datasets import banded, increasing_scale  # noqa: E402
 from .discrete import flow_gap, run_discrete  # noqa: E402
 from .flows import METHOD_LABELS, Method  # noqa: E402
 from .models import Model, diagonal_network, linear_conv, solve_model, two_layer_linear  # noqa: E402
-from .plots import REGIME_COLORS, REGIME_NAMES, feature_colors  # noqa: E402
+from .plots import MISSING_COLOR, NO_VALUE, REGIME_COLORS, REGIME_NAMES, feature_colors, no_value_label, regime_cmap, regime_image  # noqa: E402
 from .solve import SolverSettings, Trajectory, solve  # noqa: E402
 from .status import Status  # noqa: E402
 from .sweep import solve_grid  # noqa: E402
@@ -500,6 +500,13 @@ def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):
     return idx, tr, T
 
 
+def _linf_cmap(d: int):
+    """(cmap, norm, colors) of the measured limit feature: -1 not measured (the "no value" colour;
+    below the old norm's range it was drawn as 0), 0 none (grey), 1..d features; `colors` from 0."""
+    colors = ["#d9d9d9"] + feature_colors(d)
+    return ListedColormap([MISSING_COLOR] + colors), BoundaryNorm(np.arange(-1.5, d + 1.5), d + 2), colors
+
+
 def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
     """Figure 2: limit direction of linf-SAM over per-coordinate inits, depth 2 and 3.
 
@@ -525,9 +532,8 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
     rho_r = np.exp(rng.uniform(*np.log(cfg.random_rho), size=cfg.n_random))
     alpha_r = rng.uniform(*cfg.random_alpha, size=(cfg.n_random, d)) * rho_r[:, None]
 
-    colors = ["#d9d9d9"] + feature_colors(d)
-    cmap = ListedColormap(colors)
-    norm = BoundaryNorm(np.arange(-0.5, d + 1.5), cmap.N)
+    cmap, norm, colors = _linf_cmap(d)
+    unmeasured: list[str] = []
     fig, axes = plt.subplots(2, len(cfg.depths), figsize=(5.6 * len(cfg.depths), 10), squeeze=False,
                              gridspec_kw={"height_ratios": [1.15, 1]})
     checks = []
@@ -535,9 +541,12 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
     shown: set[int] = set()
     F1, F2 = np.meshgrid(fine, fine, indexing="xy")
     for k, L in enumerate(cfg.depths):
-        meas_map, _, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), cfg.rho), L, cfg)
+        meas_map, tr_map, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), cfg.rho), L, cfg)
         pred_map = theory.linf_limit_index(alpha_map, cfg.rho, mu, L)
         shown |= {int(v) for v in np.unique(meas_map)}
+        if np.any(meas_map == -1):
+            unmeasured.append(f"depth {L}: " + (no_value_label(tr_map.status[meas_map == -1])[len("no value ("):-1] if L == 2
+                                                 else "the rescaled second pass did not reach the blow-up"))
         agree = float(np.mean(meas_map == pred_map))
         ax = axes[0, k]
         ax.pcolormesh(_lin_edges(g), _lin_edges(g), meas_map.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
@@ -608,6 +617,8 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
     handles = [Patch(color=colors[0], label="0: no limit feature (depth 2: $\\beta \\to 0$; depth 3: nothing blows up)")]
     handles += [Patch(color=colors[j], label=f"feature {j}" + (" (minor)" if j == 1 else " (major)" if j == d else ""))
                 for j in range(1, d + 1) if j in shown]
+    if unmeasured:
+        handles.append(Patch(color=MISSING_COLOR, label="no value: not measured (" + "; ".join(unmeasured) + ")"))
     handles.append(Line2D([], [], color="k", ls="--", label="boundaries of the rule"))
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.04))
     fig.suptitle(r"$\ell_\infty$-SAM: limit direction $e_{j^*}$, $j^* = \arg\max_{\alpha_j > \rho}\, \mu_j (\alpha_j - \rho)^{L-2}$"
@@ -726,6 +737,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     AA, RR = np.meshgrid(a_ax, r_ax, indexing="ij")
     reg, tr = _l2_regimes(ctx, AA.ravel(), RR.ravel(), ts)
     reg = reg.reshape(AA.shape)
+    st_chart = np.asarray(tr.status).reshape(AA.shape)
     er = cfg.edge_rho.values()
     e12, e23, half = regime_edges(ctx, er, ts, cfg.edge_points, cfg.edge_passes)
     res = float(np.nanmax(half))
@@ -794,9 +806,9 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         bool(seqs) and len(good) == len(seqs)))
 
     fig, ax = plt.subplots(figsize=(8.2, 6.4))
-    cmap = ListedColormap(REGIME_COLORS)
-    norm = BoundaryNorm(np.arange(-0.5, 4.5, 1.0), cmap.N)
-    ax.pcolormesh(_log_edges(r_ax), _log_edges(a_ax), reg, cmap=cmap, norm=norm, rasterized=True)
+    cmap, norm, _ = regime_cmap()
+    img = regime_image(reg, st_chart)  # failed cells: "no value", not "undetermined"
+    ax.pcolormesh(_log_edges(r_ax), _log_edges(a_ax), img, cmap=cmap, norm=norm, rasterized=True)
     rr = np.geomspace(r_ax[0] / 1.5, r_ax[-1] * 1.5, 50)
     ax.plot(rr, c_shrink * rr, "k--", lw=1.5, label=rf"predicted all-shrink mark $\alpha = {c_shrink:.3f}\,\rho$")
     ax.plot(rr, c_major * rr, "k-.", lw=1.5, label=rf"predicted major-first mark $\alpha = {c_major:.3f}\,\rho$")
@@ -819,6 +831,9 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
             labels[i] = "white lines: log-log fits of the measured edges"
     handles += [Patch(facecolor=c, edgecolor="k", lw=0.3) for c in REGIME_COLORS]
     labels += ["regime " + n if n[0].isdigit() else n + " (not at $d$ by the horizon)" for n in REGIME_NAMES]
+    if np.any(img == NO_VALUE):
+        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3))
+        labels.append(no_value_label(st_chart[img == NO_VALUE]))
     ax.legend(handles, labels, fontsize=8, loc="upper left", framealpha=0.9)
     ax.set_title(r"$\ell_2$-SAM, depth 2, one sample: regimes over $(\alpha, \rho)$" "\n"
                  r"boundaries are lines $\alpha \propto \rho$ (slope 1 on log axes)", fontsize=11)
@@ -886,11 +901,12 @@ def _staircase_cmap(d: int):
     return ListedColormap(colors), BoundaryNorm(np.arange(-2.5, d + 1.5), len(colors)), colors
 
 
-def _staircase_handles(d, colors):
+def _staircase_handles(d, colors, missing=()):
+    """Legend of the dominant-feature maps; `missing` the statuses of the cells with a "no value" pixel."""
     handles = [Patch(facecolor=colors[3 + j], label=f"{j + 1}" + (" (minor)" if j == 0 else " (major)" if j == d - 1 else "")) for j in range(d)]
     handles += [Patch(facecolor=colors[2], label=r"collapsed ($\beta = 0$)"),
                 Patch(facecolor=colors[0], edgecolor="k", lw=0.4, label=r"tied ($|\beta_j|$ all equal)"),
-                Patch(facecolor=colors[1], label="no value (failed)")]
+                Patch(facecolor=colors[1], label=no_value_label(missing))]
     return handles
 
 
@@ -939,6 +955,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
         fig, axes = plt.subplots(len(cfg.depths), len(cfg.methods), figsize=(4.3 * len(cfg.methods) + 0.5, 3.3 * len(cfg.depths) + 0.9),
                                  squeeze=False, sharey=True)
         gd_cells = gd_major = 0
+        missing: list[int] = []
         stair, coll, linf_bad, linf_n = [], [], 0, 0
         for i, L in enumerate(cfg.depths):
             rho, t1 = spec.rho[str(L)], spec.t1[str(L)]
@@ -946,6 +963,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
             for j, m in enumerate(cfg.methods):
                 tr = _solve(ctx, m, data, _init(a_rel * rho, L, d), rho, ts, clock="t")
                 dom = _dominant_with_ties(tr.beta)
+                missing += np.asarray(tr.status)[np.any(dom == MISSING, axis=-1)].tolist()
                 ax = axes[i, j]
                 _heatmap_panel(ax, ts, a_rel, dom, d)
                 reg = regime_label(tr.beta, tr.status)
@@ -971,7 +989,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
                     linf_bad += int(np.sum(reg[above] != 3))
         fig.suptitle(f"Dominant feature over real time, {dname}" + (r" $\{(\mu, +1)\}$, $\mu = (0.2, \ldots, 1)$" if key == "single" else " of increasing feature scale")
                      + ": GD flat at the major feature, $\\ell_2$-SAM climbs a staircase", fontsize=11.5)
-        _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2]), ncol=d + 3,
+        _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2], missing), ncol=d + 3,
                             title=r"dominant feature $\arg\max_j |\beta_j(t)|$", top=1 - 0.45 / fig.get_figheight())
         pngs.append(_save(fig, ctx, f"staircase_{key}"))
         depths_txt = ", ".join(str(L) for L in cfg.depths)
@@ -1196,9 +1214,11 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     ts = ctx.log_times(cfg.t_min, cfg.t1)
     fig, axes = plt.subplots(2, 3, figsize=(14, 9.4))
     first = {}
+    missing: list[int] = []
     for j, m in enumerate(["gd", "usam", "l2"]):
         tr = _solve(ctx, m, data, _init(a_rel * cfg.rho, 2, d), cfg.rho, ts, clock="t")
         dom = _dominant_with_ties(tr.beta)
+        missing += np.asarray(tr.status)[np.any(dom == MISSING, axis=-1)].tolist()
         ax = axes[0, j]
         _heatmap_panel(ax, ts, a_rel, dom, d)
         ax.set_title(f"{_label(m)}, $\\rho = {cfg.rho:g}$", fontsize=10)
@@ -1208,15 +1228,18 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     # Regimes over (rho, alpha/rho).
     rr = cfg.chart_rho.values()
     AA, RR = np.meshgrid(a_rel, rr, indexing="ij")
-    cmap = ListedColormap(REGIME_COLORS)
-    norm = BoundaryNorm(np.arange(-0.5, 4.5, 1.0), cmap.N)
+    cmap, norm, _ = regime_cmap()
     regs = {}
+    reg_missing: list[int] = []
     for j, m in enumerate(["usam", "l2"]):
         tr = _solve(ctx, m, data, _init((AA * RR).ravel(), 2, d), RR.ravel(), ts, clock="t")
         reg = regime_label(tr.beta, tr.status).reshape(AA.shape)
         regs[m] = reg
+        st = np.asarray(tr.status).reshape(AA.shape)
+        img = regime_image(reg, st)  # failed cells: "no value", not "undetermined"
+        reg_missing += st[img == NO_VALUE].tolist()
         ax = axes[1, j]
-        ax.pcolormesh(_log_edges(rr), _log_edges(a_rel), reg, cmap=cmap, norm=norm, rasterized=True)
+        ax.pcolormesh(_log_edges(rr), _log_edges(a_rel), img, cmap=cmap, norm=norm, rasterized=True)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(r"SAM radius $\rho$")
@@ -1237,7 +1260,11 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     ax.legend(fontsize=7.5, loc="upper left")
     ax.grid(True, alpha=0.3)
     handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
+    if missing:
+        handles.append(Patch(facecolor=MISSING_COLOR, label="top: " + no_value_label(missing)))
     handles += [Patch(facecolor=c, edgecolor="k", lw=0.3, label="regime " + n if n[0].isdigit() else n) for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
+    if reg_missing:
+        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label="bottom: " + no_value_label(reg_missing)))
     fig.suptitle("Ablation: USAM (perturbation $\\rho G$) vs $\\ell_2$-SAM ($\\rho G/\\|G\\|_2$), depth 2, one sample: "
                  "the normalization causes minor first", fontsize=12)
     _layout_with_legend(fig, handles, ncol=6, inches=0.8, top=1 - 0.35 / fig.get_figheight(),
@@ -1521,9 +1548,11 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     alphas = np.concatenate([a_rel, a_rel]) * cfg.rho
     rhos = np.concatenate([np.zeros(na), np.full(na, cfg.rho)])
     maps, sols = {}, {}
+    band_missing: list[int] = []
     for name in BANDED_MODELS:
         sol = _solve_banded(ctx, cfg, name, data, alphas, rhos, ts)
         dom = _band_map(sol, ts, band)
+        band_missing += np.asarray(sol["status"])[np.any(dom == -1, axis=-1)].tolist()
         maps[name] = (dom[:na], dom[na:])
         sols[name] = {k: (None if v is None else v[na:]) for k, v in sol.items() if k != "theta"}
     mark = theory.l2_major_band_mark(mu, band)
@@ -1550,7 +1579,7 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     handles = [Patch(facecolor=colors[2 + b], label=f"band {b + 1}" + (" (minor)" if b == 0 else " (major)" if b == nb - 1 else ""))
                for b in range(nb)]
     handles += [Patch(facecolor=colors[1], label="collapsed (critical point of $L$, $\\beta = 0$)"),
-                Patch(facecolor=colors[0], label="no value (failed)"),
+                Patch(facecolor=colors[0], label=no_value_label(band_missing)),
                 Line2D([], [], color="k", ls="--", label=r"theory: band-$%d$-first mark (l2_major_band_mark)" % nb)]
     fig.suptitle(f"Dominant band of the predictor on banded data (n = {data.n}, d = {data.d}, {nb} bands), "
                  f"$\\rho = {cfg.rho:g}$: GD (top) vs $\\ell_2$-SAM (bottom)", fontsize=11.5)

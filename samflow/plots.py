@@ -3,11 +3,18 @@
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
   (time, alpha) at one rho, one panel per method (THEORY.md section 6). Discrete
   colours 1 (minor) .. d (major); collapsed cells (beta = 0) and cells without a
-  value (blow-up, failure) have colours of their own, named in the legend.
-- `plot_trajectories`: the normalized predictor beta/||beta|| and the loss for a
-  few alphas, per method.
-- `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method.
+  value have colours of their own; the legend names the statuses of the latter.
+- `plot_trajectories`: the normalized predictor beta/||beta|| (scaled first, no
+  overflow up to the float64 range) and the loss for a few alphas, per method.
+- `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
+  failed are drawn "no value" (not "undetermined"), naming their status.
 - `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
+
+Cells are drawn with explicit edges (`cell_edges`): geometric midpoints on a log
+axis. A grid holding 0 (rho = 0, t = 0) whose other values are a log grid gets a
+symlog axis (`axis_scale`), noted in the axis label, so 0 is its own cell rather
+than turning the axis linear or vanishing. Any status value this module does not
+know is drawn as "no value" and named by its number.
 
 A results file saved with `output.save = "summary"` has no beta: the heat map
 and the regime chart are drawn from its `dominant` and `tied` variables (the
@@ -26,16 +33,45 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.scale import LogTransform, SymmetricalLogTransform  # noqa: E402
 
-from .analysis import dominant_index, regime_label, regime_label_from_dominant  # noqa: E402
+from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant  # noqa: E402
 from .flows import METHOD_LABELS, Method  # noqa: E402
+from .status import Status  # noqa: E402
 
-__all__ = ["plot_dominant_heatmap", "plot_trajectories", "plot_regime_chart", "plot_sweep", "feature_colors", "is_summary"]
+__all__ = [
+    "plot_dominant_heatmap",
+    "plot_trajectories",
+    "plot_regime_chart",
+    "plot_sweep",
+    "feature_colors",
+    "is_summary",
+    "axis_scale",
+    "cell_edges",
+    "normalized_beta",
+    "regime_image",
+    "status_text",
+    "no_value_label",
+    "regime_cmap",
+    "regime_chart_edges",
+]
 
 COLLAPSED_COLOR = "#d9d9d9"
 MISSING_COLOR = "#000000"
 REGIME_COLORS = ["#ffffff", "#bdbdbd", "#fdae61", "#2c7bb6"]  # undetermined, 1, 2, 3
 REGIME_NAMES = ["undetermined", "1: collapse", "2: minor first, major last", "3: major first"]
+NO_VALUE = -1  # regime_image / dominant index of a cell without a value
+
+# Statuses whose cells integrated to the final time (or to a collapse): a regime
+# label 0 there means "undetermined". Any other status (a failure, or one this
+# module does not know) leaves the cell without a value.
+_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID)})
+_STATUS_WORDS = {
+    "BLEW_UP": "blew up",
+    "MAX_STEPS": "hit solver.max_steps",
+    "NONFINITE_INPUT": "non-finite input",
+    "FAILED": "solver failed",
+}
 
 
 def feature_colors(d: int) -> list:
@@ -59,25 +95,182 @@ def _alpha_label(ds) -> str:
     return r"init scale $\alpha/\rho$" if int(ds.attrs.get("alpha_relative_to_rho", 0)) else r"init scale $\alpha$"
 
 
-def _edges(x: np.ndarray, log: bool) -> np.ndarray:
-    """Cell edges around centres x (geometric midpoints on a log axis)."""
-    x = np.asarray(x, dtype=float)
-    if x.size == 1:
-        return np.array([x[0] / 1.5, x[0] * 1.5]) if log else np.array([x[0] - 0.5, x[0] + 0.5])
-    if log:
-        lx = np.log(x)
-        mid = (lx[1:] + lx[:-1]) / 2
-        return np.exp(np.concatenate([[lx[0] - (mid[0] - lx[0])], mid, [lx[-1] + (lx[-1] - mid[-1])]]))
-    mid = (x[1:] + x[:-1]) / 2
-    return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
-
-
 def _is_log(x: np.ndarray) -> bool:
+    """Whether positive grid values x read as a log grid (geometric, or spanning > 50x)."""
     x = np.asarray(x, dtype=float)
     if x.size < 3 or np.any(x <= 0):
         return bool(x.size >= 2 and np.all(x > 0) and x[-1] / x[0] > 50)
     r = x[1:] / x[:-1]
     return bool(np.allclose(r, r[0], rtol=1e-6)) or x[-1] / x[0] > 50
+
+
+def axis_scale(x) -> tuple[str, float | None]:
+    """The axis scale that shows every grid value x: `(name, linthresh)`.
+
+    - all x > 0: `("log", None)` for a log grid (geometric or spanning more than
+      50x), else `("linear", None)`.
+    - some x <= 0 (e.g. rho = 0, t = 0): an equally spaced grid stays
+      `("linear", None)`; otherwise, when the nonzero |x| form a log grid,
+      `("symlog", min |x| over x != 0)`: matplotlib's symlog axis, linear within
+      +-linthresh, so 0 is drawn as its own cell instead of turning a log grid
+      linear or vanishing from a log axis.
+
+    **Arguments:** `x` 1-D grid values (any order). **Returns:** the tuple above.
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return ("linear", None)
+    if np.all(x > 0):
+        return ("log", None) if _is_log(np.sort(x)) else ("linear", None)
+    u = np.unique(x)
+    if u.size < 3:
+        return ("linear", None)
+    step = np.diff(u)
+    if np.allclose(step, step[0], rtol=1e-6):
+        return ("linear", None)
+    nz = np.unique(np.abs(u[u != 0]))
+    if nz.size >= 2 and _is_log(nz):
+        return ("symlog", float(nz[0]))
+    return ("linear", None)
+
+
+def _transform(scale: str, linthresh: float | None):
+    if scale == "log":
+        return LogTransform(10)
+    if scale == "symlog":
+        return SymmetricalLogTransform(10, linthresh, 1.0)  # matplotlib's defaults: base 10, linscale 1
+    if scale == "linear":
+        return None
+    raise ValueError(f"scale must be 'linear', 'log' or 'symlog', got {scale!r}")
+
+
+def cell_edges(x, scale: str = "linear", linthresh: float | None = None) -> np.ndarray:
+    """Cell edges around strictly monotone centres x, as drawn on an axis of `scale`.
+
+    Each interior edge is the midpoint of its neighbours in the axis's own
+    coordinate: the arithmetic midpoint on a linear axis, the geometric midpoint
+    sqrt(x_i x_{i+1}) on a log axis, the midpoint in matplotlib's symlog
+    coordinate on a symlog axis (geometric above `linthresh`, arithmetic below).
+    The outer edges lie half a neighbouring step beyond the end centres. One
+    centre gets [x/1.5, 1.5 x] on a log axis and [x - 0.5, x + 0.5] otherwise.
+
+    **Arguments:** `x` (n,) finite, strictly increasing or decreasing (> 0 for
+    "log"); `scale` "linear", "log" or "symlog"; `linthresh` > 0 for "symlog"
+    (see `axis_scale`).
+
+    **Returns:** float64 (n + 1,) edges, for `pcolormesh(..., shading="flat")`.
+
+    **Raises:** `ValueError` for an empty, non-finite or non-monotone x, x <= 0 on
+    a log axis, or an unknown scale.
+    """
+    x = np.asarray(x, dtype=float).ravel()
+    tr = _transform(scale, linthresh)
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"cell centres must be finite and non-empty, got {x!r}")
+    if scale == "log" and np.any(x <= 0):
+        raise ValueError(f"cell centres on a log axis must be > 0, got {x!r}")
+    if x.size == 1:
+        return np.array([x[0] / 1.5, x[0] * 1.5]) if scale == "log" else np.array([x[0] - 0.5, x[0] + 0.5])
+    dx = np.diff(x)
+    if not (np.all(dx > 0) or np.all(dx < 0)):
+        raise ValueError(f"cell centres must be strictly monotone, got {x!r}")
+    u = x if tr is None else tr.transform_non_affine(x)
+    mid = (u[1:] + u[:-1]) / 2
+    e = np.concatenate([[2 * u[0] - mid[0]], mid, [2 * u[-1] - mid[-1]]])
+    e = e if tr is None else tr.inverted().transform_non_affine(e)
+    return np.asarray(e, dtype=float)
+
+
+def _set_scale(ax, which: str, scale: str, linthresh: float | None) -> None:
+    setter = ax.set_xscale if which == "x" else ax.set_yscale
+    if scale == "symlog":
+        setter("symlog", linthresh=linthresh, linscale=1.0)
+    elif scale == "log":
+        setter("log")
+
+
+def _scale_note(scale: str, linthresh: float | None, name: str) -> str:
+    """An axis-label note for a symlog axis (empty otherwise)."""
+    return f"\n(symlog axis: linear below {linthresh:g}, so {name} = 0 is drawn)" if scale == "symlog" else ""
+
+
+def status_text(s: int) -> str:
+    """A short name of a status value, e.g. "MAX_STEPS: hit solver.max_steps".
+
+    A value that `samflow.Status` does not know gives "status 7 (unknown)"; a
+    known status without a short description gives its lower-cased name.
+    """
+    try:
+        st = Status(int(s))
+    except ValueError:
+        return f"status {int(s)} (unknown)"
+    return f"{st.name}: {_STATUS_WORDS.get(st.name, st.name.lower().replace('_', ' '))}"
+
+
+def _status_name(s: int) -> str:
+    try:
+        return Status(int(s)).name
+    except ValueError:
+        return f"status {int(s)}"
+
+
+def no_value_label(statuses, what: str = "non-finite $\\beta$") -> str:
+    """Legend text of the "no value" colour, naming the statuses of the cells drawn so.
+
+    **Arguments:** `statuses` the status values of the cells without a value
+    (any iterable of ints; duplicates are fine); `what` the text used when there
+    are none.
+
+    **Returns:** e.g. "no value (MAX_STEPS: hit solver.max_steps)".
+    """
+    ss = sorted({int(v) for v in (statuses.ravel() if isinstance(statuses, np.ndarray) else statuses)})
+    if not ss:
+        return f"no value ({what})"
+    return "no value (" + "; ".join(status_text(v) for v in ss) + ")"
+
+
+def regime_image(reg, status) -> np.ndarray:
+    """Regime labels to draw: `reg`, with `NO_VALUE` (-1) where a cell has no value.
+
+    A cell has no value when its label is 0 (undetermined) and its status is not
+    FINISHED, COLLAPSED or SLID (it blew up, hit max_steps, had a non-finite
+    input, failed, or has a status this module does not know): it is not
+    "undetermined", it was never determined.
+
+    **Arguments:** `reg` int (...) from `samflow.analysis.regime_label`; `status`
+    int (...) of the same shape.
+
+    **Returns:** int8 (...), values in {-1, 0, 1, 2, 3}; draw with `regime_cmap`.
+    """
+    reg = np.asarray(reg)
+    st = np.asarray(status).astype(np.int64)
+    if reg.shape != st.shape:
+        raise ValueError(f"reg and status must have one shape, got {reg.shape} and {st.shape}")
+    done = np.isin(st, list(_COMPLETED))
+    return np.where((reg == 0) & ~done, NO_VALUE, reg).astype(np.int8)
+
+
+def regime_cmap():
+    """(cmap, norm, colors) for `regime_image`: -1 no value (black), 0 .. 3 as REGIME_COLORS."""
+    colors = [MISSING_COLOR] + REGIME_COLORS
+    return ListedColormap(colors), BoundaryNorm(np.arange(-1.5, 4.5, 1.0), len(colors)), colors
+
+
+def normalized_beta(beta) -> np.ndarray:
+    """beta / ||beta||_2 over the last axis, without overflow or underflow.
+
+    Scaled by max_j |beta_j| first (`samflow.analysis._unit`), so |beta| up to the
+    float64 range (e.g. 5e177, whose square overflows) gives unit vectors. An
+    all-zero beta (collapsed) or a non-finite one gives NaN (no direction).
+
+    **Arguments:** `beta` (..., d). **Returns:** float64 (..., d).
+    """
+    b = np.asarray(beta, dtype=np.float64)
+    ok = np.all(np.isfinite(b), axis=-1, keepdims=True) & np.any(b != 0, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        u = _unit(np.where(ok, b, 0.0))
+    return np.where(ok, u, np.nan)
 
 
 def _nearest(values: np.ndarray, v: float) -> int:
@@ -126,21 +319,25 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     colors = [MISSING_COLOR, COLLAPSED_COLOR] + feature_colors(d)
     cmap = ListedColormap(colors)
     norm = BoundaryNorm(np.arange(-1.5, d + 1.5, 1.0), cmap.N)
-    t_log, a_log = _is_log(times), _is_log(alphas)
-    te, ae = _edges(times, t_log), _edges(alphas, a_log)
+    (t_sc, t_lt), (a_sc, a_lt) = axis_scale(times), axis_scale(alphas)
+    te, ae = cell_edges(times, t_sc, t_lt), cell_edges(alphas, a_sc, a_lt)
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 1.2, 4.2), sharey=True, squeeze=False)
     axes = axes[0]
     mesh = None
+    missing = []  # statuses of the cells with a "no value" pixel
     for ax, m in zip(axes, methods):
         dom = _dominant(ds, m, ir)
+        st = np.asarray(ds["status"].sel(flow=m).isel(rho=ir).values)
+        missing += st[np.any(dom == NO_VALUE, axis=-1)].tolist()
         mesh = ax.pcolormesh(te, ae, dom, cmap=cmap, norm=norm, shading="flat", rasterized=True)
-        if t_log:
-            ax.set_xscale("log")
-        if a_log:
-            ax.set_yscale("log")
-        ax.set_title(_method_label(m))
-        ax.set_xlabel(_time_label(ds))
-    axes[0].set_ylabel(_alpha_label(ds))
+        _set_scale(ax, "x", t_sc, t_lt)
+        _set_scale(ax, "y", a_sc, a_lt)
+        ax.set_xlim(te[0], te[-1])
+        ax.set_ylim(ae[0], ae[-1])
+        none = bool(np.all(dom == NO_VALUE))
+        ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in st.ravel()}))})" if none else ""))
+        ax.set_xlabel(_time_label(ds) + _scale_note(t_sc, t_lt, "t"))
+    axes[0].set_ylabel(_alpha_label(ds) + _scale_note(a_sc, a_lt, r"$\alpha$"))
     cbar = fig.colorbar(mesh, ax=list(axes), ticks=np.arange(1, d + 1), boundaries=np.arange(0.5, d + 1.5, 1.0), values=np.arange(1, d + 1), fraction=0.03, pad=0.02)
     labels = [str(j) for j in range(1, d + 1)]
     labels[0] += " (minor)"
@@ -148,7 +345,7 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
         labels[-1] += " (major)"
     cbar.ax.set_yticklabels(labels)
     cbar.set_label(r"dominant feature $\arg\max_j |\beta_j|$")
-    handles = [Patch(color=COLLAPSED_COLOR, label=r"collapsed ($\beta = 0$)"), Patch(color=MISSING_COLOR, label="no value (blow-up / failed)")]
+    handles = [Patch(color=COLLAPSED_COLOR, label=r"collapsed ($\beta = 0$)"), Patch(color=MISSING_COLOR, label=no_value_label(missing))]
     fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.45, -0.02))
     depth = ds.attrs.get("depth", "?")
     fig.suptitle(rf"Dominant feature over time, depth $L={depth}$, $\rho={rho_v:g}$, $d={d}$")
@@ -206,21 +403,29 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     d = ds.sizes["coord"]
     cols = feature_colors(d)
     times = ds["time"].values
+    # Log time as before; a grid with t = 0 gets a symlog axis so t = 0 stays drawn.
+    t_sc, t_lt = ("symlog", float(np.min(times[times > 0]))) if np.any(times <= 0) and np.any(times > 0) else ("log", None)
+    if np.all(times <= 0):
+        t_sc = "linear"
     fig, axes = plt.subplots(len(methods), len(ia), figsize=(3.6 * len(ia) + 0.8, 2.8 * len(methods)), squeeze=False, sharex=True)
     for i, m in enumerate(methods):
         for j, a in enumerate(ia):
             ax = axes[i, j]
             beta = ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values
             loss = ds["loss"].sel(flow=m).isel(rho=ir, alpha=a).values
-            norm = np.sqrt(np.sum(beta**2, axis=-1))
-            unit = np.where(norm[:, None] > 0, beta / np.where(norm[:, None] > 0, norm[:, None], 1.0), np.nan)
+            unit = normalized_beta(beta)  # scaled first: |beta| = 5e177 gives 1, not 0
             for k in range(d):
                 ax.plot(times, unit[:, k], color=cols[k], lw=1.4, label=rf"$\beta_{{{k + 1}}}/\|\beta\|$")
-            ax.set_xscale("log")
+            _set_scale(ax, "x", t_sc, t_lt)
+            if np.sum(np.all(np.isfinite(unit), axis=-1)) < 2 and times.size > 1:
+                ax.set_xlim(times[0], times[-1])  # a failed cell: keep the time axis of the others
             ax.set_ylim(min(-0.05, float(np.nanmin(unit, initial=0.0)) - 0.05), 1.05)
             t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
             if np.isfinite(t_ev):
-                ax.axvline(t_ev, color="0.4", lw=0.8, ls=":")
+                if t_sc == "log" and t_ev <= 0:  # not on a log axis: say so instead of dropping it
+                    ax.text(0.01, 0.02, f"event at t = {t_ev:g}", transform=ax.transAxes, fontsize=7, color="0.3")
+                else:
+                    ax.axvline(t_ev, color="0.4", lw=0.8, ls=":")
             ax2 = ax.twinx()
             ax2.plot(times, loss, "k--", lw=1.0, label="loss")
             ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
@@ -229,11 +434,12 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
             reg = int(regime_label(beta[None], np.asarray([status]))[0])
             a_v = float(ds["alpha"].values[a])
-            ax.set_title(f"{_method_label(m)}, " + (rf"$\alpha/\rho$={a_v:.3g}" if int(ds.attrs.get('alpha_relative_to_rho', 0)) else rf"$\alpha$={a_v:.3g}") + (f", regime {reg}" if reg else ""), fontsize=9)
+            ax.set_title(f"{_method_label(m)}, " + (rf"$\alpha/\rho$={a_v:.3g}" if int(ds.attrs.get('alpha_relative_to_rho', 0)) else rf"$\alpha$={a_v:.3g}") + (f", regime {reg}" if reg else "")
+                         + ("" if status in _COMPLETED else f", {_status_name(status)}"), fontsize=9)
             if j == 0:
                 ax.set_ylabel(r"normalized predictor $\beta_j/\|\beta\|_2$")
             if i == len(methods) - 1:
-                ax.set_xlabel(_time_label(ds))
+                ax.set_xlabel(_time_label(ds) + _scale_note(t_sc, t_lt, "t"))
     handles, labels = axes[0, 0].get_legend_handles_labels()
     handles.append(plt.Line2D([], [], color="k", ls="--"))
     labels.append("loss")
@@ -246,33 +452,91 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     return path
 
 
+def regime_chart_edges(rhos, alpha_abs):
+    """Cell geometry of the regime chart: axis scales and cell edges of every rho column.
+
+    **Arguments:** `rhos` (R,) the grid's rho; `alpha_abs` (A, R) the absolute init
+    scale of each cell (`ds["alpha_init"]`; with `alpha_relative_to_rho` each
+    column is alpha/rho times its rho).
+
+    **Returns:** `(x_scale, y_scale, rho_edges, alpha_edges)`: `x_scale` and
+    `y_scale` are `axis_scale` tuples; `rho_edges` (R + 1,) as `cell_edges` of
+    the rhos on x_scale (rho = 0 gets its own cell on a symlog axis);
+    `alpha_edges` a list of R arrays (A + 1,), the edges of each column on
+    y_scale, or None for a column whose alphas are not strictly monotone (e.g.
+    all 0 at rho = 0 with alpha relative to rho), which is left undrawn.
+
+    **Raises:** `ValueError` for rhos that are not strictly monotone.
+    """
+    rhos = np.asarray(rhos, dtype=float)
+    alpha_abs = np.asarray(alpha_abs, dtype=float)
+    xs = axis_scale(rhos)
+    a_all = alpha_abs[np.isfinite(alpha_abs)]
+    ys = ("log", None) if a_all.size and np.all(a_all > 0) else axis_scale(a_all)
+    rho_edges = cell_edges(rhos, *xs)
+    cols = []
+    for j in range(alpha_abs.shape[1]):
+        try:
+            cols.append(cell_edges(alpha_abs[:, j], *ys))
+        except ValueError:
+            cols.append(None)
+    return xs, ys, rho_edges, cols
+
+
 def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     """Regime label (1 collapse, 2 minor first, 3 major first) over (alpha, rho).
 
-    The y axis is the absolute init scale alpha, both axes log when the grid is.
+    The y axis is the absolute init scale alpha. Each cell spans the midpoints to
+    its neighbours in the axis's coordinate (`regime_chart_edges`): geometric
+    midpoints on a log axis; a grid with rho = 0 gets a symlog rho axis (noted in
+    its label) so that rho = 0 is its own column. A cell whose regime is 0 because
+    it has no value (status BLEW_UP, MAX_STEPS, NONFINITE_INPUT, FAILED or unknown:
+    `regime_image`) is drawn black and its legend entry names those statuses; a
+    panel (and the chart) with no value in any cell says so in its title.
+
     **Returns:** the PNG path (a PDF is written next to it).
     """
     path = Path(path)
     methods = list(methods or [m for m in ds["flow"].values if m != "gd"] or ds["flow"].values)
-    rhos = ds["rho"].values
-    alpha_abs = ds["alpha_init"].values  # (alpha, rho)
-    cmap = ListedColormap(REGIME_COLORS)
-    norm = BoundaryNorm(np.arange(-0.5, 4.5, 1.0), cmap.N)
+    rhos = np.asarray(ds["rho"].values, dtype=float)
+    alpha_abs = np.asarray(ds["alpha_init"].values, dtype=float)  # (alpha, rho)
+    (x_sc, x_lt), (y_sc, y_lt), rho_e, alpha_e = regime_chart_edges(rhos, alpha_abs)
+    cmap, norm, colors = regime_cmap()
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 0.5, 4.0), squeeze=False, sharey=True)
+    missing, all_missing = [], []
+    y_lo = min(e[0] for e in alpha_e if e is not None) if any(e is not None for e in alpha_e) else None
+    y_hi = max(e[-1] for e in alpha_e if e is not None) if any(e is not None for e in alpha_e) else None
     for ax, m in zip(axes[0], methods):
-        reg = _regimes(ds, m)  # (alpha, rho)
-        R = np.broadcast_to(rhos[None, :], alpha_abs.shape)
-        ax.pcolormesh(R, alpha_abs, reg, cmap=cmap, norm=norm, shading="nearest", rasterized=True)
-        if _is_log(rhos):
-            ax.set_xscale("log")
-        if np.all(alpha_abs > 0):
-            ax.set_yscale("log")
-        ax.set_xlabel(r"SAM radius $\rho$")
-        ax.set_title(_method_label(m))
-    axes[0, 0].set_ylabel(r"init scale $\alpha$")
+        status = np.asarray(ds["status"].sel(flow=m).values)
+        img = regime_image(_regimes(ds, m), status)  # (alpha, rho)
+        missing += status[img == NO_VALUE].tolist()
+        if alpha_e[0] is not None and all(e is not None and np.array_equal(e, alpha_e[0]) for e in alpha_e):
+            ax.pcolormesh(rho_e, alpha_e[0], img, cmap=cmap, norm=norm, shading="flat", rasterized=True)
+        else:  # alpha relative to rho: each column has its own alphas
+            for j, ae in enumerate(alpha_e):
+                if ae is None:
+                    ax.text(rhos[j], 0.5, f"alpha = {alpha_abs[0, j]:g}\nfor every cell", transform=ax.get_xaxis_transform(),
+                            rotation=90, ha="center", va="center", fontsize=7)
+                    continue
+                ax.pcolormesh(rho_e[j : j + 2], ae, img[:, j : j + 1], cmap=cmap, norm=norm, shading="flat", rasterized=True)
+        _set_scale(ax, "x", x_sc, x_lt)
+        _set_scale(ax, "y", y_sc, y_lt)
+        ax.set_xlim(rho_e[0], rho_e[-1])
+        if y_lo is not None:
+            ax.set_ylim(y_lo, y_hi)
+        ax.set_xlabel(r"SAM radius $\rho$" + _scale_note(x_sc, x_lt, r"$\rho$"))
+        none = bool(np.all(img == NO_VALUE))
+        all_missing.append(none)
+        ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in status.ravel()}))})" if none else ""))
+    axes[0, 0].set_ylabel(r"init scale $\alpha$" + _scale_note(y_sc, y_lt, r"$\alpha$"))
     handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label=n) for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
-    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, -0.06))
-    fig.suptitle(f"Regimes over (alpha, rho), depth {ds.attrs.get('depth', '?')}")
+    if missing:
+        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label=no_value_label(missing)))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3 if missing else 4), frameon=False, bbox_to_anchor=(0.5, -0.06 - 0.05 * bool(missing)))
+    title = f"Regimes over (alpha, rho), depth {ds.attrs.get('depth', '?')}"
+    if all(all_missing):
+        title += f": every cell failed, no regime ({no_value_label(missing)[len('no value ('):-1]})"
+    fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=130, bbox_inches="tight")
     fig.savefig(path.with_suffix(".pdf"), bbox_inches="tight")

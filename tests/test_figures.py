@@ -186,3 +186,22 @@ def test_figure_config_rejects_an_unknown_key(tmp_path, where, quick):
 )
 def test_staircase_ok(seq, ok):
     assert figures.staircase_ok(seq, 5) is ok
+
+
+def test_no_value_legends_name_the_status():
+    """Issue 12 sibling: the legend of a "no value" pixel names the statuses, not "failed"."""
+    from samflow.status import Status
+
+    colors = figures._staircase_cmap(5)[2]
+    labels = [h.get_label() for h in figures._staircase_handles(5, colors, [int(Status.MAX_STEPS), int(Status.BLEW_UP)])]
+    assert labels[-1] == "no value (BLEW_UP: blew up; MAX_STEPS: hit solver.max_steps)"
+
+
+def test_linf_limit_map_draws_unmeasured_cells_black():
+    """-1 (not measured) was below the norm's range and drawn grey like 0 (no limit feature)."""
+    from matplotlib.colors import to_rgba
+
+    cmap, norm, colors = figures._linf_cmap(5)
+    assert cmap(norm(-1)) == to_rgba("#000000")
+    assert cmap(norm(0)) == to_rgba("#d9d9d9") == to_rgba(colors[0])
+    assert cmap(norm(5)) == to_rgba(colors[5])

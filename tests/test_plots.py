@@ -1,0 +1,275 @@
+"""Figures of a sweep (samflow.plots): cell edges on log axes, rho = 0, failed cells, overflow.
+
+Issue 12, cases 9 (the regime chart on log grids) and 12 (a figure that
+overflows), and their siblings (every heat map / chart / line plot on log axes).
+The datasets are built by hand (no solve), in the layout of `samflow.store`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.collections import QuadMesh
+from matplotlib.colors import to_rgba
+
+from samflow import plots
+from samflow.status import Status
+
+CASE9_RHO = np.array([0.0, 1e-3, 1e-2, 0.1, 1.0])
+CASE9_ALPHA = np.logspace(-3, 1, 5)
+BLACK = to_rgba(plots.MISSING_COLOR)
+
+
+def make_ds(beta, status, *, alpha, rho, times, flows=("gd", "l2"), relative=False, event_time=None):
+    """A results Dataset with the variables the figures read; beta (flow, alpha, rho, time, d)."""
+    beta = np.asarray(beta, dtype=float)
+    F, A, R, T, d = beta.shape
+    alpha_abs = np.outer(alpha, rho) if relative else np.repeat(np.asarray(alpha, float)[:, None], R, axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        loss = np.where(np.all(np.isfinite(beta), axis=-1), np.log(2.0), np.nan)
+    et = np.full((F, A, R), np.nan) if event_time is None else np.asarray(event_time, float)
+    return xr.Dataset(
+        {
+            "beta": (("flow", "alpha", "rho", "time", "coord"), beta),
+            "loss": (("flow", "alpha", "rho", "time"), loss),
+            "status": (("flow", "alpha", "rho"), np.asarray(status, dtype=np.int8)),
+            "event_time": (("flow", "alpha", "rho"), et),
+            "alpha_init": (("alpha", "rho"), alpha_abs),
+        },
+        coords={"flow": list(flows), "alpha": np.asarray(alpha, float), "rho": np.asarray(rho, float),
+                "time": np.asarray(times, float), "coord": np.arange(1, d + 1)},
+        attrs={"depth": 2, "clock": "tau", "alpha_relative_to_rho": int(relative)},
+    )
+
+
+def major_first_beta(F, A, R, T, d=3):
+    """beta_j = j at every time: dominant index d throughout, regime 3."""
+    return np.broadcast_to(np.arange(1.0, d + 1), (F, A, R, T, d)).copy()
+
+
+@pytest.fixture
+def kept_figures(monkeypatch):
+    """The figures a plot function draws, kept open (plots.* close them after saving)."""
+    figs, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: figs.append(fig))
+    yield figs
+    for f in figs:
+        close(f)
+
+
+def meshes(fig):
+    return [c for ax in fig.axes if ax.get_label() != "<colorbar>" for c in ax.collections if isinstance(c, QuadMesh)]
+
+
+def mesh_x_edges(mesh):
+    return mesh.get_coordinates()[0, :, 0]
+
+
+def mesh_y_edges(mesh):
+    return mesh.get_coordinates()[:, 0, 1]
+
+
+# ---------------------------------------------------------------- cell edges (case 9)
+
+
+def test_cell_edges_on_a_log_axis_are_geometric_midpoints():
+    a = CASE9_ALPHA
+    e = plots.cell_edges(a, "log")
+    np.testing.assert_allclose(e[1:-1], np.sqrt(a[1:] * a[:-1]), rtol=1e-12)
+    np.testing.assert_allclose(e[[0, -1]], [a[0] / np.sqrt(10.0), a[-1] * np.sqrt(10.0)], rtol=1e-12)
+    # Linear midpoints (the old edges) put each boundary 1.74x higher: (1 + 10) / 2 / sqrt(10).
+    assert not np.allclose(e[1:-1], (a[1:] + a[:-1]) / 2)
+
+
+def test_cell_edges_linear_and_one_centre():
+    np.testing.assert_allclose(plots.cell_edges([0.0, 1.0, 3.0]), [-0.5, 0.5, 2.0, 4.0])
+    np.testing.assert_allclose(plots.cell_edges([2.0], "log"), [2.0 / 1.5, 3.0])
+    np.testing.assert_allclose(plots.cell_edges([2.0]), [1.5, 2.5])
+
+
+@pytest.mark.parametrize("x, scale", [([1.0, 1.0, 2.0], "linear"), ([0.0, 1.0], "log"), ([1.0, np.nan], "log"), ([1.0, 2.0], "loglog")])
+def test_cell_edges_refuses_bad_centres(x, scale):
+    with pytest.raises(ValueError):
+        plots.cell_edges(x, scale)
+
+
+def test_axis_scale_of_grids_with_zero():
+    assert plots.axis_scale(CASE9_RHO) == ("symlog", 1e-3)
+    assert plots.axis_scale(CASE9_ALPHA) == ("log", None)
+    assert plots.axis_scale(np.linspace(0.0, 100.0, 11)) == ("linear", None)  # linear time from 0 stays linear
+    assert plots.axis_scale(np.r_[0.0, np.logspace(-2, 4, 7)]) == ("symlog", 1e-2)
+    assert plots.axis_scale([0.0, 0.1]) == ("linear", None)
+
+
+def test_regime_chart_edges_of_the_case9_grid():
+    """rho = [0, 1e-3, 1e-2, 0.1, 1] x alpha = logspace(-3, 1, 5): rho = 0 its own cell, geometric edges."""
+    alpha_abs = np.repeat(CASE9_ALPHA[:, None], 5, axis=1)
+    xs, ys, rho_e, alpha_e = plots.regime_chart_edges(CASE9_RHO, alpha_abs)
+    assert xs == ("symlog", 1e-3) and ys == ("log", None)
+    # Before: linear midpoints [-0.0035, 0.0055, 0.055, 0.55, 1.45] on a linear axis.
+    np.testing.assert_allclose(rho_e, [-5e-4, 5e-4, np.sqrt(1e-5), np.sqrt(1e-3), np.sqrt(1e-1), np.sqrt(10.0)], rtol=1e-12)
+    for e in alpha_e:
+        np.testing.assert_allclose(e[1:-1], np.sqrt(CASE9_ALPHA[1:] * CASE9_ALPHA[:-1]), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the regime chart (case 9)
+
+
+def test_regime_chart_case9_grid_draws_geometric_cells_and_rho_zero(tmp_path, kept_figures):
+    F, A, R, T = 2, 5, 5, 6
+    beta = major_first_beta(F, A, R, T)
+    status = np.zeros((F, A, R), dtype=int)
+    # l2 cell (alpha 1e-2, rho 1e-3) hit max_steps at once: no value, not "undetermined".
+    beta[1, 1, 1] = np.nan
+    status[1, 1, 1] = Status.MAX_STEPS
+    ds = make_ds(beta, status, alpha=CASE9_ALPHA, rho=CASE9_RHO, times=np.logspace(-2, 2, T))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.plot_regime_chart(ds, tmp_path / "regime.png")
+    assert (tmp_path / "regime.png").stat().st_size > 0 and (tmp_path / "regime.pdf").exists()
+    fig = kept_figures[-1]
+    (mesh,) = meshes(fig)
+    ax = mesh.axes
+    assert ax.get_xscale() == "symlog" and ax.get_yscale() == "log"
+    assert "symlog" in ax.get_xlabel() and r"$\rho$ = 0" in ax.get_xlabel()
+    np.testing.assert_allclose(mesh_x_edges(mesh), [-5e-4, 5e-4, np.sqrt(1e-5), np.sqrt(1e-3), np.sqrt(1e-1), np.sqrt(10.0)], rtol=1e-12)
+    np.testing.assert_allclose(mesh_y_edges(mesh)[1:-1], np.sqrt(CASE9_ALPHA[1:] * CASE9_ALPHA[:-1]), rtol=1e-12)
+    img = np.asarray(mesh.get_array()).reshape(A, R)
+    assert img[1, 1] == plots.NO_VALUE and np.sum(img == plots.NO_VALUE) == 1
+    assert np.all(img[img != plots.NO_VALUE] == 3)
+    assert mesh.cmap(mesh.norm(plots.NO_VALUE)) == BLACK
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "no value (MAX_STEPS: hit solver.max_steps)" in labels
+    assert fig._suptitle.get_text() == "Regimes over (alpha, rho), depth 2"
+
+
+def test_all_failed_regime_chart_says_so_in_its_title(tmp_path, kept_figures):
+    """max_steps = 1: every cell MAX_STEPS with NaN beta; before: all drawn 'undetermined'."""
+    F, A, R, T = 2, 5, 5, 4
+    beta = np.full((F, A, R, T, 3), np.nan)
+    status = np.full((F, A, R), int(Status.MAX_STEPS))
+    ds = make_ds(beta, status, alpha=CASE9_ALPHA, rho=CASE9_RHO, times=np.logspace(-2, 2, T))
+    plots.plot_regime_chart(ds, tmp_path / "regime.png")
+    fig = kept_figures[-1]
+    (mesh,) = meshes(fig)
+    assert np.all(np.asarray(mesh.get_array()) == plots.NO_VALUE)
+    assert fig._suptitle.get_text() == (
+        "Regimes over (alpha, rho), depth 2: every cell failed, no regime (MAX_STEPS: hit solver.max_steps)"
+    )
+    assert mesh.axes.get_title() == "$\\ell_2$-SAM\nno value in any cell (MAX_STEPS)"
+
+
+def test_regime_chart_relative_alpha_columns_have_their_own_geometric_edges(tmp_path, kept_figures):
+    rho = np.array([1e-2, 1e-1, 1.0])
+    a_rel = np.array([0.1, 1.0, 10.0])
+    F, A, R, T = 1, 3, 3, 4
+    ds = make_ds(major_first_beta(F, A, R, T), np.zeros((F, A, R)), alpha=a_rel, rho=rho,
+                 times=np.logspace(-2, 2, T), flows=("l2",), relative=True)
+    plots.plot_regime_chart(ds, tmp_path / "regime.png")
+    ms = meshes(kept_figures[-1])
+    assert len(ms) == 3
+    for j, m in enumerate(ms):
+        a = a_rel * rho[j]
+        np.testing.assert_allclose(mesh_y_edges(m)[1:-1], np.sqrt(a[1:] * a[:-1]), rtol=1e-12)
+        np.testing.assert_allclose(mesh_x_edges(m), plots.cell_edges(rho, "log")[j : j + 2], rtol=1e-12)
+
+
+def test_regime_image_unknown_status_is_no_value():
+    """A status this module does not know (e.g. a new CRITICAL = 7) is drawn 'no value', not a crash."""
+    reg = np.array([0, 0, 0, 2, 0, 0])
+    st = np.array([Status.FINISHED, Status.SLID, Status.BLEW_UP, Status.BLEW_UP, 7, Status.NONFINITE_INPUT])
+    np.testing.assert_array_equal(plots.regime_image(reg, st), [0, 0, -1, 2, -1, -1])
+    assert plots.status_text(7) == "status 7 (unknown)"
+    assert plots.no_value_label([7, 4, 4]) == "no value (MAX_STEPS: hit solver.max_steps; status 7 (unknown))"
+    assert plots.no_value_label([]) == r"no value (non-finite $\beta$)"
+
+
+def test_regime_chart_with_an_unknown_status(tmp_path, kept_figures):
+    F, A, R, T = 1, 2, 2, 3
+    beta = np.full((F, A, R, T, 3), np.nan)
+    ds = make_ds(beta, np.full((F, A, R), 7), alpha=[0.1, 1.0], rho=[0.1, 1.0], times=[0.1, 1.0, 10.0], flows=("l2",))
+    plots.plot_regime_chart(ds, tmp_path / "regime.png")
+    fig = kept_figures[-1]
+    assert "status 7 (unknown)" in fig._suptitle.get_text()
+
+
+# ---------------------------------------------------------------- the heat map (sibling)
+
+
+def test_heatmap_edges_and_no_value_legend_name_the_status(tmp_path, kept_figures):
+    F, A, R, T = 2, 5, 1, 6
+    times = np.logspace(-2, 3, T)
+    beta = major_first_beta(F, A, R, T)
+    status = np.zeros((F, A, R), dtype=int)
+    beta[1, 2, 0, 3:] = np.nan  # l2, alpha index 2 blew up after the third save time
+    status[1, 2, 0] = Status.BLEW_UP
+    ds = make_ds(beta, status, alpha=CASE9_ALPHA, rho=[0.1], times=times)
+    plots.plot_dominant_heatmap(ds, tmp_path / "heat.png")
+    fig = kept_figures[-1]
+    ms = meshes(fig)
+    assert len(ms) == 2
+    np.testing.assert_allclose(mesh_x_edges(ms[0])[1:-1], np.sqrt(times[1:] * times[:-1]), rtol=1e-12)
+    np.testing.assert_allclose(mesh_y_edges(ms[0])[1:-1], np.sqrt(CASE9_ALPHA[1:] * CASE9_ALPHA[:-1]), rtol=1e-12)
+    dom = np.asarray(ms[1].get_array()).reshape(A, T)
+    assert np.all(dom[2, 3:] == -1) and ms[1].cmap(ms[1].norm(-1)) == BLACK
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [r"collapsed ($\beta = 0$)", "no value (BLEW_UP: blew up)"]
+
+
+def test_heatmap_time_axis_with_zero_is_symlog_and_keeps_t0(tmp_path, kept_figures):
+    times = np.r_[0.0, np.logspace(-2, 2, 5)]
+    F, A, R, T = 1, 3, 1, times.size
+    ds = make_ds(major_first_beta(F, A, R, T), np.zeros((F, A, R)), alpha=[0.1, 1.0, 10.0], rho=[0.1], times=times, flows=("l2",))
+    plots.plot_dominant_heatmap(ds, tmp_path / "heat.png")
+    (mesh,) = meshes(kept_figures[-1])
+    assert mesh.axes.get_xscale() == "symlog"
+    te = mesh_x_edges(mesh)
+    assert te[0] < 0.0 < te[1] == pytest.approx(5e-3)  # t = 0 has its own cell
+    np.testing.assert_allclose(te[2:-1], np.sqrt(times[2:] * times[1:-1]), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- overflow (case 12)
+
+
+def test_normalized_beta_without_overflow():
+    beta = np.array([[1e-300, 1e-100, 1.0, 1e100, 5e177], [0.0, 0.0, 0.0, 0.0, 0.0], [1.0, np.nan, 0, 0, 0], [3.0, 4.0, 0, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        u = plots.normalized_beta(beta)
+    assert abs(u[0, 4] - 1.0) <= 1e-12 and np.all(np.abs(u[0, :4]) <= 1e-12)
+    assert np.all(np.isnan(u[1])) and np.all(np.isnan(u[2]))
+    np.testing.assert_allclose(u[3], [0.6, 0.8, 0, 0, 0], rtol=1e-15)
+
+
+def test_trajectories_stay_at_one_when_beta_reaches_5e177(tmp_path, kept_figures):
+    """configs/rescaled_tau.toml: beta_5 grows to 5e177 by tau = 200; before, beta**2 overflowed
+    and beta_5/||beta|| dropped from 1 to 0 at the end (with a RuntimeWarning)."""
+    T, d = 8, 5
+    times = np.logspace(-2, np.log10(200.0), T)
+    b5 = np.logspace(0, np.log10(5e177), T)
+    beta = np.zeros((1, 1, 1, T, d))
+    beta[..., 4] = b5
+    beta[..., 0] = 1e-300
+    beta[..., 3] = b5 * 1e-3
+    ds = make_ds(beta, np.zeros((1, 1, 1)), alpha=[1.0], rho=[1.0], times=times, flows=("gd",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[1.0])
+    fig = kept_figures[-1]
+    ax = fig.axes[0]
+    y5 = next(line for line in ax.get_lines() if line.get_label() == r"$\beta_{5}/\|\beta\|$").get_ydata()
+    np.testing.assert_allclose(y5, 1.0 / np.sqrt(1.0 + 1e-6), rtol=1e-12)
+    assert abs(y5[-1] - 1.0) < 1e-6
+
+
+def test_trajectories_with_t0_keep_it_on_a_symlog_axis(tmp_path, kept_figures):
+    times = np.r_[0.0, np.logspace(-2, 1, 4)]
+    beta = major_first_beta(1, 1, 1, times.size)
+    ds = make_ds(beta, np.zeros((1, 1, 1)), alpha=[1.0], rho=[1.0], times=times, flows=("l2",))
+    plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[1.0])
+    ax = kept_figures[-1].axes[0]
+    assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] <= 0.0
