@@ -42,7 +42,7 @@ from .flows import Method, perturbed_weights
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import grad_loss, loss_value, residual
-from .solve import SolverSettings, batch_cells, check_data, check_depth, check_save_times, solve
+from .solve import SolverSettings, _brief, batch_cells, check_data, check_depth, check_save_times, solve
 from .status import Status
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
@@ -108,7 +108,7 @@ def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
 def _check_eta(eta) -> float:
     eta_arr = np.asarray(eta, dtype=np.float64)
     if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
-        raise ValueError(f"eta (the step size) must be a finite number > 0, got {eta!r}")
+        raise ValueError(f"eta (the step size) must be a finite number > 0, got {_brief(eta)}")
     return float(eta_arr)
 
 

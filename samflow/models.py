@@ -59,7 +59,7 @@ from jaxtyping import Array, Float, Int
 from .data import Dataset
 from .flows import Method, unit_l2
 from .losses import AbstractLoss, get_loss
-from .solve import _SOLVERS, SolverSettings, _BracketEvent, _float_array, check_data, check_rho, check_save_times
+from .solve import _SOLVERS, SolverSettings, _BracketEvent, _brief, _float_array, check_data, check_rho, check_save_times
 from .status import Status
 
 __all__ = [
@@ -465,7 +465,7 @@ def _check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, 
     against len(rho).
     """
     if not isinstance(theta0_batched, (bool, np.bool_)):
-        raise ValueError(f"theta0_batched must be True or False, got {theta0_batched!r}")
+        raise ValueError(f"theta0_batched must be True or False, got {_brief(theta0_batched)}")
     leaves, treedef = jax.tree_util.tree_flatten(theta0)
     if not leaves:
         raise ValueError("theta0 has no arrays: give the model's parameters (e.g. model.init(alpha))")

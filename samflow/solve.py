@@ -700,6 +700,19 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     )
 
 
+def _brief(x) -> str:
+    """A one-line, short rendering of a user value for an error message."""
+    if isinstance(x, (np.ndarray, jax.Array)) or (isinstance(x, (list, tuple)) and len(x) > 0):
+        try:
+            a = np.asarray(x, dtype=np.float64)
+            text = np.array2string(a, separator=", ", threshold=6, edgeitems=2, max_line_width=10**6)
+            return text.replace("\n", "") if a.ndim else text
+        except (TypeError, ValueError):
+            pass
+    text = " ".join(repr(x).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _float_array(x, name: str) -> np.ndarray:
     """`x` as a float64 numpy array, or a one-line `ValueError` naming `name`."""
     try:
@@ -707,7 +720,7 @@ def _float_array(x, name: str) -> np.ndarray:
             raise TypeError
         return np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number or a regular array of real numbers, got {x!r}") from None
+        raise ValueError(f"{name} must be a real number or a regular array of real numbers, got {_brief(x)}") from None
 
 
 def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
@@ -734,7 +747,7 @@ def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
 def check_depth(depth) -> int:
     """`depth` as an int >= 1, or a one-line `ValueError`."""
     if isinstance(depth, (bool, np.bool_)) or not (isinstance(depth, (int, np.integer)) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+        raise ValueError(f"depth must be an integer >= 1, got {_brief(depth)}")
     return int(depth)
 
 
@@ -753,9 +766,9 @@ def check_rho(rho: ArrayLike) -> tuple[np.ndarray, bool]:
     if r.ndim == 1 and r.size == 0:
         raise ValueError("rho is an empty vector: give at least one radius (or a scalar)")
     if not np.all(np.isfinite(r)):
-        raise ValueError(f"rho must be finite, got {rho!r}")
+        raise ValueError(f"rho must be finite, got {_brief(rho)}")
     if np.any(r < 0):
-        raise ValueError(f"rho must be >= 0, got {rho!r}")
+        raise ValueError(f"rho must be >= 0, got {_brief(rho)}")
     return np.atleast_1d(r), r.ndim == 1
 
 
@@ -808,7 +821,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
     B = rho_b.shape[0]
     a = _float_array(alpha, "alpha")
     if not isinstance(alpha_batched, (bool, np.bool_)):
-        raise ValueError(f"alpha_batched must be True or False, got {alpha_batched!r}")
+        raise ValueError(f"alpha_batched must be True or False, got {_brief(alpha_batched)}")
     if alpha_batched:
         if not batched:
             raise ValueError(
@@ -828,7 +841,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
             raise ValueError(_init_shape_message(a.shape, depth, d))
         if not np.all(np.isfinite(a)):
             raise ValueError(
-                f"alpha must be finite, got {alpha!r} (per-cell inits with alpha_batched=True "
+                f"alpha must be finite, got {_brief(alpha)} (per-cell inits with alpha_batched=True "
                 "may hold NaN: those cells get status NONFINITE_INPUT)"
             )
         W0 = np.broadcast_to(np.asarray(init_weights(a, depth, d)), (B, depth, d))
