@@ -215,6 +215,23 @@ def test_model_predictor_of_the_wrong_dimension_is_refused():
         solve_model("gd", model, model.init(0.5), 0.1, D2, TS)
 
 
+@pytest.mark.parametrize(
+    "W0_, rho, got",
+    [
+        (np.full((3, 2, 2), 0.5), np.full(4, 0.1), r"rho \(4,\)"),  # before: rho[perm] took 3 of the 4 radii
+        (np.full((3, 2, 2), 0.5), np.full(2, 0.1), r"rho \(2,\)"),  # before: IndexError from a NumPy gather
+        (np.full((3, 2), 0.5), np.full(3, 0.1), r"W0 \(3, 2\)"),
+        (np.full((3, 2, 5), 0.5), np.full(3, 0.1), r"W0 \(3, 2, 5\)"),
+    ],
+)
+def test_solve_grid_refuses_mismatched_cells(W0_, rho, got):
+    from samflow.sweep import solve_grid
+
+    with pytest.raises(ValueError, match=got) as e:
+        solve_grid("l2", D2, W0_, rho, TS)
+    assert "\n" not in str(e.value)
+
+
 # ------------------------------------------------------------------ siblings, computed
 
 
