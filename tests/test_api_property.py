@@ -23,7 +23,6 @@ compilations serve every example; the bad-field examples never compile.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
