@@ -42,7 +42,7 @@ from .flows import Method, perturbed_weights
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import grad_loss, loss_value, residual
-from .solve import SolverSettings, batch_cells, check_save_times, solve
+from .solve import SolverSettings, _brief, batch_cells, check_data, check_depth, check_save_times, solve
 from .status import Status
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
@@ -108,7 +108,7 @@ def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
 def _check_eta(eta) -> float:
     eta_arr = np.asarray(eta, dtype=np.float64)
     if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
-        raise ValueError(f"eta (the step size) must be a finite number > 0, got {eta!r}")
+        raise ValueError(f"eta (the step size) must be a finite number > 0, got {_brief(eta)}")
     return float(eta_arr)
 
 
@@ -210,6 +210,7 @@ def run_discrete(
     *,
     depth: int = 2,
     loss: str = "logistic",
+    alpha_batched: bool = False,
 ) -> DiscreteTrajectory:
     """Run a discrete algorithm from the init `alpha` at radius `rho`, one cell or a batch.
 
@@ -220,20 +221,28 @@ def run_discrete(
 
     - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
     - `data`: a `samflow.Dataset`.
-    - `alpha`: init scale: a scalar, a (d,) vector, or a (L, d) per-layer init
-      (`samflow.init_weights`); with a leading batch axis `(B, ...)` when `rho`
-      is a vector of length B.
-    - `rho`: SAM radius >= 0, a scalar (one cell) or a (B,) vector (a batch).
+    - `alpha`: the init, float, as in `samflow.solve`: by default ONE init
+      shared by every cell (a scalar, a (d,) vector or a (L, d) per-layer array,
+      `samflow.init_weights`); with `alpha_batched=True` one init per cell along
+      an explicit leading axis of length B = len(rho): `(B,)`, `(B, d)` or
+      `(B, L, d)`. Never inferred from matching lengths
+      (`samflow.solve.batch_cells`).
+    - `rho`: SAM radius >= 0, a scalar (one cell) or a non-empty (B,) vector
+      (a batch).
     - `eta`: the step size, a finite number > 0, shared by the batch.
     - `ts`: save times in real time t, increasing, starting at >= 0; iteration
       k = round(t / eta) is saved for each (see `save_iterations`).
     - `depth`: L >= 1. `loss`: "logistic" or "exponential".
+    - `alpha_batched`: see `alpha`.
 
     **Returns:** a `DiscreteTrajectory`, batched over B when `rho` is a vector.
 
-    **Raises:** `ValueError` for a depth < 1, a negative or non-finite rho, a bad
-    step size, bad save times, or an unknown method or loss. A cell whose iterates
-    become non-finite raises nothing: it gets status `FAILED` (see the module
+    **Raises:** `ValueError` (one line, before anything is compiled) for a depth
+    < 1, a rho that is negative, non-finite, empty or not 1-D, an alpha of a
+    wrong shape or (shared) not finite, a bad step size, bad save times, data
+    that is not a finite `Dataset`, or an unknown method or loss. A cell whose
+    iterates become non-finite raises nothing: it gets status `FAILED`; a
+    per-cell alpha that is not finite gives `NONFINITE_INPUT` (see the module
     docstring).
 
     Compiles once per (method, loss, depth, d, n, batch size, number of save
@@ -242,13 +251,11 @@ def run_discrete(
     """
     method = Method.parse(method)
     get_loss(loss)
-    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    depth = check_depth(depth)
+    check_data(data)
     ks, _ = save_iterations(ts, eta)
     ts = check_save_times(ts)
-    if not np.all(np.isfinite(np.asarray(rho, dtype=np.float64))):
-        raise ValueError(f"rho must be finite and >= 0, got {rho!r}")
-    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d)
+    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     out = _run_batch(
         W0, rho_b, jnp.asarray(eta, jnp.float64), data, jnp.asarray(ts), jnp.asarray(ks), method, loss
     )
@@ -268,6 +275,7 @@ def flow_gap(
     depth: int = 2,
     loss: str = "logistic",
     settings: SolverSettings | None = None,
+    alpha_batched: bool = False,
 ) -> Float[np.ndarray, "*batch"]:
     """Distance of the discrete algorithm from its flow: max over the save times of
     ||beta_discrete(t) - beta_flow(t)||_2 / ||beta_flow(t)||_2.
@@ -277,7 +285,8 @@ def flow_gap(
     no error. At fixed rho the gap is O(eta) (the iteration is a one-step method of
     order 1 for the flow), as long as the flow is smooth on [0, ts[-1]].
 
-    **Arguments:** as `run_discrete`; `settings` of the flow solve (default
+    **Arguments:** as `run_discrete` (`alpha` shared by every cell unless
+    `alpha_batched=True`); `settings` of the flow solve (default
     `SolverSettings(loss=loss)`; its tolerances should be well below eta).
 
     **Returns:** float64 array, shape `()` for a scalar `rho` or `(B,)`. NaN where
@@ -290,6 +299,8 @@ def flow_gap(
     """
     if settings is None:
         settings = SolverSettings(loss=loss)
+    elif not isinstance(settings, SolverSettings):
+        raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     elif settings.loss != loss:
         raise ValueError(f"settings.loss is {settings.loss!r} but loss is {loss!r}; make them agree")
     _, t_saved = save_iterations(ts, eta)
@@ -298,8 +309,8 @@ def flow_gap(
         raise ValueError(
             f"every save time rounds to iteration 0 with eta = {eta}; use a smaller eta or later times"
         )
-    disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss)
-    flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings)
+    disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss, alpha_batched=alpha_batched)
+    flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings, alpha_batched=alpha_batched)
     bd = np.asarray(disc.beta)
     bf = np.asarray(flow.beta)
     num = np.linalg.norm(bd - bf, axis=-1)

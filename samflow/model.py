@@ -62,22 +62,42 @@ def grad_loss(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Floa
 
 
 def init_weights(alpha: ArrayLike, depth: int, d: int) -> Float[Array, "L d"]:
-    """Initial weights W(0) of shape (depth, d) from an init scale.
+    """Initial weights W(0) of shape (depth, d) from an init scale (THEORY.md s.1:
+    w^(l)(0) = alpha for every layer; general per-layer inits also allowed).
 
     **Arguments:**
 
-    - `alpha`: a scalar (every weight equals alpha), a vector of shape (d,) (the
-      per-coordinate init alpha_j, the same in every layer) or a full (depth, d)
-      array (a general per-layer init).
+    - `alpha`: float, one of three shapes, told apart by the number of axes only:
+      a scalar (every weight equals alpha); a 1-D vector of shape (d,) (the
+      per-coordinate init alpha_j, the same in every layer); or a 2-D array of
+      shape (depth, d) (a general per-layer init). A 1-D alpha is always read as
+      (d,), also when depth == d: for one value per layer give the (depth, d)
+      array `np.repeat(a[:, None], d, axis=1)`. Any sign is allowed (a negative
+      entry is a sign pattern of the init).
     - `depth`: L >= 1. `d`: dimension >= 1.
 
-    **Raises:** `ValueError` when the shape of alpha fits none of these.
+    **Returns:** float64 `(depth, d)`.
+
+    **Raises:** `ValueError` (one line naming alpha, its shape and the shapes
+    allowed) when the shape of alpha fits none of these, e.g. a (B, ...) stack of
+    per-cell inits: those go to `samflow.solve(..., alpha_batched=True)`.
     """
     a = jnp.asarray(alpha, dtype=jnp.float64)
     if a.ndim == 0 or a.shape == (d,):
         return jnp.broadcast_to(a, (depth, d))
     if a.shape == (depth, d):
         return a
-    raise ValueError(
-        f"alpha must be a scalar, shape ({d},) or shape ({depth}, {d}); got shape {np.shape(a)}"
-    )
+    raise ValueError(_init_shape_message(np.shape(a), depth, d))
+
+
+def _init_shape_message(shape: tuple, depth: int, d: int, per_cell: bool = False) -> str:
+    """The one-line refusal of an init of shape `shape` (see `init_weights`)."""
+    what = "each cell's alpha (alpha[i] with alpha_batched=True)" if per_cell else "alpha"
+    msg = f"{what} must be a scalar, shape ({d},) or shape ({depth}, {d}) (depth, d); got shape {tuple(shape)}"
+    if per_cell:
+        return msg
+    if len(shape) == 1 and shape[0] == depth:
+        msg += f"; a 1-D alpha is per coordinate (d = {d}): for one value per layer give a ({depth}, {d}) array"
+    else:
+        msg += "; for one init per cell pass alpha_batched=True with a leading axis of length len(rho)"
+    return msg

@@ -59,7 +59,7 @@ from jaxtyping import Array, Float, Int
 from .data import Dataset
 from .flows import Method, unit_l2
 from .losses import AbstractLoss, get_loss
-from .solve import _SOLVERS, SolverSettings, _BracketEvent, check_save_times
+from .solve import _SOLVERS, SolverSettings, _BracketEvent, _brief, _float_array, check_data, check_rho, check_save_times
 from .status import Status
 
 __all__ = [
@@ -451,10 +451,68 @@ def _solve_model_batch(method, f, theta0, rho, data, ts, settings, loss, predict
 
 
 def _check_rho(rho):
-    r = np.asarray(rho, np.float64)
-    if r.ndim > 1 or not np.all(np.isfinite(r)) or np.any(r < 0):
-        raise ValueError(f"rho must be a finite scalar or 1-D vector >= 0, got {rho!r}")
-    return r
+    """rho as float64 `(B,)` and whether it was a vector (`samflow.solve.check_rho`)."""
+    return check_rho(rho)
+
+
+def _check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, batched: bool, theta0_batched) -> Pytree:
+    """Validate the inits of a `solve_model` / `run_model_discrete` call before
+    anything is compiled; returns theta0 with float64 numpy leaves.
+
+    The rule (as `samflow.solve`'s `alpha_batched`): theta0 is ONE init shared
+    by every cell unless `theta0_batched=True`, when every leaf carries an
+    explicit leading axis of length B = len(rho). Leaf shapes are never matched
+    against len(rho).
+    """
+    if not isinstance(theta0_batched, (bool, np.bool_)):
+        raise ValueError(f"theta0_batched must be True or False, got {_brief(theta0_batched)}")
+    leaves, treedef = jax.tree_util.tree_flatten(theta0)
+    if not leaves:
+        raise ValueError("theta0 has no arrays: give the model's parameters (e.g. model.init(alpha))")
+    leaves = [_float_array(x, "theta0") for x in leaves]
+    if theta0_batched:
+        if not batched:
+            raise ValueError(
+                "theta0_batched=True needs rho as a 1-D vector, one radius per init; "
+                "got a scalar rho (use np.full(B, rho))"
+            )
+        bad = [x.shape for x in leaves if x.ndim == 0 or x.shape[0] != B]
+        if bad:
+            raise ValueError(
+                f"theta0_batched=True: every leaf of theta0 needs a leading axis of length len(rho) = {B}; "
+                f"got leaf shape {bad[0]}"
+            )
+        cell = [x[0] for x in leaves]
+    else:
+        if not all(np.all(np.isfinite(x)) for x in leaves):
+            raise ValueError(
+                "theta0 must be finite (per-cell inits with theta0_batched=True may hold NaN: "
+                "those cells get status NONFINITE_INPUT)"
+            )
+        cell = leaves
+    theta_cell = jax.tree_util.tree_unflatten(treedef, [jax.ShapeDtypeStruct(x.shape, jnp.float64) for x in cell])
+    x = jax.ShapeDtypeStruct((data.d,), jnp.float64)
+    hint = "a stack of per-cell inits needs theta0_batched=True" if not theta0_batched else "check the model's shapes"
+    try:
+        out = jax.eval_shape(f, theta_cell, x)
+        beta = None if predictor is None else jax.eval_shape(predictor, theta_cell)
+    except Exception as e:  # noqa: BLE001 - any failure of the user's f becomes one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ValueError(
+            f"theta0 does not fit the model f on data of dimension d = {data.d} ({hint}): "
+            f"f(theta0, x) raised {type(e).__name__}: {first}"
+        ) from None
+    if not (hasattr(out, "shape") and out.shape == ()):
+        raise ValueError(
+            f"f(theta0, x) must return a scalar for one input x of shape ({data.d},), got "
+            f"{getattr(out, 'shape', type(out).__name__)} ({hint})"
+        )
+    if beta is not None and getattr(beta, "shape", None) != (data.d,):
+        raise ValueError(
+            f"the model's effective predictor has shape {getattr(beta, 'shape', None)}, but the data have "
+            f"d = {data.d}: build the model for d = {data.d}"
+        )
+    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
 
 
 def solve_model(
@@ -472,13 +530,16 @@ def solve_model(
     """Integrate the flow of `method` for the model f in real time t (Tsit5 + PID).
 
     **Arguments:** `method` ("gd", "l2", "linf", "usam"); `f` a function
-    f(theta, x) or a `Model` (then `beta` is filled with its effective
-    predictor); `theta0` a pytree of float arrays; `rho` >= 0 a scalar (one cell)
-    or a (B,) vector (a vmapped batch); `data`; `ts` increasing save times, the
-    last one the horizon; `settings` (solver, rtol, atol, max_steps,
+    f(theta, x) -> scalar or a `Model` (then `beta` is filled with its effective
+    predictor); `theta0` a pytree of float arrays, by default ONE init shared by
+    every cell; `rho` >= 0 a scalar (one cell) or a non-empty (B,) vector (a
+    vmapped batch); `data` a finite `samflow.Dataset`; `ts` increasing save
+    times, the last one the horizon; `settings` (solver, rtol, atol, max_steps,
     capture_radius; its `loss` unless `loss` is given; `coords` is not used:
-    theta itself is integrated); `theta0_batched`: theta0 leaves carry a leading B
-    axis (one init per rho) instead of one init shared by the batch.
+    theta itself is integrated); `theta0_batched=True`: every leaf of theta0
+    carries an explicit leading axis of length B = len(rho), one init per cell
+    (the only way to give per-cell inits; leaf shapes are never matched against
+    len(rho), as `samflow.solve`'s `alpha_batched`).
 
     **Returns:** a `ModelTrajectory`, batched over B when `rho` is a vector.
     Never raises for a failing cell (`throw=False`): see its `status`. l2-SAM
@@ -486,20 +547,29 @@ def solve_model(
     end as `COLLAPSED` with their `event_time` (THEORY.md s.4); there is no
     sign-switch event for linf (module docstring).
 
-    **Raises:** `ValueError` for an unknown method or loss, bad save times, a
-    negative or non-finite rho, or `theta0_batched` with a scalar rho.
+    **Raises:** `ValueError` (one line, before anything is compiled) for an
+    unknown method or loss, bad save times, a rho that is negative, non-finite,
+    empty or not 1-D, data that is not a finite `Dataset`, a shared theta0 that
+    is not finite, a theta0 that does not fit f and the data (f(theta0, x) fails
+    or is not a scalar; a `Model`'s predictor not of shape (d,)), or
+    `theta0_batched` with a scalar rho or a leaf whose leading axis is not
+    len(rho). A per-cell theta0 (`theta0_batched`) that is not finite gives that
+    cell status `NONFINITE_INPUT`.
     """
     method = Method.parse(method)
+    if not isinstance(settings, SolverSettings):
+        raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     loss = settings.loss if loss is None else loss
     get_loss(loss)
     predictor = f.effective_predictor if isinstance(f, Model) else None
     fn = f.f if isinstance(f, Model) else f
+    if not callable(fn):
+        raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
+    check_data(data)
     ts = jnp.asarray(check_save_times(ts))
-    r = _check_rho(rho)
-    batched = r.ndim == 1
-    rb = jnp.atleast_1d(jnp.asarray(r))
-    if not batched and theta0_batched:
-        raise ValueError("theta0_batched needs a vector rho")
+    r, batched = _check_rho(rho)
+    rb = jnp.asarray(r)
+    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
     out = _solve_model_batch(method, fn, theta0, rb, data, ts, settings, loss, predictor, theta0_batched)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
@@ -573,8 +643,10 @@ def run_model_discrete(
     """Run theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)) with lax.scan.
 
     Iteration k is real time k eta; the iterate k_i = round(ts_i / eta) is saved
-    for each save time (`samflow.discrete.save_iterations`). Arguments as
-    `solve_model`; `eta` > 0. Cost ts[-1] / eta steps per cell.
+    for each save time (`samflow.discrete.save_iterations`). Arguments (the
+    shared / `theta0_batched` rule included) and errors as `solve_model`; `eta`
+    a finite number > 0 (`ValueError` otherwise). Cost ts[-1] / eta steps per
+    cell.
     """
     from .discrete import save_iterations
 
@@ -584,11 +656,12 @@ def run_model_discrete(
     ts = jnp.asarray(check_save_times(ts))
     predictor = f.effective_predictor if isinstance(f, Model) else None
     fn = f.f if isinstance(f, Model) else f
-    r = _check_rho(rho)
-    batched = r.ndim == 1
-    rb = jnp.atleast_1d(jnp.asarray(r))
-    if not batched and theta0_batched:
-        raise ValueError("theta0_batched needs a vector rho")
+    if not callable(fn):
+        raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
+    check_data(data)
+    r, batched = _check_rho(rho)
+    rb = jnp.asarray(r)
+    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
     out = _run_model_batch(
         method, fn, theta0, rb, jnp.asarray(eta, jnp.float64), data, ts, jnp.asarray(ks), loss, predictor, theta0_batched
     )

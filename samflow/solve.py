@@ -700,12 +700,37 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     )
 
 
+def _brief(x) -> str:
+    """A one-line, short rendering of a user value for an error message."""
+    if isinstance(x, (np.ndarray, jax.Array)) or (isinstance(x, (list, tuple)) and len(x) > 0):
+        try:
+            a = np.asarray(x, dtype=np.float64)
+            text = np.array2string(a, separator=", ", threshold=6, edgeitems=2, max_line_width=10**6)
+            return text.replace("\n", "") if a.ndim else text
+        except (TypeError, ValueError):
+            pass
+    text = " ".join(repr(x).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _float_array(x, name: str) -> np.ndarray:
+    """`x` as a float64 numpy array, or a one-line `ValueError` naming `name`."""
+    try:
+        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
+            raise TypeError
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number or a regular array of real numbers, got {_brief(x)}") from None
+
+
 def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
     """Validate save times: 1-D, finite, >= 0, strictly increasing, last > 0.
 
+    **Returns:** float64 `(n_save,)`.
+
     **Raises:** `ValueError` naming `name` and what is wrong.
     """
-    ts = np.asarray(ts, dtype=np.float64)
+    ts = _float_array(ts, name)
     if ts.ndim != 1 or ts.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D list of times, got shape {ts.shape}")
     if not np.all(np.isfinite(ts)):
@@ -719,33 +744,108 @@ def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
     return ts
 
 
-def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int):
-    """The cells of a `solve`-style call: (W0 (B, L, d), rho (B,), batched).
+def check_depth(depth) -> int:
+    """`depth` as an int >= 1, or a one-line `ValueError`."""
+    if isinstance(depth, (bool, np.bool_)) or not (isinstance(depth, (int, np.integer)) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {_brief(depth)}")
+    return int(depth)
 
-    A scalar `rho` is one cell (batched False); a 1-D `rho` of length B is B
-    cells, with `alpha` broadcast to (B, ...) unless its first axis is already B.
 
-    **Raises:** `ValueError` for a depth < 1, a negative rho or a rho of more than
-    one dimension.
+def check_rho(rho: ArrayLike) -> tuple[np.ndarray, bool]:
+    """Validate the SAM radius of a call: a scalar (one cell) or a non-empty 1-D
+    vector (one cell per entry), finite and >= 0.
+
+    **Returns:** `(rho_b, batched)`: float64 `(B,)` (B = 1 for a scalar) and
+    whether `rho` was a vector.
+
+    **Raises:** `ValueError` naming rho and what is wrong.
     """
-    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
-    rho_arr = np.asarray(rho, dtype=np.float64)
-    if rho_arr.ndim > 1:
-        raise ValueError(f"rho must be a scalar or a 1-D vector, got shape {rho_arr.shape}")
-    if np.any(rho_arr < 0):
-        raise ValueError(f"rho must be >= 0, got {rho!r}")
-    batched = rho_arr.ndim == 1
-    rho_b = jnp.atleast_1d(jnp.asarray(rho_arr))
+    r = _float_array(rho, "rho")
+    if r.ndim > 1:
+        raise ValueError(f"rho must be a scalar or a 1-D vector (one cell per entry), got shape {r.shape}")
+    if r.ndim == 1 and r.size == 0:
+        raise ValueError("rho is an empty vector: give at least one radius (or a scalar)")
+    if not np.all(np.isfinite(r)):
+        raise ValueError(f"rho must be finite, got {_brief(rho)}")
+    if np.any(r < 0):
+        raise ValueError(f"rho must be >= 0, got {_brief(rho)}")
+    return np.atleast_1d(r), r.ndim == 1
+
+
+def check_data(data: Dataset, name: str = "data") -> None:
+    """Refuse, in one line naming `name`, anything but a valid `samflow.Dataset`:
+    X (n, d) with n, d >= 1, all finite; y (n,) of labels -1 / +1
+    (`Dataset.from_arrays` checks, for a `Dataset` built with the plain
+    constructor). A non-finite data set is refused here rather than solved into
+    a batch of `NONFINITE_INPUT` cells.
+    """
+    if not isinstance(data, Dataset):
+        raise ValueError(
+            f"{name} must be a samflow.Dataset (sf.single_sample(mu) or sf.Dataset.from_arrays(X, y)), "
+            f"got {type(data).__name__}"
+        )
+    try:
+        Dataset.from_arrays(np.asarray(data.X), np.asarray(data.y))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: {e}") from None
+
+
+def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_batched: bool = False):
+    """The cells of a `solve`-style call: `(W0, rho_b, batched)` with `W0`
+    float64 `(B, L, d)`, `rho_b` float64 `(B,)` and `batched` (rho was a vector).
+
+    **The rule** (the same in `solve`, `samflow.discrete.run_discrete` and
+    `flow_gap`; `samflow.models.solve_model` has `theta0_batched`): the cells are
+    the entries of `rho` (B = len(rho), or one cell for a scalar rho).
+
+    - `alpha_batched=False` (default): `alpha` is ONE init shared by every cell:
+      a scalar, a (d,) vector or a (L, d) array (`samflow.init_weights`). Its
+      shape is never compared with len(rho), so a (d,) or (L, d) alpha means the
+      same for any number of radii.
+    - `alpha_batched=True`: `alpha` has an explicit leading batch axis of length
+      B = len(rho), one init per cell: `(B,)` scalars, `(B, d)` or `(B, L, d)`.
+      rho must then be a vector.
+
+    A shared alpha must be finite. A per-cell alpha may hold NaN or inf: that
+    cell gets status `NONFINITE_INPUT` and the rest of the batch runs.
+
+    **Raises:** `ValueError` (one line) for a depth < 1; a rho that is not a
+    finite scalar or non-empty 1-D vector >= 0; an alpha whose shape fits none
+    of the above; a shared alpha that is not finite; `alpha_batched=True` with a
+    scalar rho or a leading axis other than len(rho).
+    """
+    from .model import _init_shape_message
+
+    depth = check_depth(depth)
+    rho_b, batched = check_rho(rho)
     B = rho_b.shape[0]
-    a = jnp.asarray(alpha, dtype=jnp.float64)
-    if batched:
-        if a.shape[:1] != (B,):
-            a = jnp.broadcast_to(a, (B,) + a.shape)
-        W0 = jax.vmap(lambda x: init_weights(x, depth, d))(a)
+    a = _float_array(alpha, "alpha")
+    if not isinstance(alpha_batched, (bool, np.bool_)):
+        raise ValueError(f"alpha_batched must be True or False, got {_brief(alpha_batched)}")
+    if alpha_batched:
+        if not batched:
+            raise ValueError(
+                "alpha_batched=True needs rho as a 1-D vector, one radius per init; "
+                "got a scalar rho (use np.full(len(alpha), rho))"
+            )
+        if a.ndim == 0 or a.shape[0] != B:
+            raise ValueError(
+                f"alpha_batched=True: alpha needs a leading axis of length len(rho) = {B}, got shape {a.shape}"
+            )
+        cell = a.shape[1:]
+        if not (cell in ((), (d,), (depth, d))):
+            raise ValueError(_init_shape_message(cell, depth, d, per_cell=True))
+        W0 = np.broadcast_to(a.reshape((B,) + (1,) * (2 - len(cell)) + cell), (B, depth, d))
     else:
-        W0 = init_weights(a, depth, d)[None]
-    return W0, rho_b, batched
+        if not (a.shape in ((), (d,), (depth, d))):
+            raise ValueError(_init_shape_message(a.shape, depth, d))
+        if not np.all(np.isfinite(a)):
+            raise ValueError(
+                f"alpha must be finite, got {_brief(alpha)} (per-cell inits with alpha_batched=True "
+                "may hold NaN: those cells get status NONFINITE_INPUT)"
+            )
+        W0 = np.broadcast_to(np.asarray(init_weights(a, depth, d)), (B, depth, d))
+    return jnp.asarray(W0), jnp.asarray(rho_b), batched
 
 
 def solve(
@@ -758,40 +858,51 @@ def solve(
     depth: int = 2,
     clock: "str | Clock" = Clock.T,
     settings: SolverSettings = SolverSettings(),
+    alpha_batched: bool = False,
 ) -> Trajectory:
     """Solve a flow from the init `alpha` at radius `rho`, for one cell or a batch.
 
     **Arguments:**
 
     - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
-    - `data`: a `samflow.Dataset` (one sample for `clock="tau"`).
-    - `alpha`: init scale: a scalar, a (d,) vector, or a (L, d) per-layer init
-      (`samflow.init_weights`); with a leading batch axis `(B, ...)` when `rho`
-      is a vector of length B.
-    - `rho`: SAM radius >= 0, a scalar or a (B,) vector (ignored by "gd").
+    - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
+    - `alpha`: the init, float. By default ONE init shared by every cell: a
+      scalar, a (d,) per-coordinate vector or a (L, d) per-layer array
+      (`samflow.init_weights`; a 1-D alpha is always (d,)). With
+      `alpha_batched=True`, one init per cell along an explicit leading axis of
+      length B = len(rho): `(B,)`, `(B, d)` or `(B, L, d)`. The shape of alpha
+      is never matched against len(rho) (`batch_cells`).
+    - `rho`: SAM radius >= 0, a scalar (one cell) or a non-empty (B,) vector
+      (B cells; ignored by "gd").
     - `ts`: save times in the clock's units, increasing, the last one being the
       horizon. The clock starts at 0.
     - `depth`: L >= 1. `clock`: "t" (real time) or "tau" (rescaled, one sample).
     - `settings`: `SolverSettings`.
+    - `alpha_batched`: see `alpha`.
 
     **Returns:** a `Trajectory`, batched over B when `rho` is a vector.
 
-    **Raises:** `ValueError` for a depth < 1, a negative or non-finite rho, bad
-    save times, or the tau clock on multi-sample data.
+    **Raises:** `ValueError` (one line, before anything is compiled) for an
+    unknown method or clock, a depth < 1, a rho that is negative, non-finite,
+    empty or not 1-D, an alpha of a wrong shape or (shared) not finite, bad
+    save times, data that is not a finite `Dataset`, or the tau clock on
+    multi-sample data. A cell that fails raises nothing: see its `status`.
 
     Compiles once per (method, clock, settings, depth, d, batch size, number of
     save times); new values of alpha, rho, data or ts reuse the compilation.
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
-    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    depth = check_depth(depth)
+    if not isinstance(settings, SolverSettings):
+        raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
+    check_data(data)
     if clock is Clock.TAU and not data.is_single_sample:
         raise ValueError(
             "clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'"
         )
     ts = jnp.asarray(check_save_times(ts))
-    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d)
+    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     settings = settings.resolved(method, np.asarray(W0), data)
     out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
     if not batched:

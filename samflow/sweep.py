@@ -141,10 +141,11 @@ def solve_grid(
     **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
 
-    **Raises:** `ValueError` for an empty grid, a `chunk_size` or `batch_size`
-    < 1, a bad `devices` or memory budget, or bad save times; `ConfigError` (a
-    `ValueError`, one line) for a checkpoint whose chunks do not have this
-    run's chunk size (e.g. made on another number of devices).
+    **Raises:** `ValueError` for an empty grid, a `W0` not of shape (B, L, d)
+    or a `rho` not of shape (B,) (one radius per init), a `chunk_size` or
+    `batch_size` < 1, a bad `devices` or memory budget, or bad save times;
+    `ConfigError` (a `ValueError`, one line) for a checkpoint whose chunks do
+    not have this run's chunk size (e.g. made on another number of devices).
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
@@ -152,6 +153,11 @@ def solve_grid(
     rho = np.asarray(rho, dtype=np.float64)
     ts_np = check_save_times(ts)
     ts = jnp.asarray(ts_np)
+    if W0.ndim != 3 or W0.shape[2] != data.d or rho.shape != W0.shape[:1]:
+        raise ValueError(
+            f"solve_grid needs W0 of shape (B, L, d = {data.d}) and rho of shape (B,), one radius per "
+            f"init; got W0 {W0.shape} and rho {rho.shape}"
+        )
     B = W0.shape[0]
     if B == 0:
         raise ValueError("the grid is empty: give at least one alpha and one rho")

@@ -32,9 +32,8 @@ def general_init():
 def runs(multi_data, general_init):
     """Each method at rho = RHO and rho = 0 (a batch of 2 cells), N_SAVE steps."""
     ts = ETA * np.arange(N_SAVE)
-    alpha = np.stack([general_init, general_init])
-    return {
-        m: run_discrete(m, multi_data, alpha, np.array([RHO, 0.0]), ETA, ts, depth=3)
+    return {  # one (L, d) init shared by both cells
+        m: run_discrete(m, multi_data, general_init, np.array([RHO, 0.0]), ETA, ts, depth=3)
         for m in METHODS
     }
 
@@ -112,7 +111,7 @@ def test_save_times_round_to_nearest_iterate(mu12):
 def test_many_iterations_few_saves(mu12):
     # 2e5 iterations with N_SAVE saves: memory and output follow the saves only.
     ts = np.linspace(0.0, 2000.0, N_SAVE)
-    tr = run_discrete("l2", mu12, np.array([0.3, 0.5]), np.array([0.1, 0.1]), 0.01, ts)
+    tr = run_discrete("l2", mu12, np.array([0.3, 0.5]), np.array([0.1, 0.1]), 0.01, ts, alpha_batched=True)
     assert tr.W.shape == (2, N_SAVE, 2, 2)
     assert tr.steps[0, -1] == 200_000
     np.testing.assert_array_equal(tr.status, Status.FINISHED)
@@ -124,7 +123,7 @@ def test_many_iterations_few_saves(mu12):
 def test_batch_equals_solo_cells(mu12):
     ts = ETA * np.arange(N_SAVE)
     alphas, rhos = np.array([0.3, 0.7]), np.array([0.1, 0.5])
-    batch = run_discrete("l2", mu12, alphas, rhos, ETA, ts)
+    batch = run_discrete("l2", mu12, alphas, rhos, ETA, ts, alpha_batched=True)
     assert batch.W.shape == (2, N_SAVE, 2, 2) and batch.status.shape == (2,)
     for i in range(2):
         solo = run_discrete("l2", mu12, alphas[i], rhos[i], ETA, ts)
@@ -139,7 +138,7 @@ def test_bad_cells_do_not_stop_the_batch(mu12):
     good = np.full((2, 2), 0.5)
     blow = np.array([[-6.0, -6.0], [6.0, 6.0]])
     alpha = np.stack([good, blow, np.full((2, 2), np.nan)])
-    tr = run_discrete("l2", mu12, alpha, np.full(3, 0.1), 0.5, ts, loss="exponential")
+    tr = run_discrete("l2", mu12, alpha, np.full(3, 0.1), 0.5, ts, loss="exponential", alpha_batched=True)
     np.testing.assert_array_equal(tr.status, [Status.FINISHED, Status.FAILED, Status.NONFINITE_INPUT])
     np.testing.assert_array_equal(tr.finite, [True, False, False])
     assert np.all(np.isfinite(tr.W[0]))

@@ -17,8 +17,8 @@ TS = np.geomspace(1e-2, 1e3, 10)
 def test_rho_zero_equals_gd_exactly(method):
     data = sf.single_sample(MU)
     alphas = np.array([0.01, 0.3, 2.0])
-    gd = sf.solve("gd", data, alphas, np.zeros(3), TS)
-    sam = sf.solve(method, data, alphas, np.zeros(3), TS)
+    gd = sf.solve("gd", data, alphas, np.zeros(3), TS, alpha_batched=True)
+    sam = sf.solve(method, data, alphas, np.zeros(3), TS, alpha_batched=True)
     np.testing.assert_array_equal(np.asarray(sam.W), np.asarray(gd.W))
     np.testing.assert_array_equal(np.asarray(sam.num_steps), np.asarray(gd.num_steps))
 
@@ -26,7 +26,7 @@ def test_rho_zero_equals_gd_exactly(method):
 @pytest.mark.parametrize("method", ["gd", "l2", "linf", "usam"])
 def test_tiny_and_huge_inits(method):
     data = sf.single_sample(MU)
-    tr = sf.solve(method, data, np.array([1e-300, 1e150]), np.full(2, 0.1), TS, depth=2)
+    tr = sf.solve(method, data, np.array([1e-300, 1e150]), np.full(2, 0.1), TS, depth=2, alpha_batched=True)
     W, status = np.asarray(tr.W), np.asarray(tr.status)
     assert np.all(np.isfinite(W)) and np.all(np.isfinite(np.asarray(tr.loss)))
     assert np.all(np.asarray(tr.num_steps) < 500)
@@ -67,7 +67,7 @@ def test_zero_data_point_leaves_the_weights_alone(method):
 def test_float32_inputs_are_computed_in_float64():
     data = sf.single_sample(MU)
     a32 = np.float32(0.3)
-    tr32 = sf.solve("l2", data, np.asarray([a32]), np.asarray([0.2], np.float32), TS)
-    tr64 = sf.solve("l2", data, np.asarray([float(a32)]), np.asarray([float(np.float32(0.2))]), TS)
+    tr32 = sf.solve("l2", data, np.asarray([a32]), np.asarray([0.2], np.float32), TS, alpha_batched=True)
+    tr64 = sf.solve("l2", data, np.asarray([float(a32)]), np.asarray([float(np.float32(0.2))]), TS, alpha_batched=True)
     assert np.asarray(tr32.W).dtype == np.float64
     np.testing.assert_array_equal(np.asarray(tr32.W), np.asarray(tr64.W))

@@ -27,7 +27,7 @@ def multi():
 def test_zero_init_stays_zero(method, depth, multi):
     ts = np.geomspace(1e-2, 1e3, N)
     for data in (sf.single_sample(MU3), multi):
-        tr = sf.solve(method, data, np.zeros(2), np.array([0.1, 1.0]), ts, depth=depth)
+        tr = sf.solve(method, data, 0.0, np.array([0.1, 1.0]), ts, depth=depth)
         W = np.asarray(tr.W)
         assert np.all(W == 0.0), f"{method} depth {depth}: W moved from 0"
         assert np.all(np.isfinite(np.asarray(tr.loss)))
@@ -66,7 +66,7 @@ def test_collapse_time_and_direction_and_no_further_cost(L, alpha):
     rho = 1.0
     ts = np.linspace(0.0, 60.0, N)
     data = sf.single_sample(MU3)
-    tr = sf.solve("l2", data, np.array([alpha, alpha]), np.array([rho, rho]), np.stack([ts, ts])[0], depth=L, clock="tau")
+    tr = sf.solve("l2", data, alpha, np.array([rho, rho]), np.stack([ts, ts])[0], depth=L, clock="tau")
     assert np.all(np.asarray(tr.status) == Status.COLLAPSED)
     ref = _collapse_reference(alpha, rho, MU3, L)
     assert abs(float(tr.event_time[0]) - ref) <= 1e-6 * ref
@@ -102,7 +102,8 @@ def test_linf_slides_at_zero_without_chattering():
     alpha = np.array([0.05, 0.3, 0.07])  # coordinates 1 and 3 start below rho
     ts = np.linspace(0.0, 3.0, N)
     data = sf.single_sample(MU3)
-    tr = sf.solve("linf", data, np.stack([alpha, np.full(3, 0.3)]), np.array([rho, rho]), ts, depth=2, clock="tau")
+    tr = sf.solve("linf", data, np.stack([alpha, np.full(3, 0.3)]), np.array([rho, rho]), ts, depth=2, clock="tau",
+                  alpha_batched=True)
     assert int(tr.status[0]) == Status.SLID and int(tr.status[1]) == Status.FINISHED
     tau_star = theory.linf_zero_time(alpha, rho, MU3, depth=2)
     slide = np.asarray(tr.slide_time[0])
@@ -134,7 +135,7 @@ def test_linf_multi_sample_slides(multi):
     rho = 0.2
     ts = np.geomspace(1e-2, 1e3, N)
     alphas = np.stack([np.array([0.05, 0.5, 0.5]), np.full(3, 0.5)])
-    tr = sf.solve("linf", multi, alphas, np.full(2, rho), ts, depth=2)
+    tr = sf.solve("linf", multi, alphas, np.full(2, rho), ts, depth=2, alpha_batched=True)
     assert int(tr.status[0]) == Status.SLID and int(tr.status[1]) == Status.FINISHED
     slide = np.asarray(tr.slide_time[0])
     assert np.all(np.isfinite(slide[:, 0])) and np.all(np.isnan(slide[:, 1:]))
@@ -175,7 +176,8 @@ def test_finite_time_blowup_in_tau_is_an_event(method, L, alpha):
 @pytest.mark.parametrize("method", METHODS)
 def test_long_horizon_real_time(method):
     ts = np.geomspace(1e-2, 1e8, N)
-    tr = sf.solve(method, sf.single_sample(MU3), np.array([0.02, 0.2, 2.0]), np.full(3, 0.1), ts, depth=2)
+    tr = sf.solve(method, sf.single_sample(MU3), np.array([0.02, 0.2, 2.0]), np.full(3, 0.1), ts, depth=2,
+                  alpha_batched=True)
     status = np.asarray(tr.status)
     assert np.all(status <= int(Status.SLID)), status
     assert np.all(np.asarray(tr.num_steps) < 2000)

@@ -38,7 +38,7 @@ def dominant(beta):
 @pytest.fixture(scope="module")
 def l2_regimes():
     """Depth-2 l2-SAM, mu = (1, 2), rho = 1, alpha = 0.3 / 0.7 / 1.2, clock tau."""
-    return solve_l2_tau(L2_ALPHAS, np.ones(3))
+    return solve_l2_tau(L2_ALPHAS, np.ones(3), alpha_batched=True)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def l2_solo():
 def test_gd_depth2_tau_closed_form(mu12):
     alphas = np.array([0.1, 0.5, 1.0])
     ts = np.linspace(0.0, 5.0, N_SAVE)
-    tr = sf.solve("gd", mu12, alphas, np.zeros(3), ts, depth=2, clock="tau")
+    tr = sf.solve("gd", mu12, alphas, np.zeros(3), ts, depth=2, clock="tau", alpha_batched=True)
     np.testing.assert_array_equal(tr.status, Status.FINISHED)
     expected = alphas[:, None, None] * np.exp(MU[None, None, :] * ts[None, :, None])
     W = np.asarray(tr.W)
@@ -71,7 +71,7 @@ LINF_ALPHAS = np.array([[0.3, 0.5], [0.05, 0.3], [0.2, 0.02]])
 @pytest.fixture(scope="module")
 def linf_cells(mu12):
     ts = np.linspace(0.0, 3.0, N_SAVE)
-    tr = sf.solve("linf", mu12, LINF_ALPHAS, np.full(3, LINF_RHO), ts, depth=2, clock="tau")
+    tr = sf.solve("linf", mu12, LINF_ALPHAS, np.full(3, LINF_RHO), ts, depth=2, clock="tau", alpha_batched=True)
     return ts, tr
 
 
@@ -121,7 +121,7 @@ def test_depth1_tends_to_l2_max_margin_direction(method):
     data = sf.single_sample(mu)
     ts = np.concatenate([[0.0], np.geomspace(1.0, 1e6, N_SAVE - 1)])
     alphas = np.array([[0.0, 0.0], [0.004, -0.004], [-0.003, 0.002]])
-    tr = sf.solve(method, data, alphas, np.full(3, rho), ts, depth=1, clock="t")
+    tr = sf.solve(method, data, alphas, np.full(3, rho), ts, depth=1, clock="t", alpha_batched=True)
     np.testing.assert_array_equal(tr.status, Status.FINISHED)
     b = np.asarray(tr.beta)
     u = mu / np.linalg.norm(mu)
@@ -200,7 +200,7 @@ def test_l2_symmetric_layers_stay_equal(l2_regimes):
 
 @pytest.mark.parametrize("c", [0.1, 10.0])
 def test_l2_depth2_tau_scale_invariance(l2_regimes, c):
-    tr = solve_l2_tau(c * L2_ALPHAS, c * np.ones(3))
+    tr = solve_l2_tau(c * L2_ALPHAS, c * np.ones(3), alpha_batched=True)
     np.testing.assert_array_equal(tr.status, l2_regimes.status)
     W, W1 = np.asarray(tr.W), np.asarray(l2_regimes.W)
     nz = W1 != 0
@@ -225,7 +225,7 @@ def test_vmap_matches_solo_solves(l2_regimes, l2_solo):
 
 def test_nonfinite_input_cell_is_isolated(l2_solo):
     alphas = np.array([L2_ALPHAS[0], np.nan, L2_ALPHAS[2]])
-    tr = solve_l2_tau(alphas, np.ones(3))
+    tr = solve_l2_tau(alphas, np.ones(3), alpha_batched=True)
     assert int(tr.status[1]) == Status.NONFINITE_INPUT
     assert int(tr.num_steps[1]) == 0
     assert np.all(np.isnan(np.asarray(tr.W[1])))
@@ -240,11 +240,12 @@ def test_max_steps_cell_is_isolated(mu12):
     """max_steps is a per-segment budget; clock t l2 cells have one segment each."""
     ts = np.geomspace(1e-2, 1e3, N_SAVE)
     alphas, rhos = np.array([0.2, 0.5, 3.0]), np.full(3, 0.05)
-    full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t")
+    full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", alpha_batched=True)
     steps = np.asarray(full.num_steps)
     assert np.all(np.asarray(full.num_segments) == 1) and steps.min() < steps.max()
     budget = (int(steps.min()) + int(steps.max())) // 2
-    tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget))
+    tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget),
+                  alpha_batched=True)
     for i in range(3):
         if steps[i] > budget:
             assert int(tr.status[i]) == Status.MAX_STEPS
