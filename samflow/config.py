@@ -499,7 +499,9 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
     entries = []
     for e in err.errors(include_url=False):
         loc = _clean_loc(e["loc"], model)
-        where = ".".join(str(p) for p in loc) or "(top level)"
+        # A key with a line break or another unprintable character (TOML allows
+        # any quoted key) is shown as its repr, so the message stays one line per error.
+        where = ".".join(str(p) if str(p).isprintable() else repr(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             hint = _did_you_mean(loc, model)
             entries.append((where, f"unknown key{hint}; remove it or fix its spelling"))

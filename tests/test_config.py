@@ -88,6 +88,8 @@ MALFORMED = [
     # Found by tests/test_config_property.py: an unknown key that looks like a union tag
     # crashed the error formatter (IndexError, a traceback); data.X was reported as 'data'.
     (edit('name = "ok"', 'name = "ok"\n"[]" = 1'), ["[]: unknown key"]),
+    # a key holding a line break (U+0085 splits a str.splitlines line) stays on one line
+    (edit('name = "ok"', 'name = "ok"\n"\\u0085" = 1'), ["'\\x85': unknown key"]),
     (edit("mu = [1.0, 2.0]", 'X = [[1.0, "a"]]\ny = [1.0]'), ["data.X.0.1: Input should be a valid number"]),
     (edit("t_min = 0.01", "t_min = nan"), ["time.t_min: non-finite value"]),
     (edit("mu = [1.0, 2.0]", "mu = [1.0, inf]"), ["data.mu.1: non-finite value"]),
