@@ -1,0 +1,236 @@
+"""The public contract of samflow, pinned before the restructuring (issue 13).
+
+Every name of `samflow/__init__.py`, every import path that the README, the tests,
+the scripts and the experiments use, the command lines with `--help`, the keys of
+the sweep config and the layout of the results file. A pure restructuring keeps
+all of these; a test here that fails names what a user's code would lose.
+(The numbers themselves are pinned bit for bit by `tests/test_pin.py`.)
+"""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+import samflow as sf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PUBLIC = [
+    "Clock", "Dataset", "Exponential", "Logistic", "Method", "STATUS_MESSAGES",
+    "SolverSettings", "Status", "Summary", "Trajectory", "beta", "get_loss", "grad_loss",
+    "init_weights", "loss_value", "perturbation", "prod_excl", "real_time_velocity",
+    "rescaled_velocity", "residual", "single_sample", "solve", "solve_cell", "summarize", "unit_l2",
+]
+
+# module -> names imported from it by README.md, docs/, tests/, scripts/ and
+# samflow/experiments/ (collected with ast at f9451ab + issue 12), plus the module
+# attributes they read (analysis.X, theory.X, figures.X, ...).
+IMPORT_PATHS = {
+    "samflow": ["Status", "analysis", "figures", "parallel", "plots", "store", "sweep", "theory"],
+    "samflow.analysis": [
+        "band_dominance", "direction_distance", "dominant_index", "limit_direction",
+        "max_margin_direction", "plateau", "regime_label", "regime_label_from_dominant",
+        "switching_times", "tied", "visited_sequence",
+    ],
+    "samflow.config": [
+        "ConfigError", "ConfigModel", "NON_FINITE_MESSAGE", "SweepConfig", "load_config",
+        "parse_config", "read_toml", "validate",
+    ],
+    "samflow.data": ["Dataset", "load_dataset", "single_sample"],
+    "samflow.datasets": ["banded", "increasing_scale", "save_dataset"],
+    "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
+    "samflow.experiments": ["cnn"],
+    "samflow.experiments.cnn": ["main"],
+    "samflow.experiments.cnn_config": ["CnnConfig", "load_cnn_config", "parse_cnn_config"],
+    "samflow.experiments.convnet": ["ConvNet", "make_convnet", "param_norm", "scale_init"],
+    "samflow.experiments.gradcam": ["area_shares", "gradcam", "gradcam_batch", "major_mask", "mass_shares"],
+    "samflow.experiments.images": [
+        "DataNotFoundError", "ImageSet", "load_cifar10", "load_dataset", "load_digits",
+        "load_mnist_subset", "load_svhn", "make_task",
+    ],
+    "samflow.experiments.train": ["NonFiniteError", "evaluate", "make_epoch", "make_optimizer", "normalize_safe"],
+    "samflow.figures": [
+        "BandedConfig", "CommonConfig", "DirectionsConfig", "DiscreteGapConfig", "FIGURES",
+        "FIGURE_CONFIGS", "GenericModelsConfig", "LinfConfig", "RegimeChartConfig",
+        "StaircaseConfig", "TrajectoriesConfig", "UsamConfig", "check_figure_configs",
+        "load_figure_config", "report_table", "run_all", "staircase_ok",
+    ],
+    "samflow.flows": [
+        "Method", "log_coords_eligible", "log_velocity", "perturbation", "real_time_velocity",
+        "rescaled_velocity", "unit_l2",
+    ],
+    "samflow.losses": ["Exponential", "Logistic", "get_loss"],
+    "samflow.merge": ["SliceError", "main", "merge_slices", "slice_cells", "slice_file_name"],
+    "samflow.model": ["beta", "grad_loss", "init_weights", "loss_value", "prod_excl", "residual"],
+    "samflow.models": [
+        "collapse_ratio", "diagonal_network", "linear_conv", "model_grad", "model_perturbation",
+        "model_velocity", "run_model_discrete", "solve_model", "two_layer_linear",
+    ],
+    "samflow.parallel": [
+        "cell_bytes", "check_memory", "chunk_cells", "in_flight_bytes", "resolve_devices",
+        "results_bytes", "sharded_solver", "use_cpu_cores",
+    ],
+    "samflow.plots": [
+        "MISSING_COLOR", "NO_VALUE", "axis_scale", "cell_edges", "no_value_label",
+        "normalized_beta", "plot_dominant_heatmap", "plot_regime_chart", "plot_sweep",
+        "plot_trajectories", "regime_chart_edges", "regime_image", "status_text",
+    ],
+    "samflow.solve": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
+    "samflow.status": ["STATUS_MESSAGES", "Status"],
+    "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
+    "samflow.sweep": [
+        "NO_STAMP", "build_data", "config_key", "main", "memory_preflight", "run_sweep", "solve_grid",
+    ],
+    "samflow.theory": [
+        "gd_depth2_symmetric", "l1_max_margin_single", "l2_alpha_marks", "l2_first_band",
+        "l2_first_dominant", "l2_growth_rate", "l2_growth_threshold", "l2_major_band_mark",
+        "l2_max_margin_single", "linf_blowup_time", "linf_depth2_symmetric", "linf_limit_index",
+        "linf_zero_time",
+    ],
+}
+
+# The keys of a sweep config (TOML tables as dotted prefixes): README's "Configs" table.
+CONFIG_KEYS = {
+    "name", "description", "methods", "depth", "loss", "clock",
+    "data.mu", "data.X", "data.y", "data.file",
+    "grid.alpha", "grid.rho", "grid.alpha_relative_to_rho",
+    "time.t1", "time.num", "time.spacing", "time.t_min", "time.ts",
+    "solver.solver", "solver.rtol", "solver.atol", "solver.max_steps", "solver.capture_radius",
+    "solver.blowup_log10", "solver.max_segments", "solver.coords", "solver.batch_size",
+    "solver.memory_budget_mb", "solver.chunk_size",
+    "output.dir", "output.figures", "output.plot_rho", "output.trajectory_alphas",
+    "output.save_weights", "output.save",
+}
+
+# The results file (full save): dims, coordinates, variables with their dims.
+RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer"}
+RESULT_VARS = {
+    "beta": ("flow", "alpha", "rho", "time", "coord"),
+    "loss": ("flow", "alpha", "rho", "time"),
+    "real_time": ("flow", "alpha", "rho", "time"),
+    "status": ("flow", "alpha", "rho"),
+    "event_time": ("flow", "alpha", "rho"),
+    "event_real_time": ("flow", "alpha", "rho"),
+    "collapse_direction": ("flow", "alpha", "rho", "coord"),
+}
+RESULT_ATTRS = {"config", "config_key", "code_stamp", "git_commit", "versions"}
+
+
+def test_public_names():
+    assert sorted(sf.__all__) == sorted(PUBLIC)
+    for name in PUBLIC:
+        assert getattr(sf, name) is not None, name
+    assert isinstance(sf.__version__, str)
+
+
+@pytest.mark.parametrize("module", sorted(IMPORT_PATHS))
+def test_import_paths(module):
+    mod = importlib.import_module(module)
+
+    def importable(name):  # `from module import name`: an attribute or a submodule
+        if hasattr(mod, name):
+            return True
+        try:
+            importlib.import_module(f"{module}.{name}")
+            return True
+        except ImportError:
+            return False
+
+    missing = [n for n in IMPORT_PATHS[module] if not importable(n)]
+    assert not missing, f"{module} lost {missing}"
+
+
+def test_top_level_names_are_the_module_objects():
+    """`sf.solve` is the function, and the same object as `samflow.solve.solve` (today)."""
+    assert callable(sf.solve) and sf.solve.__name__ == "solve"
+    assert sf.Status is importlib.import_module("samflow.status").Status
+    assert sf.SolverSettings is importlib.import_module("samflow.solve").SolverSettings
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-m", "samflow.sweep", "--help"],
+        ["-m", "samflow.merge", "--help"],
+        ["-m", "samflow.experiments.cnn", "--help"],
+        [str(ROOT / "scripts" / "reproduce_figures.py"), "--help"],
+    ],
+    ids=["sweep", "merge", "cnn", "reproduce_figures"],
+)
+def test_command_lines_help(argv):
+    out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "usage:" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_sweep_help_lists_its_flags():
+    from samflow.sweep import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+
+
+def _keys(model: type[BaseModel], prefix: str = "") -> set[str]:
+    out = set()
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        ann = field.annotation
+        sub = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        # a table of the config (data, grid, time, solver, output) is walked; an inline
+        # value table (a grid axis {start, stop, num, scale}) is a value, not keys
+        if sub and not prefix and name in ("data", "grid", "time", "solver", "output"):
+            out |= _keys(sub[0], f"{key}.")
+        else:
+            out.add(prefix + key)
+    return out
+
+
+def test_config_keys():
+    from samflow.config import SweepConfig
+
+    assert _keys(SweepConfig) == CONFIG_KEYS
+
+
+def test_default_config_lists_every_key():
+    """configs/default.toml names every key (set, or commented out) for a newcomer to copy."""
+    import re
+
+    text = (ROOT / "configs" / "default.toml").read_text()
+    for key in CONFIG_KEYS:
+        leaf = re.escape(key.split(".")[-1])
+        assert re.search(rf"\b{leaf} =", text), key
+
+
+def test_results_file_layout(tmp_path):
+    from samflow.config import parse_config
+    from samflow.store import read_results, write_results
+    from samflow.sweep import run_sweep
+
+    cfg = parse_config(
+        {
+            "name": "api",
+            "methods": ["gd", "l2"],
+            "depth": 2,
+            "data": {"mu": [0.5, 1.0]},
+            "grid": {"alpha": [0.5, 2.0], "rho": [0.1], "alpha_relative_to_rho": True},
+            "time": {"t1": 1.0, "num": 4},
+            "output": {"dir": str(tmp_path), "figures": False},
+        }
+    )
+    ds = run_sweep(cfg, progress=False)
+    path = write_results(ds, tmp_path / "results.nc")
+    back = read_results(path)
+    assert RESULT_DIMS <= set(back.dims)
+    for var, dims in RESULT_VARS.items():
+        assert var in back.data_vars, var
+        assert back[var].dims == dims, (var, back[var].dims)
+    assert list(back["flow"].values) == ["gd", "l2"]
+    assert back.sizes["alpha"] == 2 and back.sizes["rho"] == 1 and back.sizes["time"] == 4
+    assert back.sizes["coord"] == 2
+    assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
