@@ -311,11 +311,29 @@ def flow_gap(
         )
     disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss, alpha_batched=alpha_batched)
     flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings, alpha_batched=alpha_batched)
-    bd = np.asarray(disc.beta)
-    bf = np.asarray(flow.beta)
-    num = np.linalg.norm(bd - bf, axis=-1)
-    den = np.linalg.norm(bf, axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(num == 0, 0.0, num / den)
+    rel = relative_gap(np.asarray(disc.beta), np.asarray(flow.beta))
     # NaN (a failed cell) must survive the max, so no nanmax here.
     return np.max(rel, axis=-1)
+
+
+def relative_gap(b: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """||b - ref||_2 / ||ref||_2 over the last axis, without overflow or underflow.
+
+    Both norms are taken on values divided by max(|b|, |ref|) of the row first, so
+    predictors of 1e200 (a flow that grew past 1e154, where a plain sum of squares
+    overflows) or 1e-200 give the right ratio. 0 where b equals ref (also when both
+    are 0), inf where only ref is 0, NaN where a value is NaN or inf.
+
+    **Arguments:** `b`, `ref`: float arrays of one shape (..., d).
+    **Returns:** float64 array of shape (...).
+    """
+    b = np.asarray(b, np.float64)
+    ref = np.asarray(ref, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        m = np.maximum(np.max(np.abs(b), axis=-1, keepdims=True), np.max(np.abs(ref), axis=-1, keepdims=True))
+        m = np.where(m > 0, m, 1.0)
+        num = np.sqrt(np.sum(((b - ref) / m) ** 2, axis=-1))
+        den = np.sqrt(np.sum((ref / m) ** 2, axis=-1))
+        finite = np.all(np.isfinite(b) & np.isfinite(ref), axis=-1)
+        rel = np.where(num == 0, 0.0, num / den)
+    return np.where(finite, rel, np.nan)

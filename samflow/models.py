@@ -308,7 +308,10 @@ class ModelTrajectory(eqx.Module):
 
 def _flat_norm(tree) -> Array:
     flat, _ = ravel_pytree(tree)
-    return jnp.sqrt(jnp.sum(flat**2))
+    # Scaled by max|x| first: no overflow above 1e154, no underflow below 1e-154.
+    m = jnp.max(jnp.abs(flat))
+    safe = jnp.where(m > 0, m, 1.0)
+    return jnp.where(m > 0, safe * jnp.sqrt(jnp.sum((flat / safe) ** 2)), 0.0)
 
 
 def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> tuple[Array, Array]:

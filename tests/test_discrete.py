@@ -172,3 +172,21 @@ def test_input_errors(mu12, kwargs, match):
 def test_flow_gap_rejects_horizon_below_one_step(mu12):
     with pytest.raises(ValueError, match="iteration 0"):
         flow_gap("gd", mu12, 0.5, 0.0, 1.0, np.array([0.1, 0.2]))
+
+
+def test_relative_gap_without_overflow_or_underflow():
+    """flow_gap's norms: a plain sum of squares overflows above 1e154 (inf / inf = NaN)
+    and underflows below 1e-154 (0 / 0); the gap of (3, 4) s against (0, 5) s is
+    ||(3, -1)|| / 5 = sqrt(10) / 5 at every scale s."""
+    from samflow.discrete import relative_gap
+
+    for s in (1e-200, 1.0, 1e200):
+        b = np.array([3.0, 4.0]) * s
+        ref = np.array([0.0, 5.0]) * s
+        assert relative_gap(b, ref) == pytest.approx(np.sqrt(10.0) / 5.0, rel=1e-15)
+    assert relative_gap(np.ones(2), np.ones(2)) == 0.0
+    assert relative_gap(np.zeros(2), np.zeros(2)) == 0.0
+    assert relative_gap(np.ones(2), np.zeros(2)) == np.inf
+    assert np.isnan(relative_gap(np.array([np.nan, 1.0]), np.ones(2)))
+    rows = relative_gap(np.array([[3.0, 4.0], [1.0, 1.0]]) * 1e180, np.array([[0.0, 5.0], [1.0, 1.0]]) * 1e180)
+    np.testing.assert_allclose(rows, [np.sqrt(10.0) / 5.0, 0.0], rtol=1e-15)

@@ -234,3 +234,14 @@ def test_two_layer_collapses_to_a_critical_point_not_zero():
     # Before the collapse beta shrinks; GD at rho = 0 grows.
     assert np.linalg.norm(tr.beta[0, 0]) < alpha**2 * np.sqrt(3)
     assert np.linalg.norm(tr.beta[1, -1]) > 1.0
+
+
+def test_flat_norm_without_overflow_or_underflow():
+    """The norm behind the critical-point ratio: ||(3, 4) s|| = 5 s from 1e-200 to 1e200
+    (a plain sum of squares gives inf and 0 there)."""
+    from samflow.models import _flat_norm
+
+    for s in (1e-200, 1.0, 1e200):
+        tree = (jnp.array([3.0]) * s, jnp.array([[4.0]]) * s)
+        assert float(_flat_norm(tree)) == pytest.approx(5.0 * s, rel=1e-15)
+    assert float(_flat_norm((jnp.zeros(3),))) == 0.0
