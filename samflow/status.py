@@ -17,6 +17,7 @@ class Status(enum.IntEnum):
     MAX_STEPS = 4
     NONFINITE_INPUT = 5
     FAILED = 6
+    CRITICAL = 7
 
     @property
     def message(self) -> str:
@@ -49,5 +50,10 @@ STATUS_MESSAGES = {
     Status.FAILED: (
         "The solver failed (step size underflow or a non-finite state); later saved values "
         "are NaN."
+    ),
+    Status.CRITICAL: (
+        "The weights reached a critical point of the loss (grad L = 0, not W = 0) where the "
+        "l2-SAM direction is undefined; the field points into it from every side, so they "
+        "stay there from `event_time` on (Filippov solution)."
     ),
 }
