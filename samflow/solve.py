@@ -59,9 +59,13 @@ _BIG = 1e300
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
 # (about 1e30); past that it is reported as +inf (see `_velocity`).
 _LOG_T_MAX = 69.0
-# At depth >= 2, W = 0 is itself a critical point of the loss, handled by the
-# collapse event. The critical-point event is armed only farther than this
-# many capture radii (x rho) from 0, so that the collapse keeps its time.
+# At depth L >= 2, W = 0 is itself a critical point of the loss, handled by the
+# collapse event. Near 0, R = ||G(W)|| / ||G(W_hat)|| ~ kappa (||W|| / rho)^(L-1)
+# with kappa <= ~1, so the critical-point event is armed only where
+# ||W|| > (_CRITICAL_GATE x capture_radius)^(1/(L-1)) x rho: there R reaches the
+# capture radius only if kappa < 1/_CRITICAL_GATE, and the collapse keeps its
+# time. (A nonzero critical point nearer than that to 0, e.g. 1e-3 rho at depth
+# 2, 0.1 rho at depth 4 with the default capture, is not detected.)
 _CRITICAL_GATE = 1e3
 
 
@@ -427,7 +431,7 @@ def solve_cell(
                 jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
             ) / jnp.where(rho > 0, rho, 1.0)
     if method is Method.L2:
-        gate = _CRITICAL_GATE * settings.capture_radius if L >= 2 else 0.0
+        gate = (_CRITICAL_GATE * settings.capture_radius) ** (1.0 / (L - 1)) if L >= 2 else 0.0
         conds["critical"] = lambda t, y, args, **kw: _critical_cond(
             to_W(y[0]), rho, data, loss, settings.capture_radius, gate
         )
@@ -596,7 +600,13 @@ def solve_cell(
         saved_ok = jnp.isfinite(W_seg).all((1, 2)) & (ts >= c.t0)
         t_last_ok = jnp.max(jnp.where(saved_ok, ts, c.t0))
         t_end = jnp.where(healthy, t_end, t_last_ok)
-        inside = (ts >= c.t0) & jnp.where(ok, ts <= t_end, ts < t_end)
+        # Out of steps, the solver stalled at its last accepted step (the t1
+        # save); every save up to there is valid.
+        max_steps = result == diffrax.RESULTS.max_steps_reached
+        t_stall = sol.ts[1][0]
+        inside = (ts >= c.t0) & jnp.where(
+            ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
+        )
         out_W = jnp.where(inside[:, None, None], W_seg, c.out_W)
         out_s = jnp.where(inside, s_seg, c.out_s)
         if conds:
@@ -640,7 +650,6 @@ def solve_cell(
             memory, frozen = c.memory, c.frozen
         slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
 
-        max_steps = result == diffrax.RESULTS.max_steps_reached
         status = jnp.select(
             [collapsed, critical, blew_up, max_steps, ~healthy],
             [
@@ -654,8 +663,7 @@ def solve_cell(
         )
         stops = collapsed | critical | blew_up | ~healthy
         dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
-        # Out of steps, the solver stalled at its last accepted step (the t1 save).
-        t_stop = jnp.where(max_steps, sol.ts[1][0], t_end)
+        t_stop = jnp.where(max_steps, t_stall, t_end)
         event_time = jnp.where(stops, t_stop + dt_stop, c.event_time)
         event_s = jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s)
         done = ok | stops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Status", "STATUS_MESSAGES"]
+__all__ = ["Status", "STATUS_MESSAGES", "FAILED_STATUSES"]
 
 
 class Status(enum.IntEnum):
@@ -57,3 +57,8 @@ STATUS_MESSAGES = {
         "stay there from `event_time` on (Filippov solution)."
     ),
 }
+
+
+#: The statuses of a cell that did not end normally (no valid value past its
+#: `event_time`): everything but FINISHED, COLLAPSED, SLID and CRITICAL.
+FAILED_STATUSES = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED)
