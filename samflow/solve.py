@@ -110,7 +110,8 @@ class SolverSettings:
       inits keep their relative accuracy.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
-      (THEORY.md section 4 recommends 1e-6 in float64).
+      (THEORY.md section 4 recommends 1e-6 in float64); arrival at another
+      critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius.
     - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
       when it nears a pole: relative growth rate x tau > 1e10 (finite-time
@@ -192,7 +193,9 @@ class Trajectory(eqx.Module):
     - `beta`: `(n_save, d)` linear predictor.
     - `loss`: `(n_save,)` empirical loss L(W).
     - `status`: `()` int, a `samflow.Status`.
-    - `event_time`: `()` clock time of the collapse, blow-up or failure; NaN if none.
+    - `event_time`: `()` clock time of the collapse, critical point, blow-up or
+      failure (for MAX_STEPS: the last accepted step, where the solver stalled);
+      0 for a stop condition that holds at the start; NaN if none.
     - `event_t`: `()` the same event in real time t; NaN if none.
     - `collapse_direction`: `(d,)` beta/||beta|| just before collapse; NaN otherwise.
     - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never.

@@ -41,8 +41,9 @@ STATUS_MESSAGES = {
         "Integrate in real time t to follow the cell further."
     ),
     Status.MAX_STEPS: (
-        "The solver reached `max_steps` before the final time; later saved values are NaN. "
-        "Increase `solver.max_steps` or loosen `solver.rtol`."
+        "The solver reached `max_steps` before the final time; `event_time` is where it "
+        "stalled and later saved values are NaN. Increase `solver.max_steps` or loosen "
+        "`solver.rtol`."
     ),
     Status.NONFINITE_INPUT: (
         "An input of this cell (alpha, rho or the data) was NaN or inf; nothing was integrated."
