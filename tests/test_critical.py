@@ -15,7 +15,7 @@ import pytest
 import samflow as sf
 from samflow.flows import real_time_velocity
 from samflow.models import diagonal_network, solve_model
-from samflow.solve import SolverSettings
+from samflow.solve import SolverSettings, summarize
 
 # Case 7: depth 1, not separable, minimiser beta = 0.
 SYMMETRIC = sf.Dataset(X=jnp.array([[1.0], [1.0]]), y=jnp.array([1.0, -1.0]))
@@ -73,6 +73,9 @@ def test_mixed_labels_l2_stops_at_nonzero_critical_point(alpha):
     assert abs(float(tr.event_time) - float(tm.event_time)) < 1e-6 * float(tm.event_time)
     W = np.asarray(tr.W)
     assert np.all(np.isfinite(W))
+    # The heat map's "no value (blow-up / failed)" colour is for dominant index -1.
+    assert np.all(np.asarray(summarize(tr).dominant) >= 1)
+    assert int(np.isin(int(tr.status), sf.status.FAILED_STATUSES)) == 0
     after = ts > float(tr.event_time)
     assert after[-1]
     # Held at a nonzero point, where grad L is ~0 (relative to the gradient at W(0)).
