@@ -25,7 +25,7 @@ import numpy as np
 import scipy.optimize
 from jaxtyping import ArrayLike, Bool, Float, Int
 
-from .status import Status
+from .status import FAILED_STATUSES, Status
 
 __all__ = [
     "Plateau",
@@ -42,7 +42,7 @@ __all__ = [
     "direction_distance",
 ]
 
-_FAILED = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED)
+_FAILED = FAILED_STATUSES
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -228,6 +228,8 @@ def regime_label(
 
     A failed cell (BLEW_UP, MAX_STEPS, FAILED) is labelled from its valid prefix
     by rules 3 to 7, so its label is 1, 2 or 3 only when that prefix shows it.
+    A CRITICAL cell (held at a critical point of the loss) is labelled by rules
+    3 to 7 like a FINISHED one, from its saved beta (1 when held at beta = 0).
 
     **Arguments:**
 

@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .status import FAILED_STATUSES
+
 __all__ = [
     "SLICES_DIR",
     "SliceError",
@@ -361,7 +363,7 @@ def main(argv: "list[str] | None" = None) -> int:
             "note: the slices ran on different code or package versions; see the git_commit and versions attributes",
             file=sys.stderr,
         )
-    n_bad = int((ds["status"].values >= 3).sum())
+    n_bad = int(np.isin(ds["status"].values, FAILED_STATUSES).sum())
     if n_bad:
         print(f"note: {n_bad} cell(s) did not finish normally; see the 'status' variable", file=sys.stderr)
     if not args.no_figures:

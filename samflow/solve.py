@@ -16,7 +16,17 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
+- **critical point** (l2-SAM): the weights reach a critical point of the loss
+  other than the collapse to 0 (grad L = 0; depth 1, or multi-sample data with
+  mixed labels). The l2 direction G/||G|| is undefined there and points into
+  it from every side, so the Filippov solution stays at it. Detected as in
+  `samflow.models.solve_model`: R = ||G(W)|| / ||G(W_hat)|| (~ distance / rho)
+  falls to `capture_radius`; the remaining time is extrapolated linearly in R
+  (error O(capture^2)) and the state is held from then on. Status `CRITICAL`.
 
+A stop condition (collapse, blow-up, pole, critical point) that already holds
+at the start, inside or exactly on its threshold, ends the cell at time 0 with
+that status, without a solve: diffrax events only fire on a down-crossing.
 Every segment saves at the requested times that fall inside it. A cell that
 fails (max_steps, non-finite input) gets its own status and NaNs, never an
 exception, so a vmapped batch survives any one member (`throw=False`).
@@ -37,10 +47,10 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .data import Dataset
-from .flows import Method, log_coords_eligible, log_velocity, real_time_velocity, rescaled_velocity
+from .flows import Method, log_coords_eligible, log_velocity, real_time_velocity, rescaled_velocity, unit_l2
 from .losses import get_loss
 from .model import beta as beta_of
-from .model import init_weights, loss_value
+from .model import init_weights, loss_value, prod_excl, residual
 from .status import Status
 
 __all__ = ["Clock", "SolverSettings", "Trajectory", "solve", "solve_cell"]
@@ -49,6 +59,14 @@ _BIG = 1e300
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
 # (about 1e30); past that it is reported as +inf (see `_velocity`).
 _LOG_T_MAX = 69.0
+# At depth L >= 2, W = 0 is itself a critical point of the loss, handled by the
+# collapse event. Near 0, R = ||G(W)|| / ||G(W_hat)|| ~ kappa (||W|| / rho)^(L-1)
+# with kappa <= ~1, so the critical-point event is armed only where
+# ||W|| > (_CRITICAL_GATE x capture_radius)^(1/(L-1)) x rho: there R reaches the
+# capture radius only if kappa < 1/_CRITICAL_GATE, and the collapse keeps its
+# time. (A nonzero critical point nearer than that to 0, e.g. 1e-3 rho at depth
+# 2, 0.1 rho at depth 4 with the default capture, is not detected.)
+_CRITICAL_GATE = 1e3
 
 
 class _BracketEvent(optx.Bisection):
@@ -92,7 +110,8 @@ class SolverSettings:
       inits keep their relative accuracy.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
-      (THEORY.md section 4 recommends 1e-6 in float64).
+      (THEORY.md section 4 recommends 1e-6 in float64); arrival at another
+      critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius.
     - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
       when it nears a pole: relative growth rate x tau > 1e10 (finite-time
@@ -174,7 +193,9 @@ class Trajectory(eqx.Module):
     - `beta`: `(n_save, d)` linear predictor.
     - `loss`: `(n_save,)` empirical loss L(W).
     - `status`: `()` int, a `samflow.Status`.
-    - `event_time`: `()` clock time of the collapse, blow-up or failure; NaN if none.
+    - `event_time`: `()` clock time of the collapse, critical point, blow-up or
+      failure (for MAX_STEPS: the last accepted step, where the solver stalled);
+      0 for a stop condition that holds at the start; NaN if none.
     - `event_t`: `()` the same event in real time t; NaN if none.
     - `collapse_direction`: `(d,)` beta/||beta|| just before collapse; NaN otherwise.
     - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never.
@@ -212,6 +233,7 @@ class _Carry(NamedTuple):
     coll_dir: Float[Array, " d"]
     W_detect: Float[Array, "L d"]
     t_detect: Float[Array, ""]
+    W_stop: Float[Array, "L d"]
     steps: Int[Array, ""]
     done: Bool[Array, ""]
     track: Bool[Array, ""]
@@ -269,6 +291,75 @@ def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, 
     slides = candidates & (new_side == 0)
     memory = jnp.where(candidates & ~slides, new_side, memory)
     return memory, frozen | slides
+
+
+def _critical_ratio(W, rho, data, loss):
+    """How close l2-SAM is to a critical point of the loss: (R, ok), both ().
+
+    R = ||G(W)|| / ||G(W_hat)||, with G = grad L (norm over all layers) and
+    W_hat = W + rho G / ||G||: `samflow.models.collapse_ratio` for the diagonal
+    network (THEORY.md s.4). Near a critical point W* the l2 field stays of
+    order rho while G vanishes linearly, so R ~ ||W - W*|| / rho. `ok` is
+    L(W_hat) <= 2 L(W) with L(W) > 1e-280: it rules out a small R from large
+    margins (a perturbation that multiplies the loss), including a loss that
+    has underflowed. Norms are scaled by max|G| first (no underflow).
+    """
+    G = -residual(W, data, loss)[None, :] * prod_excl(W)
+    W_hat = W + rho * unit_l2(G)
+    G_hat = -residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    m = jnp.maximum(jnp.max(jnp.abs(G)), jnp.max(jnp.abs(G_hat)))
+    m = jnp.where(m > 0, m, 1.0)
+    g = jnp.sqrt(jnp.sum((G / m) ** 2))
+    g_hat = jnp.sqrt(jnp.sum((G_hat / m) ** 2))
+    R = jnp.where(g > 0, g / jnp.where(g_hat > 0, g_hat, 1.0), 0.0)
+    value = loss_value(W, data, loss)
+    ok = (loss_value(W_hat, data, loss) <= 2.0 * value) & (value > 1e-280)
+    return R, ok
+
+
+def _critical_cond(W, rho, data, loss, capture_radius, gate):
+    """Event condition of the l2 critical point, positive until the arrival:
+    R - capture_radius where armed (rho > 0, `ok`, ||W|| > gate x rho), else _BIG."""
+    R, ok = _critical_ratio(W, rho, data, loss)
+    armed = ok & (rho > 0)
+    if gate > 0:
+        armed = armed & (jnp.sqrt(jnp.sum(W**2)) > gate * rho)
+    return jnp.where(armed, R - capture_radius, _BIG)
+
+
+def _critical_target(W, dW, rho, data, loss):
+    """Linear extrapolation to the critical point from the capture: R falls at a
+    constant rate there (bounded field). `dW` is dW/dclock; returns the remaining
+    clock time dt (>= 0) and the point W + dt dW."""
+    R, dR = jax.jvp(lambda w: _critical_ratio(w, rho, data, loss)[0], (W,), (dW,))
+    dt = jnp.where(dR < 0, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
+    return dt, W + dt * dW
+
+
+def _start_events(values, start_collapsed, finite):
+    """Stop events that already hold at the start (inside or exactly on their
+    threshold): diffrax fires an event only on a down-crossing, so these are
+    decided here. `values` maps each event name to its condition at time 0.
+    Returns (collapsed, blown, critical) booleans, at most one of them True.
+
+    The sign switch of linf at a weight that starts at 0 is decided by the
+    slide decision at the start; the pole condition (growth rate x tau) is 0 at
+    tau = 0 and the t-range condition is 1 at s = 0, so neither holds there.
+    """
+    false = jnp.asarray(False)
+    hits = {k: finite & (v <= 0) for k, v in values.items()}
+    blown = (hits.get("blowup", false) | hits.get("pole", false)) & ~start_collapsed
+    critical = hits.get("critical", false) & ~start_collapsed & ~blown
+    return start_collapsed, blown, critical
+
+
+def _hold_critical(out_W, after, approach, frac, W_detect, W_stop):
+    """Saved weights (n_save, L, d) of a cell that reached a critical point: held
+    at `W_stop` after the event, linear from the capture (`W_detect`) to it in
+    between (`frac` 1 at the capture, 0 at the event), as the extrapolation assumes."""
+    path = W_stop[None] + frac[:, None, None] * (W_detect - W_stop)[None]
+    out_W = jnp.where(approach[:, None, None], path, out_W)
+    return jnp.where(after[:, None, None], W_stop[None], out_W)
 
 
 def solve_cell(
@@ -342,6 +433,11 @@ def solve_cell(
             conds["collapse"] = lambda t, y, args, **kw: (
                 jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
             ) / jnp.where(rho > 0, rho, 1.0)
+    if method is Method.L2:
+        gate = (_CRITICAL_GATE * settings.capture_radius) ** (1.0 / (L - 1)) if L >= 2 else 0.0
+        conds["critical"] = lambda t, y, args, **kw: _critical_cond(
+            to_W(y[0]), rho, data, loss, settings.capture_radius, gate
+        )
     if method is Method.LINF:
 
         def _cross(t, y, args, **kw):
@@ -433,32 +529,41 @@ def solve_cell(
     else:
         track0 = jnp.asarray(False)
 
+    Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if log_coords else W0
     start_collapsed = (
         jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in conds else jnp.asarray(False)
     )
+    values0 = _event_values(0.0, (Y0, s0), (rho, data, memory0, frozen0, track0)) if names else []
+    start_collapsed, start_blown, start_critical = _start_events(
+        dict(zip(names, values0)), start_collapsed & finite, finite
+    )
+    start_stop = start_collapsed | start_blown | start_critical
+    # A cell stopped at the start keeps its initial state at the save time 0.
+    at_start = (ts <= 0) & start_stop
     nan_d = jnp.full((d,), jnp.nan, dtype)
     init = _Carry(
         seg=jnp.asarray(0),
-        t0=jnp.where(~finite | start_collapsed, t_final, 0.0).astype(dtype),
-        W=jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if log_coords else W0,
+        t0=jnp.where(~finite | start_stop, t_final, 0.0).astype(dtype),
+        W=Y0,
         s=s0,
         memory=memory0,
         frozen=frozen0,
         slide_time=slide0,
-        out_W=jnp.full((n_save, L, d), jnp.nan, dtype),
-        out_s=jnp.full((n_save,), jnp.nan, dtype),
-        status=jnp.where(
-            finite,
-            jnp.where(start_collapsed, int(Status.COLLAPSED), int(Status.FINISHED)),
-            int(Status.NONFINITE_INPUT),
+        out_W=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
+        out_s=jnp.where(at_start, 0.0, jnp.full((n_save,), jnp.nan, dtype)),
+        status=jnp.select(
+            [~finite, start_collapsed, start_blown, start_critical],
+            [int(Status.NONFINITE_INPUT), int(Status.COLLAPSED), int(Status.BLEW_UP), int(Status.CRITICAL)],
+            int(Status.FINISHED),
         ),
-        event_time=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
-        event_s=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
+        event_time=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
+        event_s=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
         coll_dir=nan_d,
         W_detect=jnp.zeros((L, d), dtype),
-        t_detect=jnp.where(start_collapsed & finite, 0.0, jnp.nan).astype(dtype),
+        t_detect=jnp.where(start_collapsed | start_critical, 0.0, jnp.nan).astype(dtype),
+        W_stop=W0,
         steps=jnp.asarray(0),
-        done=~finite | start_collapsed,
+        done=~finite | start_stop,
         track=track0,
         t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
     )
@@ -498,7 +603,13 @@ def solve_cell(
         saved_ok = jnp.isfinite(W_seg).all((1, 2)) & (ts >= c.t0)
         t_last_ok = jnp.max(jnp.where(saved_ok, ts, c.t0))
         t_end = jnp.where(healthy, t_end, t_last_ok)
-        inside = (ts >= c.t0) & jnp.where(ok, ts <= t_end, ts < t_end)
+        # Out of steps, the solver stalled at its last accepted step (the t1
+        # save); every save up to there is valid.
+        max_steps = result == diffrax.RESULTS.max_steps_reached
+        t_stall = sol.ts[1][0]
+        inside = (ts >= c.t0) & jnp.where(
+            ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
+        )
         out_W = jnp.where(inside[:, None, None], W_seg, c.out_W)
         out_s = jnp.where(inside, s_seg, c.out_s)
         if conds:
@@ -508,6 +619,7 @@ def solve_cell(
         else:
             hit = {}
         collapsed = hit.get("collapse", jnp.asarray(False))
+        critical = hit.get("critical", jnp.asarray(False))
         crossed = hit.get("cross", jnp.asarray(False))
         blew_up = hit.get("blowup", jnp.asarray(False)) | hit.get("pole", jnp.asarray(False))
         untracked = hit.get("t_range", jnp.asarray(False))
@@ -523,6 +635,10 @@ def solve_cell(
             b_end = beta_of(W_end)
         b_norm = jnp.sqrt(jnp.sum(b_end**2))
         coll_dir = jnp.where(collapsed, b_end / jnp.where(b_norm > 0, b_norm, 1.0), c.coll_dir)
+        if "critical" in conds:  # the point it is held at, and when it gets there
+            dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, loss)
+        else:
+            dt_crit, W_crit = jnp.zeros((), dtype), W_end
 
         # Sign switch: zero the weights that reached 0, then slide or cross.
         active = ~c.frozen & (c.memory != 0)
@@ -538,13 +654,21 @@ def solve_cell(
         slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
 
         status = jnp.select(
-            [collapsed, blew_up, result == diffrax.RESULTS.max_steps_reached, ~healthy],
-            [int(Status.COLLAPSED), int(Status.BLEW_UP), int(Status.MAX_STEPS), int(Status.FAILED)],
+            [collapsed, critical, blew_up, max_steps, ~healthy],
+            [
+                int(Status.COLLAPSED),
+                int(Status.CRITICAL),
+                int(Status.BLEW_UP),
+                int(Status.MAX_STEPS),
+                int(Status.FAILED),
+            ],
             c.status,
         )
-        stops = collapsed | blew_up | ~healthy
-        event_time = jnp.where(stops, t_end + jnp.where(collapsed, dt_rem, 0.0), c.event_time)
-        event_s = jnp.where(stops, s_end + jnp.where(collapsed, ds_end * dt_rem, 0.0), c.event_s)
+        stops = collapsed | critical | blew_up | ~healthy
+        dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
+        t_stop = jnp.where(max_steps, t_stall, t_end)
+        event_time = jnp.where(stops, t_stop + dt_stop, c.event_time)
+        event_s = jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s)
         done = ok | stops
 
         new = _Carry(
@@ -562,8 +686,9 @@ def solve_cell(
             event_time=event_time,
             event_s=event_s,
             coll_dir=coll_dir,
-            W_detect=jnp.where(collapsed, W_end, c.W_detect),
-            t_detect=jnp.where(collapsed, t_end, c.t_detect),
+            W_detect=jnp.where(collapsed | critical, W_end, c.W_detect),
+            t_detect=jnp.where(collapsed | critical, t_end, c.t_detect),
+            W_stop=jnp.where(critical, W_crit, c.W_stop),
             steps=c.steps + sol.stats["num_steps"],
             done=done,
             track=c.track & ~untracked,
@@ -589,11 +714,16 @@ def solve_cell(
     frac = jnp.clip((c.event_time - ts) / jnp.where(span > 0, span, 1.0), 0.0, 1.0)
     approach = is_coll & (ts > c.t_detect) & ~after
     out_W = jnp.where(approach[:, None, None], frac[:, None, None] * c.W_detect, out_W)
+    is_crit = status == int(Status.CRITICAL)
+    out_W = _hold_critical(out_W, is_crit & after, is_crit & (ts > c.t_detect) & ~after, frac, c.W_detect, c.W_stop)
     if clock is Clock.TAU:
         rate0 = jnp.exp(loss.log_inv_slope(0.0))
         t_real = jnp.expm1(c.out_s)
         t_after = jnp.expm1(c.event_s) + (ts - c.event_time) * rate0
         t_real = jnp.where(is_coll & after, t_after, t_real)
+        # Held at a critical point, the clock runs at the rate of that point.
+        rate_c = jnp.exp(rescaled_velocity(c.W_stop, 0.0, Method.GD, data, loss)[1])
+        t_real = jnp.where(is_crit & after, jnp.expm1(c.event_s) + (ts - c.event_time) * rate_c, t_real)
         # Past the tracked range t is above e^_LOG_T_MAX: reported as +inf.
         t_real = jnp.where(ts > c.t_untracked, jnp.inf, t_real)
         t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), t_real, jnp.nan)

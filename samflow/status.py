@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Status", "STATUS_MESSAGES"]
+__all__ = ["Status", "STATUS_MESSAGES", "FAILED_STATUSES"]
 
 
 class Status(enum.IntEnum):
@@ -17,6 +17,7 @@ class Status(enum.IntEnum):
     MAX_STEPS = 4
     NONFINITE_INPUT = 5
     FAILED = 6
+    CRITICAL = 7
 
     @property
     def message(self) -> str:
@@ -40,8 +41,9 @@ STATUS_MESSAGES = {
         "Integrate in real time t to follow the cell further."
     ),
     Status.MAX_STEPS: (
-        "The solver reached `max_steps` before the final time; later saved values are NaN. "
-        "Increase `solver.max_steps` or loosen `solver.rtol`."
+        "The solver reached `max_steps` before the final time; `event_time` is where it "
+        "stalled and later saved values are NaN. Increase `solver.max_steps` or loosen "
+        "`solver.rtol`."
     ),
     Status.NONFINITE_INPUT: (
         "An input of this cell (alpha, rho or the data) was NaN or inf; nothing was integrated."
@@ -50,4 +52,14 @@ STATUS_MESSAGES = {
         "The solver failed (step size underflow or a non-finite state); later saved values "
         "are NaN."
     ),
+    Status.CRITICAL: (
+        "The weights reached a critical point of the loss (grad L = 0, not W = 0) where the "
+        "l2-SAM direction is undefined; the field points into it from every side, so they "
+        "stay there from `event_time` on (Filippov solution)."
+    ),
 }
+
+
+#: The statuses of a cell that did not end normally (no valid value past its
+#: `event_time`): everything but FINISHED, COLLAPSED, SLID and CRITICAL.
+FAILED_STATUSES = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED)

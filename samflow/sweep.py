@@ -53,6 +53,7 @@ from .parallel import (
     sharded_solver,
 )
 from .solve import Clock, SolverSettings, Summary, Trajectory, check_save_times
+from .status import FAILED_STATUSES
 
 __all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main"]
 
@@ -700,7 +701,7 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"slice: {results_path} ({chunk_index} of {n_chunks}; merge with python -m samflow.merge {out_dir})")
     else:
         print(f"results: {results_path}")
-    n_bad = int((ds["status"].values >= 3).sum())
+    n_bad = int(np.isin(ds["status"].values, FAILED_STATUSES).sum())
     if n_bad:
         print(f"note: {n_bad} cell(s) did not finish normally; see the 'status' variable", file=sys.stderr)
     if cfg.output.figures and not args.no_figures and not sliced:
