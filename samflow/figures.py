@@ -72,7 +72,7 @@ from .flows import METHOD_LABELS, Method  # noqa: E402
 from .models import Model, diagonal_network, linear_conv, solve_model, two_layer_linear  # noqa: E402
 from .plots import MISSING_COLOR, NO_VALUE, REGIME_COLORS, REGIME_NAMES, feature_colors, no_value_label, regime_cmap, regime_image  # noqa: E402
 from .solve import SolverSettings, Trajectory, solve  # noqa: E402
-from .status import Status  # noqa: E402
+from .status import FAILED_STATUSES, Status  # noqa: E402
 from .sweep import solve_grid  # noqa: E402
 
 __all__ = [
@@ -1610,7 +1610,9 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     for name in BANDED_MODELS:
         st = sols[name]["status"]
         coll = rows[name][0]
-        bad = int(np.sum((st != int(Status.FINISHED)) & (st != int(Status.COLLAPSED))))
+        # A cell that stopped at a nonzero critical point (CRITICAL) ended normally; only
+        # the statuses of FAILED_STATUSES mean the solver lost the cell.
+        bad = int(np.sum(np.isin(st, [int(s) for s in FAILED_STATUSES])))
         contiguous = bool(np.all(coll[: int(coll.sum())]))  # the collapsing rows are the smallest alphas
         st_ok &= bool(bad == 0 and coll.any() and contiguous)
         st_txt.append(f"{name}: {int(coll.sum())} collapse, alpha/rho <= {a_rel[coll].max() if coll.any() else float('nan'):.3f}"

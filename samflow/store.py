@@ -250,7 +250,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
                 "flag_sentences": json.dumps({s.name.lower(): STATUS_MESSAGES[s] for s in Status}),
             },
         ),
-        "event_time": (cell, stack("event_time", ()), {"long_name": "collapse/blow-up/failure time", "units": cfg.clock}),
+        "event_time": (cell, stack("event_time", ()), {"long_name": "time of the event that ended the cell: collapse, critical point, blow-up, or where the solver stalled or failed (see status)", "units": cfg.clock}),
         "event_real_time": (cell, stack("event_t", ()), {"long_name": "event time in real time t"}),
         "collapse_direction": (cell + ("coord",), stack("collapse_direction", (d,)), {"long_name": "beta/||beta|| just before collapse"}),
         "slide_time": (cell + ("layer", "coord"), stack("slide_time", (L, d)), {"long_name": "time from which the weight slid at 0", "units": cfg.clock}),

@@ -287,8 +287,6 @@ def test_solve_model_stacked_looking_theta0_is_shared():
     np.testing.assert_array_equal(np.asarray(tr.status), Status.FINISHED)
 
 
-@pytest.mark.xfail(strict=True, reason="solve_cell (not this file's scope): an l2 cell that starts at W = 0 "
-                   "collapses at t = 0 and saves NaN at t = 0 instead of 0; remove this mark when fixed")
 def test_l2_zero_init_saves_zero_at_t0():
     """Found by tests/test_api_property.py: l2, W(0) = 0, ts[0] = 0 gives status
     COLLAPSED, event_time 0, and W(0) saved as NaN (0 at the later save times)."""

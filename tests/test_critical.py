@@ -107,7 +107,7 @@ def test_separable_gaussian_critical_point():
     data = sf.Dataset(X=jnp.asarray(X), y=jnp.asarray(y))
     a = np.array([0.005, 0.1])
     ts = [0.0, 1.0, 10.0, 100.0, 1e3]
-    tr = sf.solve("l2", data, alpha=a, rho=np.full(2, 0.1), ts=ts, depth=2)
+    tr = sf.solve("l2", data, alpha=a, rho=np.full(2, 0.1), ts=ts, depth=2, alpha_batched=True)
     np.testing.assert_array_equal(np.asarray(tr.status), [sf.Status.COLLAPSED, sf.Status.CRITICAL])
     m = diagonal_network(2)
     tm = solve_model("l2", m, jax.vmap(lambda x: m.init(x, 5))(jnp.asarray(a)), np.full(2, 0.1), data, ts,
@@ -121,11 +121,12 @@ def test_collapse_times_unchanged_bitwise():
     the last bit depends on the batch size)."""
     ts = np.geomspace(1e-2, 50, 12)
     tr = sf.solve("l2", sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=np.array([0.05, 0.1]),
-                  rho=np.full(2, 0.5), ts=ts, depth=2)
+                  rho=np.full(2, 0.5), ts=ts, depth=2, alpha_batched=True)
     assert [float(x) for x in tr.event_time] == [2.4449139637872204, 6.10640544854066]
     X = jnp.array([[0.2, 0.4, 0.6, 0.8, 1.0], [0.1, 0.5, 0.5, 0.9, 1.1], [-0.3, -0.3, -0.7, -0.7, -0.9]])
     data = sf.Dataset(X=X, y=jnp.array([1.0, 1.0, -1.0]))
-    tr = sf.solve("l2", data, alpha=np.array([0.005, 0.01, 0.02, 0.03]), rho=np.full(4, 0.1), ts=ts, depth=2)
+    tr = sf.solve("l2", data, alpha=np.array([0.005, 0.01, 0.02, 0.03]), rho=np.full(4, 0.1), ts=ts, depth=2,
+                  alpha_batched=True)
     np.testing.assert_array_equal(np.asarray(tr.status), sf.Status.COLLAPSED)
     assert [float(x) for x in tr.event_time] == [
         1.1041486534870555, 2.4030955961004326, 6.033305955297783, 14.178060689869111
