@@ -53,9 +53,10 @@ STATUS_MESSAGES = {
         "are NaN."
     ),
     Status.CRITICAL: (
-        "The weights reached a critical point of the loss (grad L = 0, not W = 0) where the "
-        "l2-SAM direction is undefined; the field points into it from every side, so they "
-        "stay there from `event_time` on (Filippov solution)."
+        "The weights reached a critical point of the loss (grad L = 0) other than the "
+        "depth >= 2 collapse to W = 0 (a nonzero critical point, or beta = 0 at depth 1), "
+        "where the l2-SAM direction is undefined; the field points into it from every side, "
+        "so they stay there from `event_time` on (Filippov solution)."
     ),
 }
 
