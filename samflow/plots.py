@@ -65,7 +65,9 @@ NO_VALUE = -1  # regime_image / dominant index of a cell without a value
 # Statuses whose cells integrated to the final time (or to a collapse): a regime
 # label 0 there means "undetermined". Any other status (a failure, or one this
 # module does not know) leaves the cell without a value.
-_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID)})
+# Cells that ended normally (their saved values are valid to the horizon); a CRITICAL
+# cell is held at a critical point of the loss and keeps its values.
+_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID), int(Status.CRITICAL)})
 _STATUS_WORDS = {
     "BLEW_UP": "blew up",
     "MAX_STEPS": "hit solver.max_steps",
@@ -234,7 +236,7 @@ def regime_image(reg, status) -> np.ndarray:
     """Regime labels to draw: `reg`, with `NO_VALUE` (-1) where a cell has no value.
 
     A cell has no value when its label is 0 (undetermined) and its status is not
-    FINISHED, COLLAPSED or SLID (it blew up, hit max_steps, had a non-finite
+    FINISHED, COLLAPSED, SLID or CRITICAL (it blew up, hit max_steps, had a non-finite
     input, failed, or has a status this module does not know): it is not
     "undetermined", it was never determined.
 

@@ -179,22 +179,24 @@ def test_regime_chart_relative_alpha_columns_have_their_own_geometric_edges(tmp_
 
 
 def test_regime_image_unknown_status_is_no_value():
-    """A status this module does not know (e.g. a new CRITICAL = 7) is drawn 'no value', not a crash."""
-    reg = np.array([0, 0, 0, 2, 0, 0])
-    st = np.array([Status.FINISHED, Status.SLID, Status.BLEW_UP, Status.BLEW_UP, 7, Status.NONFINITE_INPUT])
-    np.testing.assert_array_equal(plots.regime_image(reg, st), [0, 0, -1, 2, -1, -1])
-    assert plots.status_text(7) == "status 7 (unknown)"
-    assert plots.no_value_label([7, 4, 4]) == "no value (MAX_STEPS: hit solver.max_steps; status 7 (unknown))"
+    """A status this module does not know (here 42) is drawn 'no value', not a crash;
+    CRITICAL (held at a critical point of the loss) keeps its value like FINISHED."""
+    reg = np.array([0, 0, 0, 2, 0, 0, 0])
+    st = np.array([Status.FINISHED, Status.SLID, Status.BLEW_UP, Status.BLEW_UP, 42, Status.NONFINITE_INPUT,
+                   Status.CRITICAL])
+    np.testing.assert_array_equal(plots.regime_image(reg, st), [0, 0, -1, 2, -1, -1, 0])
+    assert plots.status_text(42) == "status 42 (unknown)"
+    assert plots.no_value_label([42, 4, 4]) == "no value (MAX_STEPS: hit solver.max_steps; status 42 (unknown))"
     assert plots.no_value_label([]) == r"no value (non-finite $\beta$)"
 
 
 def test_regime_chart_with_an_unknown_status(tmp_path, kept_figures):
     F, A, R, T = 1, 2, 2, 3
     beta = np.full((F, A, R, T, 3), np.nan)
-    ds = make_ds(beta, np.full((F, A, R), 7), alpha=[0.1, 1.0], rho=[0.1, 1.0], times=[0.1, 1.0, 10.0], flows=("l2",))
+    ds = make_ds(beta, np.full((F, A, R), 42), alpha=[0.1, 1.0], rho=[0.1, 1.0], times=[0.1, 1.0, 10.0], flows=("l2",))
     plots.plot_regime_chart(ds, tmp_path / "regime.png")
     fig = kept_figures[-1]
-    assert "status 7 (unknown)" in fig._suptitle.get_text()
+    assert "status 42 (unknown)" in fig._suptitle.get_text()
 
 
 # ---------------------------------------------------------------- the heat map (sibling)
