@@ -85,6 +85,7 @@ def test_mixed_labels_l2_stops_at_nonzero_critical_point(alpha):
     assert np.linalg.norm(grad(W[-1])) < 1e-6 * max(np.linalg.norm(grad(W[0])), 1e-3)
 
 
+@pytest.mark.slow
 def test_mixed_labels_event_time_converges():
     """At tight tolerances the engine and solve_model agree to 1e-11 (alpha = 1):
     196.39682210..., and the default tolerances are within 1e-7 of it."""

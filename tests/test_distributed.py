@@ -18,6 +18,9 @@ from samflow.merge import SliceError, main as merge_main, merge_slices, slice_ce
 from samflow.store import read_results
 from samflow.sweep import main
 
+# Slow (whole sweeps in subprocesses): run with `pytest -m slow`; CI runs it.
+pytestmark = pytest.mark.slow
+
 # 4 alphas x 2 rhos = 8 cells; l2 collapses (NaN event times elsewhere), linf slides
 # (NaN slide times elsewhere). Solver chunks of 3 cells: the K = 3 slices hold 3, 3
 # and 2 cells, so one slice is smaller than a chunk (padded to the chunk's shape) and

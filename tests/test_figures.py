@@ -19,6 +19,9 @@ import pytest
 
 from samflow import figures
 
+# Slow (a quick run of every figure, several minutes): run with `pytest -m slow`; CI runs it.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = ROOT / "configs" / "figures"
 

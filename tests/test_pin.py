@@ -9,8 +9,10 @@ commit, saying why.
 """
 
 import pin_grid
+import pytest
 
 
+@pytest.mark.slow  # about 20 compilations; `pytest -m slow`, which CI runs
 def test_pinned_grid_unchanged():
     fp, ref = pin_grid.load()
     same = fp == pin_grid.fingerprint()

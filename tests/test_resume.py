@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from samflow.sweep import main
@@ -49,6 +50,7 @@ def _same(a: Path, b: Path) -> None:
             np.testing.assert_array_equal(x[v].values, y[v].values, err_msg=v)
 
 
+@pytest.mark.slow
 def test_kill_midway_then_resume_is_bit_identical(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG.format(figures="false"))

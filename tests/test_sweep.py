@@ -91,6 +91,7 @@ def test_collapsed_cells_hold_zero_and_log2_loss(small_ds):
     np.testing.assert_allclose(l2["loss"].values[i][after], np.log(2.0), rtol=1e-15)
 
 
+@pytest.mark.slow
 def test_sweep_cells_equal_solo_solves(small_ds):
     ds = small_ds
     ts = ds["time"].values
