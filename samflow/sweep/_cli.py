@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import store
 from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
+from ..store import write_results
 from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
 from ._run import build_data, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
@@ -34,8 +36,6 @@ def main(argv: "list[str] | None" = None) -> int:
     kept or continued and stale ones (another config or stamp) are replaced.
     Results that cannot fit in memory are refused before any folder is made.
     """
-    from .. import store
-
     parser = argparse.ArgumentParser(
         prog="python -m samflow.sweep",
         description="Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
@@ -64,8 +64,6 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--chunk-index", metavar="I", help="the slice to run, 0..K-1 (with --num-chunks)")
     args = parser.parse_args(argv)
     resume = args.resume or args.resume_any_version
-
-    from ..store import write_results
 
     def fail(msg: str) -> int:
         print(f"error: {msg}", file=sys.stderr)

@@ -11,9 +11,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from .. import store
 from ..config import ConfigError, SweepConfig
 from ..data import Dataset, load_dataset, single_sample
 from ..solve import SolverSettings
+from ..store import to_dataset
+from . import _devices
 from ._checkpoint import ChunkCheckpoint, config_key
 from ._devices import batch_width
 from ._grid import solve_grid
@@ -97,9 +100,6 @@ def run_sweep(
     `samflow.merge.check_slice_args`).
     """
     from tqdm.auto import tqdm
-
-    from .. import store
-    from ..store import to_dataset
 
     data = build_data(cfg, base_dir)
     if cfg.data.mu is None and cfg.clock == "tau" and not data.is_single_sample:
@@ -188,17 +188,15 @@ def memory_preflight(
     **Raises:** `ConfigError` (one line naming `output.save = "summary"`,
     `time.num` and `--num-chunks`) when the results cannot be held.
     """
-    from . import _devices as parallel
-
     n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
     n_cells = n_grid
     if grid_slice is not None:
         i, K = grid_slice
         n_cells = max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
     if available_bytes == "auto":
-        available_bytes = parallel.available_memory_bytes()
+        available_bytes = _devices.available_memory_bytes()
     try:
-        return parallel.check_memory(
+        return _devices.check_memory(
             n_cells, len(cfg.methods), cfg.depth, data.d, cfg.time.values().size,
             summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
             n_devices=n_devices if n_devices is not None else len(jax.local_devices()),

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..store import read_results
 from ._checkpoint import NO_STAMP
 
 
@@ -214,8 +215,6 @@ def merge_dir(out_dir: "str | Path", *, accept_other_stamp: bool = False) -> xr.
     **Raises:** `SliceError` (one line) when the folder holds no slices, a slice
     file cannot be read, or `merge_slices` refuses.
     """
-    from ..store import read_results
-
     folder = Path(out_dir) / SLICES_DIR
     paths = sorted(folder.glob("slice-*.nc")) if folder.is_dir() else []
     if not paths:
