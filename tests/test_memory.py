@@ -207,17 +207,18 @@ figures = false
 
 
 def test_cli_refuses_an_oversized_run_before_any_folder_or_compilation(tmp_path, monkeypatch, capsys):
-    from samflow import parallel, sweep
+    from samflow import sweep
     from samflow.config import load_config
+    from samflow.sweep import _devices, _grid
 
     cfg = tmp_path / "big.toml"
     cfg.write_text(BIG_TOML.format(row=", ".join(["1.0"] * 32)))
-    monkeypatch.setattr(parallel, "available_memory_bytes", lambda: 125 * GiB)
+    monkeypatch.setattr(_devices, "available_memory_bytes", lambda: 125 * GiB)
 
     def no_compile(*a, **k):
         raise AssertionError("compiled")
 
-    monkeypatch.setattr(sweep, "sharded_solver", no_compile)
+    monkeypatch.setattr(_grid, "sharded_solver", no_compile)
     out = tmp_path / "out"
     assert sweep.main([str(cfg), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err

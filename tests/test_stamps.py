@@ -252,16 +252,16 @@ def test_merge_refuses_slices_of_different_stamps(cfg, tmp_path, monkeypatch, ca
 def test_resume_with_another_chunk_size_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
     """Chunks derived from the memory budget depend on the device count (not in the
     config key): resuming on another machine used to raise a ValueError traceback."""
-    from samflow import sweep
+    from samflow.sweep import _grid
 
     p = tmp_path / "c.toml"
     p.write_text(CONFIG.format(t1="1e3").replace("chunk_size = 2", "memory_budget_mb = 1024"))
     out = tmp_path / "o"
-    monkeypatch.setattr(sweep, "chunk_cells", lambda *a: 2)
+    monkeypatch.setattr(_grid, "chunk_cells", lambda *a: 2)
     run_sweep(load_config(p), progress=False, checkpoint_dir=out / ".partial")
     for c in sorted((out / ".partial").glob("*.npz"))[1:]:
         c.unlink()
-    monkeypatch.setattr(sweep, "chunk_cells", lambda *a: 4)  # as on another number of devices
+    monkeypatch.setattr(_grid, "chunk_cells", lambda *a: 4)  # as on another number of devices
     assert _run(p, out, "--resume") == 2
     line = _one_line_error(capsys)
     assert "chunk 0 holds 2 cells" in line and "has 4" in line and "--overwrite" in line

@@ -1,0 +1,42 @@
+"""The sweep engine and its command line: config -> grid -> batched solve -> results -> figures.
+
+    python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--resume] [--resume-any-version]
+                                   [--no-figures] [--quiet] [--num-chunks K --chunk-index i]
+
+reads a TOML config (see `configs/default.toml`), solves every (method, alpha, rho)
+cell with one jitted, vmapped diffrax solve per chunk of cells, writes a netCDF
+results file and draws the figures. From Python, `run_sweep(config)` returns the
+results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
+With `--num-chunks K --chunk-index i` it solves slice i of K of the grid and
+writes `<out>/slices/...nc`; `python -m samflow.merge <out>` assembles the
+slices (`samflow.merge`).
+
+Reuse is guarded by two stamps: the config key (`config_key`) and the code
+stamp (`samflow.store.code_stamp`: samflow version, git commit + dirty marker,
+source hash, jax / jaxlib / diffrax / numpy versions). `--resume` continues
+partial results only under both, is a no-op success on complete results under
+both, and refuses anything else in one line (exit 2). Before any folder is made
+or anything compiled, `memory_preflight` refuses results that cannot fit in
+memory.
+"""
+
+from ._checkpoint import (
+    _KEY_FILE as _KEY_FILE,
+    _STAMP_FILE as _STAMP_FILE,
+    NO_STAMP as NO_STAMP,
+    ChunkCheckpoint as ChunkCheckpoint,
+    _chunk_stamps as _chunk_stamps,
+    _finished_mismatch as _finished_mismatch,
+    config_key as config_key,
+    partial_mismatch as partial_mismatch,
+)
+from ._cli import _default_out as _default_out, main as main
+from ._grid import _fields as _fields, solve_grid as solve_grid
+from ._run import (
+    _grid_cells as _grid_cells,
+    build_data as build_data,
+    memory_preflight as memory_preflight,
+    run_sweep as run_sweep,
+)
+
+__all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main"]

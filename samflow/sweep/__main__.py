@@ -1,0 +1,11 @@
+"""`python -m samflow.sweep CONFIG ...`: the command line (`samflow.sweep.main`)."""
+
+import sys
+
+from ._cli import main
+
+if __name__ == "__main__":
+    from ._devices import use_cpu_cores
+
+    use_cpu_cores()  # one CPU device per core, unless the user chose a count: sweeps shard over them
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""Batches of cells over devices, in bounded memory, with results that do not
+depend on either.
+
+A grid of B cells is solved as a sequence of *calls* of one compiled program.
+Each call hands `n_dev * width` cells to a 1-D device mesh (axis "cells") with
+`jax.shard_map`: every device runs its own vmapped while loop over its `width`
+cells, independently of the other devices (no collective, so no device waits
+for another's slowest cell inside a call; a `jit` over `NamedSharding` inputs
+would instead synchronize the vmapped loop's condition at every step).
+
+**Why a fixed width.** XLA's CPU code for a vmapped batch depends on the batch
+shape (vectorization, loop tiling, dot kernels), and so do the last bits of its
+results: the same cell solved in a batch of 9, of 32 or of 512 can differ by an
+ulp. The per-device batch `width` is therefore the one knob that sets the bits;
+chunking (`chunk_size`, the memory budget), the device count and the order in
+which calls are made change nothing. `width = min(batch_size, B)`.
+
+**Memory.** The device memory of a call is measured by XLA's buffer assignment
+(`compiled.memory_analysis()`: outputs + temporaries). `cell_bytes` is the
+formula fitted to those measurements (see its docstring); `chunk_cells` turns a
+budget into the number of cells whose outputs may be alive at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import os
+from typing import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from ..flows import Method
+
+# The module (the package attribute `samflow.solve` is the function `solve`).
+_solve = importlib.import_module("..solve", __package__)
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MEMORY_BUDGET_MB",
+    "resolve_devices",
+    "batch_width",
+    "cell_bytes",
+    "chunk_cells",
+    "in_flight_bytes",
+    "results_bytes",
+    "available_memory_bytes",
+    "check_memory",
+    "sharded_solver",
+    "use_cpu_cores",
+]
+
+#: Cells per device in one vmapped solve (64x64 l2 chart on 2 cores: 64 -> 1.8 s,
+#: 128 -> 1.3 s, 256 -> 1.4 s, 512 -> 2.9 s, 1024 -> 3.3 s; cost-sorted cells).
+DEFAULT_BATCH_SIZE = 128
+DEFAULT_MEMORY_BUDGET_MB = 1024.0
+#: Calls dispatched ahead of the one being fetched (devices compute while the host copies).
+IN_FLIGHT = 2
+
+AXIS = "cells"
+
+
+def resolve_devices(devices: "Sequence[jax.Device] | int | None" = None) -> tuple:
+    """The devices to shard over: all local devices (None), the first n (an int),
+    or the given devices.
+
+    **Raises:** `ValueError` for an empty list, a count < 1 or above the number
+    of local devices, or repeated devices.
+    """
+    local = jax.local_devices()
+    if devices is None:
+        return tuple(local)
+    if isinstance(devices, (int, np.integer)):
+        if not (1 <= devices <= len(local)):
+            raise ValueError(
+                f"devices: asked for {devices} device(s), {len(local)} local device(s) available "
+                "(more CPU devices: XLA_FLAGS=--xla_force_host_platform_device_count=N before jax starts)"
+            )
+        return tuple(local[: int(devices)])
+    devs = tuple(devices)
+    if not devs:
+        raise ValueError("devices: give at least one device")
+    if len(set(devs)) != len(devs):
+        raise ValueError("devices: a device is listed twice")
+    return devs
+
+
+def batch_width(batch_size: int, n_cells: int) -> int:
+    """Cells per device in one vmapped solve: `min(batch_size, n_cells)`.
+
+    Results depend (in their last bits) on this width and on nothing else of the
+    batching; a slice of a grid must be solved at the width of the whole grid.
+
+    **Raises:** `ValueError` if either argument is < 1.
+    """
+    if batch_size < 1 or n_cells < 1:
+        raise ValueError(f"batch_size and n_cells must be >= 1, got {batch_size}, {n_cells}")
+    return int(min(batch_size, n_cells))
+
+
+def cell_bytes(L: int, d: int, n_save: int, *, summary: bool = False) -> tuple[int, int]:
+    """Device bytes per cell of a vmapped solve: (outputs, temporaries).
+
+    From XLA's buffer assignment (`memory_analysis()` of the compiled call) on
+    CPU, float64, tsit5, fitted over L in {1, 2, 3}, d in {2, 5, 50}, n_save in
+    {16, 64, 256}, gd / l2 / linf, batch widths 16 and 64 (per-cell bytes do not
+    depend on the width). The formula is an upper bound: outputs exact to a few
+    bytes, temporaries within 0-10% above the measurement for L >= 2 (up to 35%
+    above for L = 1). With Ld = L d and n = n_save:
+
+    - outputs, `Trajectory`: 8 (n (Ld + d + 3) + Ld + d + 6): ts, t, W, beta
+      and loss per save time, and the per-cell fields;
+      `Summary`: 8 (3 n + Ld + d + 6) + 2 n: t, ||beta||, loss, and one byte
+      each of dominant index and tie flag;
+    - temporaries, `Trajectory`: 8 (3 n Ld + 12 Ld + 96): three n x Ld buffers
+      (diffrax's save buffer, the carried output of the segment loop and its
+      masked copy), the solver stages and controller state;
+      `Summary`: 8 (4 n (Ld + 1) + 12 Ld + 96) (beta and the sort of |beta| too).
+
+    L = 2, d = 5, n = 64: outputs 9.4 kB (summary 1.8 kB), temporaries 17.1 kB
+    (summary 24.3 kB); measured 9.4 / 1.8 kB and 16.0 / 21.5 kB. The host keeps
+    the outputs of all B cells (less the `ts` field, one shared copy).
+    """
+    Ld = L * d
+    if summary:
+        out = 8 * (3 * n_save + Ld + d + 6) + 2 * n_save
+        tmp = 8 * (4 * n_save * (Ld + 1) + 12 * Ld + 96)
+    else:
+        out = 8 * (n_save * (Ld + d + 3) + Ld + d + 6)
+        tmp = 8 * (3 * n_save * Ld + 12 * Ld + 96)
+    return int(out), int(tmp)
+
+
+def chunk_cells(
+    memory_budget_mb: float, width: int, n_devices: int, out_bytes: int, tmp_bytes: int
+) -> int:
+    """Cells per chunk under a memory budget: the largest `width * 2**k` with
+
+        chunk * out_bytes + IN_FLIGHT * n_devices * width * (out_bytes + tmp_bytes) <= budget
+
+    (one chunk's outputs are copied when it is checkpointed; at most `IN_FLIGHT`
+    calls are alive on the devices, outputs and temporaries), and at least
+    `width`. A power-of-two number of batches keeps the chunk boundaries the
+    same for 1, 2, 4, 8, ... devices, so that `--resume` works across device
+    counts. The returned arrays (B rows of outputs) are not part of the budget.
+
+    **Raises:** `ValueError` for a budget <= 0.
+    """
+    if not memory_budget_mb > 0:
+        raise ValueError(f"memory_budget_mb must be > 0, got {memory_budget_mb!r}")
+    budget = memory_budget_mb * 2**20 - IN_FLIGHT * n_devices * width * (out_bytes + tmp_bytes)
+    n_batches = max(1.0, budget / (width * out_bytes))
+    return int(width * 2 ** int(math.floor(math.log2(n_batches))))
+
+
+def in_flight_bytes(
+    L: int, d: int, n_save: int, *, summary: bool, width: int, n_devices: int
+) -> int:
+    """Device bytes of the calls in flight: `IN_FLIGHT * n_devices * width *
+    (outputs + temporaries)` per `cell_bytes`. The solver needs this much
+    whatever `memory_budget_mb` says (`chunk_cells` never goes below one batch).
+
+    E.g. L = 2, d = 32, 1000 save times, width 128, 2 devices: 1.11 GiB.
+    """
+    out_b, tmp_b = cell_bytes(L, d, n_save, summary=summary)
+    return int(IN_FLIGHT * n_devices * width * (out_b + tmp_b))
+
+
+def results_bytes(n_cells: int, n_methods: int, L: int, d: int, n_save: int, *, summary: bool) -> int:
+    """Host bytes a sweep of `n_cells` cells and `n_methods` methods holds at its
+    peak: the solver's outputs (`n_methods * n_cells` cells of `cell_bytes`
+    outputs) and, at the same time, the labelled `xarray.Dataset` made from them
+    (at most as large again), so twice the outputs. An upper bound (the outputs
+    count the weights and save times, which the dataset does not keep).
+
+    E.g. 512 x 512 cells, one method, L = 2, d = 32, 1000 save times, full
+    save: 207.8 GB of outputs, 415.7 GB in all.
+    """
+    out_b, _ = cell_bytes(L, d, n_save, summary=summary)
+    return int(2 * n_methods * n_cells * out_b)
+
+
+def available_memory_bytes() -> "int | None":
+    """Memory this process can still allocate, in bytes: `MemAvailable` of
+    /proc/meminfo (else `os.sysconf` available pages), capped by a cgroup v2
+    limit (`memory.max - memory.current`) when there is one; None when unknown.
+    """
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, OSError, ValueError):
+            avail = None
+    try:
+        root = "/sys/fs/cgroup/"
+        with open(root + "memory.max") as fh:
+            limit = fh.read().strip()
+        if limit != "max":
+            with open(root + "memory.current") as fh:
+                left = int(limit) - int(fh.read().strip())
+            avail = left if avail is None else min(avail, left)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_memory(
+    n_cells: int,
+    n_methods: int,
+    L: int,
+    d: int,
+    n_save: int,
+    *,
+    summary: bool,
+    batch_size: int,
+    n_devices: int,
+    memory_budget_mb: float,
+    available_bytes: "int | None",
+    num_slices: "int | None" = None,
+) -> "str | None":
+    """Check, before anything is compiled, that a sweep's results fit in memory.
+
+    **Arguments:** `n_cells` the cells this process solves (one slice's, with
+    padding, under `--num-chunks`); `n_methods`; `L`, `d`, `n_save` the shape;
+    `summary` for `output.save = "summary"`; `batch_size`, `n_devices` the
+    batching (`batch_width`); `memory_budget_mb` the config's budget;
+    `available_bytes` the memory that can be allocated (`available_memory_bytes()`;
+    None skips the refusal); `num_slices` K under `--num-chunks K`, else None.
+
+    Needs `results_bytes(...) + in_flight_bytes(...)`.
+
+    **Returns:** None, or a one-line note when `memory_budget_mb` is below what
+    the batches in flight need (the solver then uses more than the budget).
+
+    **Raises:** `ValueError` (one line) when the need exceeds `available_bytes`,
+    naming the fixes: `output.save = "summary"`, fewer save times (`time.num`),
+    or `--num-chunks` with a count that fits.
+    """
+    width = batch_width(batch_size, n_cells)
+    flight = in_flight_bytes(L, d, n_save, summary=summary, width=width, n_devices=n_devices)
+    held = results_bytes(n_cells, n_methods, L, d, n_save, summary=summary)
+    need = held + flight
+    if available_bytes is not None and need > available_bytes:
+        what = f"{n_cells} cells" + (f" of this slice (of {num_slices})" if num_slices else "")
+        fixes = []
+        if not summary:
+            s_need = results_bytes(n_cells, n_methods, L, d, n_save, summary=True) + in_flight_bytes(
+                L, d, n_save, summary=True, width=width, n_devices=n_devices
+            )
+            fixes.append(f'output.save = "summary" (needs {_gib(s_need)})')
+        fixes.append(f"fewer save times (time.num = {n_save} now)")
+        room = available_bytes - flight
+        if room > 0:
+            k = max(2, math.ceil(held / room)) * (num_slices or 1)
+            fixes.append(f"--num-chunks {k} or more (one slice per process)")
+        else:  # the batches in flight alone do not fit
+            fixes.append(f"a smaller solver.batch_size ({width} cells per device now)")
+        raise ValueError(
+            f"the results need about {_gib(need)} of memory ({what} x {n_methods} method(s) x "
+            f"{n_save} save times, L = {L}, d = {d}), more than the {_gib(available_bytes)} available; "
+            f"use {', or '.join(fixes)}"
+        )
+    if flight > memory_budget_mb * 2**20:
+        return (
+            f"solver.memory_budget_mb = {memory_budget_mb:g} is below the {_gib(flight)} the batches in "
+            f"flight need ({IN_FLIGHT} calls x {n_devices} device(s) x {width} cells); the solver uses "
+            "that much anyway: raise memory_budget_mb or lower solver.batch_size"
+        )
+    return None
+
+
+def use_cpu_cores(n: "int | None" = None) -> "int | None":
+    """Give JAX one CPU device per core (or `n` devices), so that `solve_grid`
+    shards a sweep over the cores (each device runs its own batch on its own
+    thread; XLA runs one vmapped solve on one core).
+
+    Call it before JAX's first computation. It changes nothing, and returns
+    None, when JAX has already started, or when the user chose a count
+    (`JAX_NUM_CPU_DEVICES` / `jax_num_cpu_devices`, or
+    `--xla_force_host_platform_device_count` in `XLA_FLAGS`). Results do not
+    depend on the number of devices.
+
+    **Returns:** the number of CPU devices set, or None.
+    """
+    if jax.config.jax_num_cpu_devices != -1 or "xla_force_host_platform_device_count" in os.environ.get(
+        "XLA_FLAGS", ""
+    ):
+        return None
+    if n is None:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n))
+    except RuntimeError:  # the backend has started: too late
+        return None
+    return int(n)
+
+
+@functools.lru_cache(maxsize=64)
+def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False):
+    """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
+
+    Returns `(fn, sharding)`: `fn(W0, rho, data, ts)` with `W0` (n_dev w, L, d)
+    and `rho` (n_dev w,) placed with `sharding` (device i gets rows i w ... (i+1) w),
+    `data` and `ts` replicated, returns a `Trajectory` (or a `Summary` with
+    `summary`) with leading axis n_dev w. One compilation per (devices, method,
+    clock, settings, summary, w, L, d, n_save).
+    """
+    mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
+    P = PartitionSpec
+
+    def per_device(W0, rho, data, ts):
+        # Looked up at trace time, so that a test can count traces.
+        fn = lambda W, r: _solve.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+        out = jax.vmap(fn)(W0, rho)
+        return _solve.summarize(out) if summary else out
+
+    body = jax.shard_map(
+        per_device,
+        mesh=mesh,
+        in_specs=(P(AXIS), P(AXIS), P(), P()),
+        out_specs=P(AXIS),
+        check_vma=False,  # diffrax's loops are not vma-typed
+    )
+    return jax.jit(body), NamedSharding(mesh, P(AXIS))

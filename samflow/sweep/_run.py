@@ -1,0 +1,207 @@
+"""`run_sweep`: a config -> its cells -> `solve_grid` per method -> a results Dataset;
+`build_data` and the memory check made before anything is compiled."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from .. import store
+from ..config import ConfigError, SweepConfig
+from ..data import Dataset, load_dataset, single_sample
+from ..solve import SolverSettings
+from ..store import to_dataset
+from . import _devices
+from ._checkpoint import ChunkCheckpoint, config_key
+from ._devices import batch_width
+from ._grid import solve_grid
+from ._slices import slice_cells
+
+
+def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
+    """The data set a config describes (`data.mu`, `data.X`/`data.y` or `data.file`).
+
+    A relative `data.file` is resolved against `base_dir` (the config's folder)
+    first, then the working directory.
+
+    **Raises:** `ConfigError` naming `data.file` when the file is missing or invalid.
+    """
+    dc = cfg.data
+    if dc.mu is not None:
+        return single_sample(dc.mu)
+    if dc.X is not None:
+        return Dataset.from_arrays(dc.X, dc.y)
+    p = Path(dc.file)
+    if not p.is_absolute() and base_dir is not None and (base_dir / p).exists():
+        p = base_dir / p
+    try:
+        return load_dataset(p)
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError(f"data.file: {err}") from None
+
+
+def _grid_cells(cfg: SweepConfig, d: int):
+    """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R)."""
+    a_axis = cfg.grid.alpha_values()
+    r_axis = cfg.grid.rho_values()
+    A, R = a_axis.size, r_axis.size
+    alpha_abs = a_axis[:, None] * (r_axis[None, :] if cfg.grid.alpha_relative_to_rho else 1.0)
+    alpha_abs = np.broadcast_to(alpha_abs, (A, R))
+    W0 = np.broadcast_to(alpha_abs.reshape(-1)[:, None, None], (A * R, cfg.depth, d)).copy()
+    rho = np.broadcast_to(r_axis[None, :], (A, R)).reshape(-1).copy()
+    return W0, rho, alpha_abs
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    *,
+    progress: bool = True,
+    base_dir: "Path | None" = None,
+    checkpoint_dir: "Path | None" = None,
+    grid_slice: "tuple[int, int] | None" = None,
+    code_stamp: "str | None" = None,
+    accept_other_stamp: bool = False,
+):
+    """Run every cell of a config and return the results as an `xarray.Dataset`.
+
+    Dims: flow (the method), alpha, rho, time, coord, layer.
+    See `samflow.store.to_dataset` for the variables; with `output.save =
+    "summary"` the cells are solved with `solve_grid(..., summary=True)` and
+    the results hold the summary variables (dominant index, ||beta||, ...) in
+    place of beta. With `checkpoint_dir`,
+    every finished chunk is kept there, and chunks already there (from an
+    interrupted run of the same config) are reused, so a resumed run gives
+    bit-for-bit the results of an uninterrupted one.
+
+    With `grid_slice = (i, K)` only slice i of K of the flattened (alpha, rho)
+    cells is solved (`samflow.merge.slice_cells`); the per-cell variables then
+    have one axis `cell` (n_i,) in place of (alpha, rho), and the attributes
+    `slice_index`, `num_slices` say which slice it is. A slice smaller than one
+    solver chunk of the whole grid is padded to that chunk's shape, so that
+    `samflow.merge.merge_slices` of the K slices equals the whole run bit for
+    bit (XLA's code, and its last bits, depend on the batch shape). Every
+    result carries the attributes `config_key` (`config_key(cfg)`) and
+    `code_stamp` (`code_stamp`, default `samflow.store.code_stamp()`). Chunks
+    in `checkpoint_dir` made under another code stamp are refused, unless
+    `accept_other_stamp`: then they are reused and the attribute
+    `resumed_code_stamps` (a JSON list) names their stamps.
+
+    Before anything is compiled, the memory the results need is checked against
+    the memory available (`memory_preflight`).
+
+    **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data
+    file), results that do not fit in memory, or a checkpoint of another config
+    or code stamp (one line each); `ValueError` for a bad `grid_slice` (see
+    `samflow.merge.check_slice_args`).
+    """
+    from tqdm.auto import tqdm
+
+    data = build_data(cfg, base_dir)
+    if cfg.data.mu is None and cfg.clock == "tau" and not data.is_single_sample:
+        raise ConfigError("clock: 'tau' needs a single sample; this data set has several, use 't'")
+    memory_preflight(cfg, data, grid_slice)
+    if code_stamp is None:
+        code_stamp = store.code_stamp()
+    ts = cfg.time.values()
+    W0, rho, alpha_abs = _grid_cells(cfg, data.d)
+    settings = SolverSettings(
+        solver=cfg.solver.solver,
+        rtol=cfg.solver.rtol,
+        atol=cfg.solver.atol,
+        max_steps=cfg.solver.max_steps,
+        capture_radius=cfg.solver.capture_radius,
+        blowup_log10=cfg.solver.blowup_log10,
+        max_segments=cfg.solver.max_segments,
+        loss=cfg.loss,
+        coords=cfg.solver.coords,
+    )
+    key = config_key(cfg)
+    # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost_key = np.lexsort((rho, W0[:, 0, 0] / rho))
+    rank = np.argsort(cost_key)
+    n_cells = n_real = W0.shape[0]
+    cells = None
+    if grid_slice is not None:
+        i, K = grid_slice
+        cells = slice_cells(cost_key, K, i)
+        n_real = cells.size
+        # Solve at the batch width of the whole grid (same width, same bits): pad
+        # a slice smaller than one batch with copies of its last cell.
+        n_pad = max(0, batch_width(cfg.solver.batch_size, n_cells) - n_real)
+        take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
+        W0, rho, rank = W0[take], rho[take], rank[take]
+        rank[n_real:] = n_cells  # the padding sorts last
+        key = f"{key} slice {i} of {K}"
+    checkpoint = (
+        ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
+        if checkpoint_dir
+        else None
+    )
+    results, timings = {}, {}
+    total = len(cfg.methods) * W0.shape[0]
+    with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
+        for m in cfg.method_enums:
+            bar.set_postfix_str(m.value)
+            t0 = time.perf_counter()
+            results[m] = solve_grid(
+                m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
+                chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
+                memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
+                sort_key=rank, summary=cfg.output.save == "summary",
+            )
+            timings[m.value] = time.perf_counter() - t0
+    if cells is not None:
+        results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
+    ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
+    ds.attrs["config_key"] = config_key(cfg)
+    ds.attrs["code_stamp"] = code_stamp
+    if checkpoint is not None and checkpoint.other_stamps:
+        ds.attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
+    if grid_slice is not None:
+        ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
+    return ds
+
+
+def memory_preflight(
+    cfg: SweepConfig,
+    data: Dataset,
+    grid_slice: "tuple[int, int] | None" = None,
+    available_bytes: "int | None | str" = "auto",
+    n_devices: "int | None" = None,
+) -> "str | None":
+    """Check that the results of `cfg` (or of slice `grid_slice = (i, K)`, padded
+    as `run_sweep` pads it) fit in memory, before anything is compiled
+    (`samflow.parallel.check_memory`).
+
+    `available_bytes` "auto" asks `samflow.parallel.available_memory_bytes()`;
+    `n_devices` None counts the local JAX devices.
+
+    **Returns:** None, or a one-line note when `solver.memory_budget_mb` is below
+    what the batches in flight need.
+
+    **Raises:** `ConfigError` (one line naming `output.save = "summary"`,
+    `time.num` and `--num-chunks`) when the results cannot be held.
+    """
+    n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
+    n_cells = n_grid
+    if grid_slice is not None:
+        i, K = grid_slice
+        n_cells = max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
+    if available_bytes == "auto":
+        available_bytes = _devices.available_memory_bytes()
+    try:
+        return _devices.check_memory(
+            n_cells, len(cfg.methods), cfg.depth, data.d, cfg.time.values().size,
+            summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
+            n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+            memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,
+            num_slices=grid_slice[1] if grid_slice is not None else None,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
