@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -50,8 +51,12 @@ def _l2_regimes(ctx: Context, alpha, rho, ts) -> tuple[np.ndarray, Trajectory]:
     return regime_label(tr.beta, tr.status), tr
 
 
-def regime_edges(ctx: Context, rhos, ts, points: int, passes: int):
+def regime_edges(label: Callable[[np.ndarray, np.ndarray], np.ndarray], mu, rhos, points: int, passes: int):
     """The regime 1/2 and 2/3 edges of depth-2 l2-SAM at each rho, as alpha values.
+
+    `label(alpha, rho)` gives the regime label (`samflow.analysis.regime_label`:
+    1, 2, 3, or 0 for not yet at d) of the cells alpha (B,), rho (B,), as an array
+    (B,); `mu` (d,) gives the start brackets (`samflow.theory.l2_alpha_marks`).
 
     Multisection on a log scale: each pass labels `points` + 2 inits between the
     current brackets of every (rho, edge) in one batch and keeps the sub-interval
@@ -66,7 +71,7 @@ def regime_edges(ctx: Context, rhos, ts, points: int, passes: int):
     """
     rhos = np.asarray(rhos, dtype=np.float64)
     R = rhos.size
-    marks = theory.l2_alpha_marks(ctx.mu, rhos)
+    marks = theory.l2_alpha_marks(mu, rhos)
     lo = np.stack([marks.all_shrink, marks.major_first / 1.5], axis=1)  # (R, 2)
     hi = np.stack([marks.major_first, marks.major_first * 1.5], axis=1)
     # Jitter the brackets per rho, so that the grids of inits are not exact
@@ -79,8 +84,7 @@ def regime_edges(ctx: Context, rhos, ts, points: int, passes: int):
         k = np.linspace(0.0, 1.0, points + 2)
         pts = np.exp(np.log(lo)[..., None] + (np.log(hi) - np.log(lo))[..., None] * k)  # (R, 2, K)
         rr = np.broadcast_to(rhos[:, None, None], pts.shape)
-        lab, _ = _l2_regimes(ctx, pts.ravel(), rr.ravel(), ts)
-        lab = lab.reshape(pts.shape)
+        lab = np.asarray(label(pts.ravel(), rr.ravel())).reshape(pts.shape)
         for e, P in enumerate((lab[:, 0] == 1, lab[:, 1] != 3)):
             # P holds below the edge: the first index where it fails ends the bracket.
             first_fail = np.argmax(~P, axis=-1)
@@ -115,7 +119,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     reg = reg.reshape(AA.shape)
     st_chart = np.asarray(tr.status).reshape(AA.shape)
     er = cfg.edge_rho.values()
-    e12, e23, half = regime_edges(ctx, er, ts, cfg.edge_points, cfg.edge_passes)
+    e12, e23, half = regime_edges(lambda a, r: _l2_regimes(ctx, a, r, ts)[0], ctx.mu, er, cfg.edge_points, cfg.edge_passes)
     res = float(np.nanmax(half))
     marks = theory.l2_alpha_marks(ctx.mu, 1.0)
     c_shrink, c_major = float(marks.all_shrink), float(marks.major_first)
@@ -156,7 +160,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     # about 0.5, minor first then major for about 0.55 to 0.9, major first from
     # about 0.95".
     ex = dataclasses.replace(ctx, common=ctx.common.model_copy(update={"mu": list(cfg.example_mu)}))
-    x12, x23, _ = regime_edges(ex, [1.0], ts, cfg.edge_points, cfg.edge_passes)
+    x12, x23, _ = regime_edges(lambda a, r: _l2_regimes(ex, a, r, ts)[0], ex.mu, [1.0], cfg.edge_points, cfg.edge_passes)
     lo12, hi12, lo23, hi23 = cfg.example_edges
     checks.append(Check("regime_chart", f"THEORY.md example, mu = {tuple(cfg.example_mu)}, rho = 1: the three regimes",
                         f"collapse up to alpha ~ 0.5, minor first for ~0.55 to 0.9, major first from ~0.95: "
