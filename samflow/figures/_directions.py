@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..analysis import direction_distance, max_margin_direction
 from ._context import Context, MethodName, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _label, _label_plain, _layout_with_legend, _save
 
 
@@ -118,7 +118,7 @@ def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> Figur
         "Top: depth 1, every flow tends to the l2 max-margin direction (for one sample mu/||mu||), at the slow "
         "rate ~1/log t of implicit bias. Bottom: depth 2, the flows tend to the l1 max-margin direction "
         "(for one sample e_d, the major feature; for these 4 samples also e_5). Left: one sample "
-        "{(mu, +1)}, mu = (0.2, 0.4, 0.6, 0.8, 1.0); right: 4 samples of increasing feature scale. "
+        f"{{(mu, +1)}}, mu = {mu_text(ctx.mu)}; right: 4 samples of increasing feature scale. "
         "The one sample is stored as 4 identical rows (same loss) so that both columns share one compilation."
     )
     return _finish(ctx, FigureResult("depth1_directions", "Figure 1: limit directions (depth 1 -> l2, depth 2 -> l1)",

@@ -25,7 +25,7 @@ from ..plots import (
 )
 from ..solve import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _log_edges, _save
 from ._measure import staircase_ok
 
@@ -219,7 +219,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                  r"boundaries are lines $\alpha \propto \rho$ (slope 1 on log axes)", fontsize=11)
     png = _save(fig, ctx, "regime_chart")
     caption = (
-        f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = (0.2, ..., 1.0), "
+        f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu, short=True)}, "
         f"w(0) = alpha 1) over a {a_ax.size} x {r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
         "2 minor first, major last (the dominant feature starts below d and climbs to d), 3 major first. The dashed "
         "and dash-dotted lines are the predicted marks of THEORY.md s.3 (every coordinate shrinks below the first, "

@@ -43,6 +43,14 @@ class FigureResult:
     cpu_seconds: float = float("nan")  # CPU time of the process (all its threads)
 
 
+def mu_text(mu, *, short: bool = False) -> str:
+    """The feature scales mu (d,) as captions write them, from the config value (never
+    typed into a caption, so editing configs/figures/common.toml cannot make one lie):
+    "(0.2, 0.4, 0.6, 0.8, 1.0)", or with `short` "(0.2, ..., 1.0)"."""
+    mu = [float(m) for m in mu]
+    return str(tuple(mu)) if not short or len(mu) <= 3 else f"({mu[0]}, ..., {mu[-1]})"
+
+
 def _write_caption(ctx: Context, result: FigureResult) -> None:
     lines = [f"# {result.title}", "", result.caption.strip(), ""]
     lines.append("Made by `python scripts/reproduce_figures.py" + (" --quick" if ctx.quick else "") + "` from " + ", ".join(f"`{c}`" for c in result.configs) + ".")

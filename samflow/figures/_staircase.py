@@ -9,7 +9,7 @@ from pydantic import Field
 from ..analysis import regime_label, visited_sequence
 from ..status import Status
 from ._context import Context, MethodName, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _heatmap_panel, _label, _layout_with_legend, _save, _staircase_cmap, _staircase_handles
 from ._measure import MISSING, _dominant_with_ties, staircase_ok
 
@@ -84,7 +84,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
                     above = a_rel > 1.0
                     linf_n += int(above.sum())
                     linf_bad += int(np.sum(reg[above] != 3))
-        fig.suptitle(f"Dominant feature over real time, {dname}" + (r" $\{(\mu, +1)\}$, $\mu = (0.2, \ldots, 1)$" if key == "single" else " of increasing feature scale")
+        fig.suptitle(f"Dominant feature over real time, {dname}" + (r" $\{(\mu, +1)\}$, $\mu = (" + f"{ctx.mu[0]:g}, \\ldots, {ctx.mu[-1]:g})$" if key == "single" else " of increasing feature scale")
                      + ": GD flat at the major feature, $\\ell_2$-SAM climbs a staircase", fontsize=11.5)
         _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2], missing), ncol=d + 3,
                             title=r"dominant feature $\arg\max_j |\beta_j(t)|$", top=1 - 0.45 / fig.get_figheight())
@@ -112,7 +112,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
     caption = (
         "Dominant feature argmax_j |beta_j(t)| (colour) over real time t (log) and init scale alpha/rho (log), "
         "w(0) = alpha 1, for GD, l2-SAM and linf-SAM (columns) at depths " + ", ".join(str(L) for L in cfg.depths)
-        + " (rows). staircase_single: one sample {(mu, +1)}, mu = (0.2, 0.4, 0.6, 0.8, 1.0); staircase_multi: 4 samples "
+        + f" (rows). staircase_single: one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu)}; staircase_multi: 4 samples "
         "of increasing feature scale (samflow.datasets.increasing_scale, seed 0). rho is small (per depth, in the "
         "panel titles) so that the loss is still about log 2 while the features switch, which keeps the staircase "
         "at moderate t. GD is flat at the major feature 5. l2-SAM shows the three regimes: collapse to beta = 0 (grey; "

@@ -11,7 +11,7 @@ from ..analysis import dominant_index, plateau, regime_label, switching_times, t
 from ..plots import feature_colors
 from ..status import Status
 from ._context import Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _layout_with_legend, _save
 from ._measure import _first_informative_dominant, staircase_ok
 
@@ -151,7 +151,7 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         (f"t = {t_d[fin][0]:.3g} at alpha/rho = {a_d[fin][0]:.3f} down to {t_d[fin][-1]:.3g} at {a_d[fin][-1]:.3f}; " if fin.any() else "")
                         + ("monotone" if mono else "not monotone"), mono))
     caption = (
-        f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = (0.2, ..., 1.0), rho = {cfg.rho:g}, "
+        f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu, short=True)}, rho = {cfg.rho:g}, "
         "w(0) = alpha 1. Top: |beta_j(t)| (log), with the switches of the dominant feature dotted; bottom: the loss, "
         f"with the plateau found by samflow.analysis.plateau (the longest stretch within a {cfg.rel_band:g} relative "
         f"band that is followed by a fall by {cfg.rel_drop:g}) shaded. Columns: regime 1 (every weight shrinks and "
