@@ -45,7 +45,8 @@ def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> Figur
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("depth1_directions", DirectionsConfig)
-    datasets = [("one sample $\\{(\\mu, +1)\\}$", ctx.single_rows()), ("4 samples", ctx.multi())]
+    n_multi = ctx.common.multi_sample.n
+    datasets = [("one sample $\\{(\\mu, +1)\\}$", ctx.single_rows()), (f"{n_multi} samples", ctx.multi())]
     colors = {"gd": "k", "l2": "tab:blue", "linf": "tab:orange", "usam": "tab:green"}
     checks = []
     fig, axes = plt.subplots(len(cfg.rows), 2, figsize=(11, 3.6 * len(cfg.rows)), squeeze=False)
@@ -72,7 +73,7 @@ def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> Figur
                 ok = bool(np.isfinite(final) and final < row.tol and falling and final < float(d_other[-1]))
                 checks.append(Check(
                     "depth1_directions",
-                    f"depth {row.depth}, {_label_plain(m)}, {'one sample' if j == 0 else '4 samples'}: direction -> l{row.reference[1]} max-margin",
+                    f"depth {row.depth}, {_label_plain(m)}, {'one sample' if j == 0 else str(n_multi) + ' samples'}: direction -> l{row.reference[1]} max-margin",
                     f"distance -> 0 (< {row.tol:g} at t = {row.t1:g}, falling)",
                     f"{final:.3g} at t = {row.t1:g} (to l{other[1]}: {float(d_other[-1]):.2f}); "
                     + ("falling" if falling else "not monotone") + " over the last half of log t",
@@ -117,9 +118,9 @@ def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> Figur
         "dotted: the other one), in real time t, for GD, l2-SAM and linf-SAM from w(0) = alpha 1. "
         "Top: depth 1, every flow tends to the l2 max-margin direction (for one sample mu/||mu||), at the slow "
         "rate ~1/log t of implicit bias. Bottom: depth 2, the flows tend to the l1 max-margin direction "
-        "(for one sample e_d, the major feature; for these 4 samples also e_5). Left: one sample "
-        f"{{(mu, +1)}}, mu = {mu_text(ctx.mu)}; right: 4 samples of increasing feature scale. "
-        "The one sample is stored as 4 identical rows (same loss) so that both columns share one compilation."
+        f"(for one sample e_d, the major feature; for these {n_multi} samples also e_5). Left: one sample "
+        f"{{(mu, +1)}}, mu = {mu_text(ctx.mu)}; right: {n_multi} samples of increasing feature scale. "
+        f"The one sample is stored as {n_multi} identical rows (same loss) so that both columns share one compilation."
     )
     return _finish(ctx, FigureResult("depth1_directions", "Figure 1: limit directions (depth 1 -> l2, depth 2 -> l1)",
                                      [png], caption, [ctx.config_ref("depth1_directions"), ctx.config_ref("common")], checks), t0)

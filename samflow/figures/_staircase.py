@@ -112,14 +112,14 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
     caption = (
         "Dominant feature argmax_j |beta_j(t)| (colour) over real time t (log) and init scale alpha/rho (log), "
         "w(0) = alpha 1, for GD, l2-SAM and linf-SAM (columns) at depths " + ", ".join(str(L) for L in cfg.depths)
-        + f" (rows). staircase_single: one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu)}; staircase_multi: 4 samples "
-        "of increasing feature scale (samflow.datasets.increasing_scale, seed 0). rho is small (per depth, in the "
+        + f" (rows). staircase_single: one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu)}; staircase_multi: {ctx.common.multi_sample.n} samples "
+        f"of increasing feature scale (samflow.datasets.increasing_scale, seed {ctx.common.multi_sample.seed}). rho is small (per depth, in the "
         "panel titles) so that the loss is still about log 2 while the features switch, which keeps the staircase "
-        "at moderate t. GD is flat at the major feature 5. l2-SAM shows the three regimes: collapse to beta = 0 (grey; "
-        "depths 2 and 4 only, depth 3 never collapses), the staircase 1 -> 2 -> ... -> 5 (minor first, major last) "
+        f"at moderate t. GD is flat at the major feature {d}. l2-SAM shows the three regimes: collapse to beta = 0 (grey; "
+        f"depths 2 and 4 only, depth 3 never collapses), the staircase 1 -> 2 -> ... -> {d} (minor first, major last) "
         "for intermediate alpha/rho, and major first for large alpha/rho. linf-SAM: coordinates below rho fall to 0 "
         "(even depth) or rise towards rho (odd depth); above rho the major feature wins. White: all |beta_j| tied (a "
         "cell that has not moved from the symmetric init)."
     )
-    return _finish(ctx, FigureResult("staircase", "Figure 4: staircase heat maps (GD, l2-SAM, linf-SAM; depths 2-4; 1 and 4 samples)",
+    return _finish(ctx, FigureResult("staircase", f"Figure 4: staircase heat maps (GD, l2-SAM, linf-SAM; depths 2-4; 1 and {ctx.common.multi_sample.n} samples)",
                                      pngs, caption, [ctx.config_ref("staircase"), ctx.config_ref("common")], checks), t0)
