@@ -1,0 +1,164 @@
+"""Figure 5: beta_j and the loss, one panel per regime (trajectories)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from pydantic import Field
+
+from .. import theory
+from ..analysis import dominant_index, plateau, regime_label, switching_times, tied, visited_sequence
+from ..plots import feature_colors
+from ..status import Status
+from ._context import Context, _LogAxis, _Strict, _init, _solve
+from ._report import Check, FigureResult, _finish, _start, mu_text
+from ._draw import _layout_with_legend, _save
+from ._measure import _first_informative_dominant, staircase_ok
+
+
+# --- figure 5: trajectories and the plateau, one panel per regime ----------------
+
+
+class TrajectoriesConfig(_Strict):
+    rho: float = Field(gt=0)
+    alphas: list[float] = Field(min_length=1)  # alpha / rho, one per regime, in order 1, 2, 3
+    t1: float = Field(gt=0)  # real-time horizon of the panels (linear save times)
+    sweep: _LogAxis  # alpha / rho of the switching-order statistics
+    sweep_t_min: float = Field(gt=0)
+    sweep_t1: float = Field(gt=0)
+    rel_band: float = Field(gt=0)
+    rel_drop: float = Field(gt=0, lt=1)
+
+
+def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
+    """Figure 5: |beta_j(t)| and the loss of depth-2 l2-SAM in real time, one column
+    per regime, with the loss plateau (`samflow.analysis.plateau`) and the switches
+    of the dominant feature marked.
+
+    Also measures, over a sweep of alpha/rho: the order in which features become
+    dominant in regime 2 (increasing mu, after a possible initial step-down), the
+    first dominant feature against `theory.l2_first_dominant`, and the time to
+    reach the major feature.
+
+    **Returns:** a `FigureResult`.
+    """
+    t0 = _start()
+    ctx = Context.make(out_dir, quick, config_dir)
+    cfg = ctx.config("trajectories", TrajectoriesConfig)
+    mu, d = ctx.mu, ctx.d
+    data = ctx.single_rows()
+    n = ctx.common.n_save
+    ts = np.linspace(cfg.t1 / n, cfg.t1, n)
+    a = np.asarray(cfg.alphas)
+    tr = _solve(ctx, "l2", data, _init(a * cfg.rho, 2, d), cfg.rho, ts, clock="t")
+    reg = regime_label(tr.beta, tr.status)
+    pl = plateau(tr.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+    cols = feature_colors(d)
+    fig, axes = plt.subplots(2, len(a), figsize=(4.5 * len(a), 6.6), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [1.6, 1]})
+    checks = []
+    for k in range(len(a)):
+        ax, axl = axes[0, k], axes[1, k]
+        beta = np.abs(tr.beta[k])
+        for j in range(d):
+            ax.plot(ts, np.where(beta[:, j] > 0, beta[:, j], np.nan), color=cols[j], lw=1.6,
+                    label=rf"$|\beta_{{{j + 1}}}|$, $\mu_{{{j + 1}}}={mu[j]:g}$")
+        ax.set_yscale("log")
+        pos = beta[np.isfinite(beta) & (beta > 0)]
+        if pos.size:
+            ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
+        dom = np.where(tied(tr.beta[k], 1e-9), 0, dominant_index(tr.beta[k]))
+        for tsw, f, to in switching_times(dom, ts):
+            ax.axvline(tsw, color="0.5", lw=0.7, ls=":")
+            ax.text(tsw, 0.02, f" {f}$\\to${to}", transform=ax.get_xaxis_transform(), fontsize=8, rotation=90,
+                    ha="right", va="bottom", color="0.25")
+        if tr.status[k] == int(Status.COLLAPSED):
+            for axx in (ax, axl):
+                axx.axvline(tr.event_time[k], color="k", lw=1.0, ls="--")
+            ax.text(tr.event_time[k], 0.5, " collapse", transform=ax.get_xaxis_transform(), fontsize=8)
+        seq = visited_sequence(dom)
+        ax.set_title(f"$\\alpha/\\rho = {a[k]:g}$: regime {reg[k]}\n"
+                     + ("dominant feature " + " $\\to$ ".join(map(str, seq)) if seq else ""), fontsize=10)
+        axl.plot(ts, tr.loss[k], "k", lw=1.4, label="loss")
+        if np.isfinite(pl.start[k]):
+            axl.axvspan(pl.start[k], pl.end[k], color="tab:orange", alpha=0.3,
+                        label=f"plateau, $t$ = {pl.start[k]:.0f} to {pl.end[k]:.0f}")
+        axl.axhline(np.log(2), color="0.5", lw=0.7, ls="--")
+        axl.text(ts[-1], np.log(2), r"$\log 2$", ha="right", va="bottom", fontsize=8, color="0.4")
+        axl.set_ylim(0, 0.78)
+        axl.set_xlabel("real time $t$")
+        axl.legend(fontsize=8, loc="lower left")
+        if k == 0:
+            ax.set_ylabel(r"$|\beta_j(t)|$")
+            axl.set_ylabel("loss")
+        ax.grid(True, alpha=0.25)
+        axl.grid(True, alpha=0.25)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.suptitle(rf"$\ell_2$-SAM, depth 2, one sample, $\rho = {cfg.rho:g}$: one column per regime", fontsize=12)
+    _layout_with_legend(fig, handles, ncol=d, inches=0.45, top=1 - 0.35 / fig.get_figheight())
+    png = _save(fig, ctx, "trajectories")
+
+    # Statistics over a sweep of alpha/rho (log save times: the first dominant
+    # feature is read at the first untied save, right after t = 0).
+    sa = cfg.sweep.values()
+    ts2 = ctx.log_times(cfg.sweep_t_min, cfg.sweep_t1)
+    tr2 = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts2, clock="t")
+    reg2 = regime_label(tr2.beta, tr2.status)
+    dom2 = np.where(tied(tr2.beta, 1e-9), 0, dominant_index(tr2.beta))
+    seqs = {i: visited_sequence(dom2[i]) for i in np.flatnonzero(reg2 == 2)}
+    good = [i for i, s in seqs.items() if staircase_ok(s, d)]
+    stepped = [(sa[i], s) for i, s in seqs.items() if len(s) > 1 and s[1] < s[0]]
+    bad = [(round(float(sa[i]), 3), s) for i, s in seqs.items() if not staircase_ok(s, d)]
+    checks.append(Check("trajectories", "l2-SAM depth 2, regime 2: features become dominant in increasing order of mu",
+                        "visited dominant features strictly increase to d, after a possible initial step-down near the 1/2 edge",
+                        f"{len(good)}/{len(seqs)} regime-2 inits of {sa.size} (alpha/rho in [{sa[0]:g}, {sa[-1]:g}]); "
+                        + (f"{len(stepped)} step down first, e.g. alpha/rho = {stepped[0][0]:.3f}: {stepped[0][1]}" if stepped else "none steps down")
+                        + (f"; not monotone: {bad[:3]}" if bad else ""),
+                        bool(seqs) and len(good) == len(seqs)))
+    first_pred = theory.l2_first_dominant(sa, mu)
+    first_meas = _first_informative_dominant(tr2.beta)
+    live = reg2 != 1
+    n_eq = int(np.sum(first_pred[live] == first_meas[live]))
+    checks.append(Check("trajectories", "l2-SAM depth 2: the first dominant feature (inits that do not collapse)",
+                        "argmax_j mu_j (1 - mu_j / (sqrt 2 a ||mu||)), a = alpha/rho",
+                        f"{n_eq}/{int(live.sum())} inits match", n_eq == int(live.sum())))
+    # The plateau over the sweep, on the panels' linear time grid.
+    trp = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts, clock="t")
+    regp = regime_label(trp.beta, trp.status)
+    plp = plateau(trp.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+    durp = plp.end - plp.start
+    step = ts[1] - ts[0]
+    live_p = regp != 1
+    fin_p = live_p & np.isfinite(durp)
+    mono_p = bool(np.all(np.diff(durp[fin_p]) <= step + 1e-12))
+    r2, r3 = durp[regp == 2], durp[regp == 3]
+    longer = bool(r2.size and r3.size and np.nanmin(r2) >= np.nanmax(r3) - step)
+    none1 = bool(np.all(~np.isfinite(durp[regp == 1])))
+    checks.append(Check("trajectories", "l2-SAM depth 2: the loss plateau of regime 2",
+                        "longer than in regime 3, lengthening without bound towards the 1/2 edge; no plateau in regime 1 (the loss never falls)",
+                        (f"regime 2: {np.nanmin(r2):.1f} to {np.nanmax(r2):.1f}, regime 3: {np.nanmin(r3):.1f} to {np.nanmax(r3):.1f} (real time, grid step {step:.2f}); "
+                         if r2.size and r3.size else "")
+                        + ("non-increasing" if mono_p else "not monotone") + f" in alpha/rho over {int(fin_p.sum())} inits; "
+                        + f"{int(np.sum(regp == 1))} collapsing inits " + ("without" if none1 else "with") + " a plateau",
+                        bool(mono_p and longer and none1)))
+    idx = sorted(seqs)
+    t_d = np.array([next((t for t, _, to in switching_times(dom2[i], ts2) if to == d), np.nan) for i in idx])
+    a_d = sa[idx]
+    fin = np.isfinite(t_d)
+    mono = bool(fin.sum() >= 2 and np.all(np.diff(t_d[fin]) <= 0))
+    checks.append(Check("trajectories", "l2-SAM depth 2, regime 2: time at which the major feature takes the lead",
+                        "decreases with alpha/rho, without bound towards the 1/2 edge",
+                        (f"t = {t_d[fin][0]:.3g} at alpha/rho = {a_d[fin][0]:.3f} down to {t_d[fin][-1]:.3g} at {a_d[fin][-1]:.3f}; " if fin.any() else "")
+                        + ("monotone" if mono else "not monotone"), mono))
+    caption = (
+        f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu, short=True)}, rho = {cfg.rho:g}, "
+        "w(0) = alpha 1. Top: |beta_j(t)| (log), with the switches of the dominant feature dotted; bottom: the loss, "
+        f"with the plateau found by samflow.analysis.plateau (the longest stretch within a {cfg.rel_band:g} relative "
+        f"band that is followed by a fall by {cfg.rel_drop:g}) shaded. Columns: regime 1 (every weight shrinks and "
+        "collapses to 0 in finite time; the loss rises to log 2 and stays), regime 2 (minor first, major last: the "
+        "features take the lead in increasing order of mu while the loss sits on a plateau near log 2, and it falls "
+        "once the major feature leads), regime 3 (major first: the plateau is short). With rho small the weights "
+        "are of order rho while the features switch, so the loss is still about log 2 then."
+    )
+    return _finish(ctx, FigureResult("trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", [png], caption,
+                                     [ctx.config_ref("trajectories"), ctx.config_ref("common")], checks), t0)
