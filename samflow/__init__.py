@@ -1,7 +1,7 @@
 """samflow: an ODE simulator of SAM training dynamics on linear diagonal networks.
 
 Implements the flows of "Minor First, Major Last: A Depth-Induced Implicit Bias of
-Sharpness-Aware Minimization" (ICLR 2026); see THEORY.md for the equations.
+Sharpness-Aware Minimization" (ICLR 2026); see docs/theory.md for the equations.
 Importing samflow turns on float64 in JAX (`jax_enable_x64`): the flows need it.
 """
 

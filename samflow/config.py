@@ -139,7 +139,7 @@ class GridConfig(_Strict):
     whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
     L >= 2 by `SweepConfig`: there W = 0 is a fixed point of every flow (each
     layer's gradient -r * prod_{k != l} w^(k) is 0, and so is the SAM ascent
-    step, THEORY.md s.1-2), so the cell would report a meaningless "finished" or
+    step, docs/theory.md s.1-2), so the cell would report a meaningless "finished" or
     "collapsed" at beta = 0. At depth 1 the gradient at 0 is -r(0) (nonzero
     unless the data's mean y_i x_i is 0), so every flow leaves 0 and a zero init is allowed.
     """

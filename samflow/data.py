@@ -1,4 +1,4 @@
-"""Binary classification data sets (THEORY.md section 1).
+"""Binary classification data sets (docs/theory.md section 1).
 
 A data set is n samples (x_i, y_i) with x_i in R^d and labels y_i in {-1, +1}.
 The single-sample data set {(mu, +1)} with 0 < mu_1 < ... < mu_d is the paper's
@@ -78,7 +78,7 @@ class Dataset(eqx.Module):
 
 
 def single_sample(mu: ArrayLike) -> Dataset:
-    """The data set {(mu, +1)} of THEORY.md section 1.
+    """The data set {(mu, +1)} of docs/theory.md section 1.
 
     **Arguments:** `mu`, shape (d,), finite. The paper orders 0 < mu_1 < ... < mu_d,
     but any finite mu is accepted (the analysis calls the largest |mu_j| major).

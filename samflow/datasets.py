@@ -3,7 +3,7 @@
 The paper checks its single-sample findings on data sets of many samples whose
 features have increasing scale (feature 1 minor, feature d major) and on "banded"
 data, whose coordinates fall into a few bands of distinct intensity, like the dark
-background and bright strokes of a digit (THEORY.md sections 1 and 6). Both
+background and bright strokes of a digit (docs/theory.md sections 1 and 6). Both
 generators here build every sample as
 
     y_i x_ij = s_j m_ij + noise * s_j xi_ij,
@@ -85,7 +85,7 @@ def increasing_scale(
     """Binary data with features of increasing scale (feature 1 minor, feature d major).
 
     y_i x_ij = s_j m_ij (+ noise), see the module docstring: the multi-sample
-    analogue of {(mu, +1)} with 0 < mu_1 < ... < mu_d (THEORY.md section 1).
+    analogue of {(mu, +1)} with 0 < mu_1 < ... < mu_d (docs/theory.md section 1).
 
     **Arguments:**
 

@@ -1,4 +1,4 @@
-"""The discrete algorithms GD, l2-SAM, linf-SAM and USAM (THEORY.md section 2).
+"""The discrete algorithms GD, l2-SAM, linf-SAM and USAM (docs/theory.md section 2).
 
 With step size eta and radius rho, every method is the iteration
 
@@ -123,7 +123,7 @@ def sam_step(
 ) -> Float[Array, "L d"]:
     """One step theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)).
 
-    THEORY.md section 2; eps from `samflow.flows.perturbation` (sign(0) = 0).
+    docs/theory.md section 2; eps from `samflow.flows.perturbation` (sign(0) = 0).
 
     **Arguments:** weights `W` `(L, d)`; radius `rho` >= 0; step size `eta`;
     `data`; `method` ("gd", "l2", "linf", "usam"); `loss` ("logistic",
@@ -215,7 +215,7 @@ def run_discrete(
     """Run a discrete algorithm from the init `alpha` at radius `rho`, one cell or a batch.
 
     Mirrors `samflow.solve` (clock t): theta_{k+1} = theta_k - eta grad L(theta_k +
-    eps(theta_k)), THEORY.md section 2, saved at the iterates nearest to `ts`.
+    eps(theta_k)), docs/theory.md section 2, saved at the iterates nearest to `ts`.
 
     **Arguments:**
 

@@ -1,4 +1,4 @@
-"""GD, l2-SAM, linf-SAM and USAM flows of the diagonal network (THEORY.md s.2, s.3).
+"""GD, l2-SAM, linf-SAM and USAM flows of the diagonal network (docs/theory.md s.2, s.3).
 
 Every flow is one rule, written once:
 
@@ -22,7 +22,7 @@ gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 
 (For usam the same time change is exact too; its eps keeps the slope factor.)
 `rescaled_velocity` returns log(dt/dtau), finite even where dt/dtau overflows;
-`samflow.solve` turns it into real time (THEORY.md section 4 on why t is a
+`samflow.solve` turns it into real time (docs/theory.md section 4 on why t is a
 secondary quantity of the tau clock).
 
 `memory` is the sign pattern of the linf field between two events (see
@@ -160,7 +160,7 @@ def perturbation(
 
 
 def perturbed_weights(W, r, rho, method: Method, memory=None):
-    """W_hat = W + eps(G) (THEORY.md section 2), shape (L, d)."""
+    """W_hat = W + eps(G) (docs/theory.md section 2), shape (L, d)."""
     return W + perturbation(W, r, rho, method, memory)
 
 
@@ -172,7 +172,7 @@ def real_time_velocity(
     loss: AbstractLoss,
     memory: Float[Array, "L d"] | None = None,
 ) -> Float[Array, "L d"]:
-    """dW/dt = -grad L(W + eps(grad L(W))) for any data (THEORY.md section 2).
+    """dW/dt = -grad L(W + eps(grad L(W))) for any data (docs/theory.md section 2).
 
     Units: weights per unit of real time t. Shape (L, d).
     """
@@ -188,7 +188,7 @@ def rescaled_velocity(
     loss: AbstractLoss,
     memory: Float[Array, "L d"] | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
-    """Rescaled flow of a single sample {(mu, +1)} (THEORY.md section 3).
+    """Rescaled flow of a single sample {(mu, +1)} (docs/theory.md section 3).
 
     **Returns:** (dW/dtau, log(dt/dtau)), shapes (L, d) and ().
 
@@ -228,7 +228,7 @@ def log_velocity(
     where sigma_j = prod_l sign_lj, k = slope(z_hat) for t and 1 for tau, and
     ||mu q|| = exp(0.5 logsumexp(2 (log|mu_j| + X_j - x_lj))). A weight of
     1e-400 or 1e+400 is as well represented as one of 1: nothing under- or
-    overflows as coordinates are suppressed or grow (THEORY.md s.4, "Underflow").
+    overflows as coordinates are suppressed or grow (docs/theory.md s.4, "Underflow").
     The flows are the same as in linear coordinates: the tests check
     dx = dW / W against `real_time_velocity` and `rescaled_velocity`.
 

@@ -1,4 +1,4 @@
-"""Margin losses ell(z) of binary classification (THEORY.md section 1).
+"""Margin losses ell(z) of binary classification (docs/theory.md section 1).
 
 Every loss here is written in terms of the margin z = y <beta, x> and exposes the
 three quantities the flows need, each computed without overflow in float64:
@@ -6,7 +6,7 @@ three quantities the flows need, each computed without overflow in float64:
 - `value(z)`: ell(z);
 - `slope(z)`: -ell'(z) > 0, the positive factor in front of the gradient;
 - `log_inv_slope(z)`: log(1 / slope(z)), the log of dt/dtau in the rescaled
-  flows (THEORY.md section 3), finite even where `slope` underflows to 0.
+  flows (docs/theory.md section 3), finite even where `slope` underflows to 0.
 """
 
 from __future__ import annotations

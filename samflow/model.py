@@ -1,4 +1,4 @@
-"""The L-layer linear diagonal network and its hand-written gradient (THEORY.md s.1).
+"""The L-layer linear diagonal network and its hand-written gradient (docs/theory.md s.1).
 
 Parameters theta = (w^(1), ..., w^(L)) are stored as one array `W` of shape (L, d);
 the linear predictor is beta = w^(1) * ... * w^(L) (elementwise) and the output is
@@ -56,13 +56,13 @@ def residual(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float
 def grad_loss(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, "L d"]:
     """Hand-written gradient of the loss, grad_{w^(l)} L = -r(W) * prod_{k != l} w^(k).
 
-    Shape (L, d), THEORY.md section 1. Checked against `jax.grad` in the tests.
+    Shape (L, d), docs/theory.md section 1. Checked against `jax.grad` in the tests.
     """
     return -residual(W, data, loss)[None, :] * prod_excl(W)
 
 
 def init_weights(alpha: ArrayLike, depth: int, d: int) -> Float[Array, "L d"]:
-    """Initial weights W(0) of shape (depth, d) from an init scale (THEORY.md s.1:
+    """Initial weights W(0) of shape (depth, d) from an init scale (docs/theory.md s.1:
     w^(l)(0) = alpha for every layer; general per-layer inits also allowed).
 
     **Arguments:**

@@ -1,4 +1,4 @@
-"""SAM flows and discrete SAM for any differentiable model f(theta, x) (THEORY.md s.2).
+"""SAM flows and discrete SAM for any differentiable model f(theta, x) (docs/theory.md s.2).
 
 `samflow.flows` and `samflow.solve` treat the L-layer diagonal network with a
 hand-written gradient. This module does the same for any model given as a JAX
@@ -7,7 +7,7 @@ function `f(theta, x) -> scalar`, with `theta` any pytree of float64 arrays and
 
     L(theta) = (1/n) sum_i ell(y_i f(theta, x_i)),   G = grad L(theta) (autodiff),
 
-and the flows / discrete algorithms use the perturbation eps(G) of THEORY.md s.2
+and the flows / discrete algorithms use the perturbation eps(G) of docs/theory.md s.2
 with every norm taken over all leaves of the pytree together:
 
 | method | eps(G)                         |
@@ -21,7 +21,7 @@ with every norm taken over all leaves of the pytree together:
     discrete:  theta_{k+1} = theta_k - eta grad L(theta_k + eps(G(theta_k))),  t = k eta.
 
 **Singular points.** Generic models are integrated with an adaptive Runge-Kutta
-solver and one event, the l2-SAM collapse (THEORY.md s.4). The l2 field is
+solver and one event, the l2-SAM collapse (docs/theory.md s.4). The l2 field is
 undefined where G = grad L(theta) = 0 (theta = 0 for the diagonal network; the
 set {v = 0, U r = 0} for the two-layer net, where U keeps its part orthogonal
 to r), and a trajectory can reach such a critical point in finite time. The
@@ -315,7 +315,7 @@ def _flat_norm(tree) -> Array:
 
 
 def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> tuple[Array, Array]:
-    """How close l2-SAM is to a critical point of L (THEORY.md s.4): (R, ok).
+    """How close l2-SAM is to a critical point of L (docs/theory.md s.4): (R, ok).
 
     R = ||grad L(theta)|| / ||grad L(theta_hat)||, theta_hat = theta + rho G/||G||
     (norms over all leaves), and ok = L(theta_hat) <= 2 L(theta). Near a critical
@@ -371,14 +371,14 @@ def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocit
 
 
 def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettings, loss, predictor=None) -> ModelTrajectory:
-    """Solve one cell (THEORY.md s.2, s.4); pure and vmappable over theta0 and rho.
+    """Solve one cell (docs/theory.md s.2, s.4); pure and vmappable over theta0 and rho.
 
     Arguments as `solve_model` with `rho` a () float64, `ts` (n_save,) float64
     (not checked here), `loss` a name or an `AbstractLoss`, `predictor` the
     effective predictor or None. Returns a `ModelTrajectory` of one cell; never
     raises for a failing cell.
 
-    l2-SAM with rho > 0 has the collapse event of `samflow.solve` (THEORY.md
+    l2-SAM with rho > 0 has the collapse event of `samflow.solve` (docs/theory.md
     s.4), written for any model with `collapse_ratio`: the solve stops when R
     falls to `settings.capture_radius`, the remaining time to the critical point
     is extrapolated linearly in R (R falls at a constant rate there: the field is
@@ -547,7 +547,7 @@ def solve_model(
     **Returns:** a `ModelTrajectory`, batched over B when `rho` is a vector.
     Never raises for a failing cell (`throw=False`): see its `status`. l2-SAM
     cells that reach a critical point of L (theta = 0 for the diagonal network)
-    end as `COLLAPSED` with their `event_time` (THEORY.md s.4); there is no
+    end as `COLLAPSED` with their `event_time` (docs/theory.md s.4); there is no
     sign-switch event for linf (module docstring).
 
     **Raises:** `ValueError` (one line, before anything is compiled) for an

@@ -1,4 +1,4 @@
-"""Closed forms and predicted marks of the rescaled single-sample flows (THEORY.md s.3).
+"""Closed forms and predicted marks of the rescaled single-sample flows (docs/theory.md s.3).
 
 Data set {(mu, +1)} with 0 < mu_1 < ... < mu_d; all layers start at the same
 w(0) = alpha (a scalar or a vector alpha_j), so they stay equal ("symmetric init")
@@ -96,7 +96,7 @@ def _rho_per_row(r: np.ndarray, batch: tuple) -> np.ndarray:
 def gd_depth2_symmetric(
     alpha: ArrayLike, mu: ArrayLike, tau: ArrayLike
 ) -> Float[np.ndarray, "*batch d"]:
-    """GD, depth 2, symmetric init: w_j(tau) = alpha_j exp(mu_j tau) (THEORY.md s.3).
+    """GD, depth 2, symmetric init: w_j(tau) = alpha_j exp(mu_j tau) (docs/theory.md s.3).
 
     **Arguments:** `alpha`: scalar or `(..., d)` init (u = v = alpha); `mu`: `(d,)`,
     > 0; `tau`: scalar or `(...)` rescaled times.
@@ -117,7 +117,7 @@ def gd_depth2_symmetric(
 def linf_depth2_symmetric(
     alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, tau: ArrayLike
 ) -> Float[np.ndarray, "*batch d"]:
-    """linf-SAM, depth 2, positive symmetric init (THEORY.md s.3).
+    """linf-SAM, depth 2, positive symmetric init (docs/theory.md s.3).
 
     Solves dw_j/dtau = mu_j sign(w_j)(|w_j| - rho) from w_j(0) = alpha_j >= 0:
     w_j = rho + (alpha_j - rho) exp(mu_j tau) while positive, so alpha_j > rho grows,
@@ -151,7 +151,7 @@ def linf_depth2_symmetric(
 def linf_zero_time(
     alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
 ) -> Float[np.ndarray, "*batch d"]:
-    """Time tau*_j at which a linf-SAM weight below rho reaches 0 (THEORY.md s.3).
+    """Time tau*_j at which a linf-SAM weight below rho reaches 0 (docs/theory.md s.3).
 
     From dw/dtau = mu (w - rho)^(L-1) with w(0) = alpha < rho:
 
@@ -195,7 +195,7 @@ def linf_zero_time(
 def linf_blowup_time(
     alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
 ) -> Float[np.ndarray, "*batch d"]:
-    """Finite-time blow-up of a linf-SAM weight above rho (THEORY.md s.3, depth L).
+    """Finite-time blow-up of a linf-SAM weight above rho (docs/theory.md s.3, depth L).
 
     From dw/dtau = mu (w - rho)^(L-1), w(0) = alpha > rho and L >= 3:
     tau*_j = (alpha_j - rho)^-(L-2) / ((L-2) mu_j). inf for alpha_j <= rho and for
@@ -230,7 +230,7 @@ def linf_blowup_time(
 def linf_limit_index(
     alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
 ) -> Int[np.ndarray, "*batch"]:
-    """Limit direction e_{j*} of linf-SAM with init alpha_j (THEORY.md s.3).
+    """Limit direction e_{j*} of linf-SAM with init alpha_j (docs/theory.md s.3).
 
     j* = argmax over {j : alpha_j > rho} of mu_j (alpha_j - rho)^(L-2), 1-based: for
     L >= 3 the feature that blows up first (smallest `linf_blowup_time`), for L = 2
@@ -276,7 +276,7 @@ def _norm(v: np.ndarray) -> np.ndarray:
 def l2_growth_rate(
     w: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
 ) -> Float[np.ndarray, "*batch d"]:
-    """Per-feature growth rate d ln|w_j| / dtau of symmetric l2-SAM (THEORY.md s.3).
+    """Per-feature growth rate d ln|w_j| / dtau of symmetric l2-SAM (docs/theory.md s.3).
 
     Depth 2: mu_j (1 - rho mu_j / (sqrt(2) N)), N = ||mu * w||_2. Depth L (from
     the field mu * (w - rho mu w^(L-1) / (sqrt(L) M))^(L-1), M = ||mu w^(L-1)||):
@@ -290,7 +290,7 @@ def l2_growth_rate(
     or `(...)`; `mu` `(d,)` > 0; `depth`: L >= 2.
 
     **Returns:** float64 `(..., d)`; NaN in rows where w is all zero (the l2
-    perturbation is undefined there, THEORY.md s.4).
+    perturbation is undefined there, docs/theory.md s.4).
 
     **Raises:** `ValueError` for negative rho, depth < 2, a bad mu, or w whose
     last axis is not d.
@@ -309,7 +309,7 @@ def l2_growth_rate(
 
 
 def l2_growth_threshold(w: ArrayLike, rho: ArrayLike, mu: ArrayLike) -> Float[np.ndarray, "*batch"]:
-    """Depth-2 l2-SAM growth threshold sqrt(2) ||mu * w|| / rho (THEORY.md s.3).
+    """Depth-2 l2-SAM growth threshold sqrt(2) ||mu * w|| / rho (docs/theory.md s.3).
 
     Coordinate j grows exactly when mu_j < threshold; feature j outgrows a feature
     k with mu_k < mu_j exactly when the threshold exceeds mu_j + mu_k.
@@ -332,7 +332,7 @@ def l2_growth_threshold(w: ArrayLike, rho: ArrayLike, mu: ArrayLike) -> Float[np
 
 
 def l2_first_dominant(a: ArrayLike, mu: ArrayLike) -> Int[np.ndarray, "*batch"]:
-    """First dominant feature of depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3).
+    """First dominant feature of depth-2 l2-SAM from w(0) = alpha 1 (docs/theory.md s.3).
 
     argmax_j mu_j (1 - mu_j / (sqrt(2) a ||mu||)), 1-based, with a = alpha / rho:
     the largest growth rate at the start (`l2_growth_rate` at w = alpha 1), so the
@@ -353,7 +353,7 @@ def l2_first_dominant(a: ArrayLike, mu: ArrayLike) -> Int[np.ndarray, "*batch"]:
 
 
 class AlphaMarks(NamedTuple):
-    """Marks on the alpha axis for depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3).
+    """Marks on the alpha axis for depth-2 l2-SAM from w(0) = alpha 1 (docs/theory.md s.3).
 
     - `all_shrink`: rho mu_1 / (sqrt(2) ||mu||); below it every coordinate shrinks
       at the start (collapse, regime 1). The regime 1 / 2 edge lies higher.
@@ -367,7 +367,7 @@ class AlphaMarks(NamedTuple):
 
 
 def l2_alpha_marks(mu: ArrayLike, rho: ArrayLike) -> AlphaMarks:
-    """The all-shrink and major-first marks of depth-2 l2-SAM (THEORY.md s.3).
+    """The all-shrink and major-first marks of depth-2 l2-SAM (docs/theory.md s.3).
 
     Example: mu = (1, 2), rho = 1 gives 1 / sqrt(10) ~ 0.316 and 3 / sqrt(10) ~ 0.949.
 
@@ -400,7 +400,7 @@ def _band_moments(mu: ArrayLike, band: ArrayLike) -> tuple[np.ndarray, np.ndarra
 
 
 def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
-    """First dominant band of depth-2 l2-SAM from w(0) = alpha 1 (THEORY.md s.3, s.5).
+    """First dominant band of depth-2 l2-SAM from w(0) = alpha 1 (docs/theory.md s.3, s.5).
 
     Coordinate j starts growing at the rate mu_j (1 - mu_j / (sqrt(2) a ||mu||))
     (`l2_growth_rate` at w = alpha 1, a = alpha / rho), so right after the start
@@ -411,7 +411,7 @@ def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarra
 
     With one coordinate per band this is `l2_first_dominant`. For several samples
     use mu = mean_i y_i x_i: at beta ~ 0 every margin is ~0 and the residual r of
-    THEORY.md s.1 is ell'(0) times it, and the l2 flow does not see that factor.
+    docs/theory.md s.1 is ell'(0) times it, and the l2 flow does not see that factor.
 
     **Arguments:** `a`: scalar or `(...)`, > 0; `mu` `(d,)` > 0; `band` `(d,)`
     int, the 0-based band of each coordinate (every band 0..max non-empty).
@@ -434,7 +434,7 @@ def l2_major_band_mark(mu: ArrayLike, band: ArrayLike) -> float:
     The band-mean rates of `l2_first_band`, m1_b - m2_b / (sqrt(2) a ||mu||) with
     m1_b, m2_b the band means of mu_j and mu_j^2, are equal for bands b and B at
     a = (m2_B - m2_b) / (sqrt(2) ||mu|| (m1_B - m1_b)); the mark is the largest
-    of these over b < B (THEORY.md s.3's major-first mark, per band). With one
+    of these over b < B (docs/theory.md s.3's major-first mark, per band). With one
     coordinate per band and increasing mu it is `l2_alpha_marks(mu, 1).major_first`.
 
     **Arguments:** `mu` `(d,)` > 0; `band` `(d,)` as in `l2_first_band`.
@@ -456,7 +456,7 @@ def l2_major_band_mark(mu: ArrayLike, band: ArrayLike) -> float:
 
 
 def l1_max_margin_single(mu: ArrayLike) -> Float[np.ndarray, " d"]:
-    """l1 max-margin predictor of {(mu, +1)}: e_d / mu_d, d = argmax mu (THEORY.md s.5).
+    """l1 max-margin predictor of {(mu, +1)}: e_d / mu_d, d = argmax mu (docs/theory.md s.5).
 
     **Arguments:** `mu` `(d,)`, > 0. **Returns:** float64 `(d,)`.
 
@@ -470,7 +470,7 @@ def l1_max_margin_single(mu: ArrayLike) -> Float[np.ndarray, " d"]:
 
 
 def l2_max_margin_single(mu: ArrayLike) -> Float[np.ndarray, " d"]:
-    """l2 max-margin predictor of {(mu, +1)}: mu / ||mu||^2 (THEORY.md s.5).
+    """l2 max-margin predictor of {(mu, +1)}: mu / ||mu||^2 (docs/theory.md s.5).
 
     **Arguments:** `mu` `(d,)`, > 0. **Returns:** float64 `(d,)`.
 

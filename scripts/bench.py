@@ -12,7 +12,7 @@ What it measures, in one run, on one machine, at one accuracy:
   Compilation is timed apart (a first call on the chunk shape, then a second one);
   the grid is then timed warm. Peak memory is the process' peak RSS (getrusage).
 - **accuracy**: beta at the saved times against a reference, scipy DOP853 at
-  rtol 1e-13 on the numpy field of THEORY.md s.2, for a random subset of cells.
+  rtol 1e-13 on the numpy field of docs/theory.md s.2, for a random subset of cells.
   Error of a cell: max over saved times before min(collapse time of both) of
   ||beta - beta_ref|| / ||beta_ref||.
 - **baseline A**: a loop of scipy `solve_ivp(DOP853)` with a terminal collapse event
@@ -120,7 +120,7 @@ def grid_cells(n_alpha: int, n_rho: int):
 
 
 # ----------------------------------------------------------------------------
-# The vector field in numpy, straight from THEORY.md s.2 (one sample {(mu, +1)})
+# The vector field in numpy, straight from docs/theory.md s.2 (one sample {(mu, +1)})
 #   beta = prod_l w^(l), z = <beta, mu>, r = sigmoid(-z) mu, grad L = -r * prod_{k!=l} w^(k)
 #   l2:   W_hat = W + rho grad L / ||grad L||_2      linf: W_hat = W + rho sign(grad L)
 #   dW/dt = -grad L(W_hat) = r(W_hat) * prod_excl(W_hat)
@@ -141,7 +141,7 @@ def np_prod_excl(W):
 
 
 def np_field(W, rho, mu, method, sign_at_zero=None):
-    """dW/dt of THEORY.md s.2. `rho` is a scalar or (B,). For linf, `sign_at_zero`
+    """dW/dt of docs/theory.md s.2. `rho` is a scalar or (B,). For linf, `sign_at_zero`
     (same shape as W) stands in for sign(grad L) where grad L = 0 (a weight held at
     0 keeps the one-sided sign it had: the limit along the symmetric flow)."""
     P = np_prod_excl(W)
@@ -193,7 +193,7 @@ def scipy_cell(prob: Problem, alpha, rho, ts, rtol, atol):
 
     l2 (L >= 2): terminal event at ||W|| = CAPTURE rho (collapse), beta = 0 afterwards.
     linf: a weight that comes down to ZERO_TOL rho is set to 0 and held there (the
-    Filippov sliding mode of the symmetric positive init, THEORY.md s.3): terminal
+    Filippov sliding mode of the symmetric positive init, docs/theory.md s.3): terminal
     event, freeze, restart; beta = 0 once every weight is held. A held weight keeps
     the sign of grad L it had on its way down in the perturbation, so that the
     perturbed margin z_hat is continuous along the symmetric flow (w_hat_j = -rho).
@@ -468,7 +468,7 @@ def _timeit(fn):
 
 def l2_field_flops(L: int, d: int) -> int:
     """Floating-point operations of one l2-SAM field evaluation, one sample, counted
-    from THEORY.md s.2 at the minimum (exp, sqrt and a division count as 1 each):
+    from docs/theory.md s.2 at the minimum (exp, sqrt and a division count as 1 each):
 
     residual r(W):        beta (L-1)d, <beta, mu> 2d, sigmoid 3, r = s mu d
     prod_excl(W):         3(L-2)d for L >= 3 (prefix, suffix, combine), 0 for L = 2
@@ -561,7 +561,7 @@ def main(argv=None) -> int:
         f"capture radius {settings.capture_radius:g} rho, chunk size {cfg['chunk']}")
     say(f"accuracy: error of a cell = max over saved times before min(collapse times) of "
         f"||beta - beta_ref|| / ||beta_ref||; reference scipy DOP853 rtol {REF_RTOL:g}, atol 1e-300 "
-        f"(numpy field of THEORY.md s.2)")
+        f"(numpy field of docs/theory.md s.2)")
     dev = check_np_field_against_samflow(chart, rng)
     say(f"numpy field vs samflow.real_time_velocity at random points: max rel diff {dev:.1e}")
     if not dev < 1e-12:

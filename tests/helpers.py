@@ -49,7 +49,7 @@ def grad_by_ad(W, data, loss):
 
 
 def eps_reference(G, rho, method):
-    """The SAM perturbation of THEORY.md section 2, from a gradient G (numpy)."""
+    """The SAM perturbation of docs/theory.md section 2, from a gradient G (numpy)."""
     G = np.asarray(G, dtype=np.float64)
     if method == "gd":
         return np.zeros_like(G)
@@ -64,7 +64,7 @@ def eps_reference(G, rho, method):
 
 
 def sym_depth2_l2_rhs(mu, rho):
-    """dw_j/dtau = mu_j w_j (1 - rho mu_j / (sqrt(2) ||mu * w||)), THEORY.md s.3."""
+    """dw_j/dtau = mu_j w_j (1 - rho mu_j / (sqrt(2) ||mu * w||)), docs/theory.md s.3."""
     mu = np.asarray(mu, dtype=np.float64)
 
     def rhs(tau, w):

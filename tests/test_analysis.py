@@ -1,4 +1,4 @@
-"""samflow.analysis on synthetic arrays with known answers (THEORY.md s.5)."""
+"""samflow.analysis on synthetic arrays with known answers (docs/theory.md s.5)."""
 
 import itertools
 
@@ -134,7 +134,7 @@ def test_regime_label_errors():
 
 
 def test_regime_label_on_integrated_l2_flow():
-    """THEORY.md s.3 example mu = (1, 2), rho = 1: collapse, minor first, major first."""
+    """docs/theory.md s.3 example mu = (1, 2), rho = 1: collapse, minor first, major first."""
     mu = np.array([1.0, 2.0])
     f = lambda t, w: mu * w * (1 - mu / (np.sqrt(2) * np.linalg.norm(mu * w)))
     hit = lambda t, w: np.linalg.norm(w) - 1e-6

@@ -54,7 +54,7 @@ def test_shared_d_init_with_d_radii_is_per_coordinate():
     """Case 1b: a (d,) alpha with len(rho) = d. Before: cell i started with every
     coordinate at alpha_i (cell 0 at 0.9 everywhere). Right: every cell starts at
     (0.9, 0.6, 0.3, 0.55, 0.2), as with 4 radii, and follows the linf closed form
-    (THEORY.md s.3: w_j = rho + (alpha_j - rho) e^{mu_j tau} until it reaches 0,
+    (docs/theory.md s.3: w_j = rho + (alpha_j - rho) e^{mu_j tau} until it reaches 0,
     then slides at 0)."""
     data = sf.single_sample(MU5)
     W4, _, _ = batch_cells(A5, np.full(4, 0.5), 2, 5)

@@ -435,7 +435,7 @@ def test_zero_init_with_log_coords_refused():
 
 def test_depth1_zero_init_leaves_zero_and_the_stored_config_is_strict_json(tmp_path, capsys):
     """Depth 1, rho = 0 in a relative grid (alpha = 0 there) is allowed: in tau,
-    GD at depth 1 is beta(tau) = alpha + mu tau (THEORY.md s.3), so the rho = 0 column
+    GD at depth 1 is beta(tau) = alpha + mu tau (docs/theory.md s.3), so the rho = 0 column
     is at (2, 4) at tau = 2, not stuck at 0. The stored config parses as strict JSON."""
     text = (
         RHO0.replace("depth = 2", "depth = 1").replace('methods = ["gd", "l2"]', 'methods = ["gd"]')

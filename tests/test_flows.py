@@ -1,4 +1,4 @@
-"""The four flows against an independent evaluation of THEORY.md section 2 and 3."""
+"""The four flows against an independent evaluation of docs/theory.md section 2 and 3."""
 
 import jax
 import jax.numpy as jnp

@@ -84,7 +84,7 @@ def test_log_solver_matches_linear_solver():
 
 def test_tiny_coordinate_keeps_its_relative_accuracy():
     """Balanced depth-2 l2-SAM: d log w_j / dtau = mu_j - c mu_j^2 with c common to
-    all j (THEORY.md s.3), so for mu = (.2, .4, .6, .8, 1),
+    all j (docs/theory.md s.3), so for mu = (.2, .4, .6, .8, 1),
     I = log w_5 - 2.5 log w_4 + (5/3) log w_3 is constant along the flow. Start w_5
     at 1e-300: it sinks below 1e-304 and climbs back by 130 orders of magnitude; in
     log coordinates I stays put to 1e-7 (in linear ones w_5 is far below atol)."""

@@ -1,4 +1,4 @@
-"""Singular points (THEORY.md section 4): zero gradient, collapse, the linf sign
+"""Singular points (docs/theory.md section 4): zero gradient, collapse, the linf sign
 switch (Filippov sliding), finite-time blow-up, long horizons."""
 
 from __future__ import annotations

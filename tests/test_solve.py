@@ -21,7 +21,7 @@ from helpers import (
 
 MU = np.array([1.0, 2.0])
 TS_TAU = np.linspace(0.0, 6.0, N_SAVE)
-L2_ALPHAS = np.array([0.3, 0.7, 1.2])  # regimes 1, 2, 3 at rho = 1 (THEORY.md s.3)
+L2_ALPHAS = np.array([0.3, 0.7, 1.2])  # regimes 1, 2, 3 at rho = 1 (docs/theory.md s.3)
 
 
 def solve_l2_tau(alpha, rho, ts=TS_TAU, **kw):

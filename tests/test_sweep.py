@@ -60,7 +60,7 @@ def test_default_sweep_shows_three_regimes_and_gd_is_major(small_ds):
     a = ds["alpha"].values
     l2 = ds.sel(flow="l2").isel(rho=0)
     reg = regime_label(l2["beta"].values, l2["status"].values)
-    # THEORY.md s.3: below the all-shrink mark every weight shrinks -> collapse.
+    # docs/theory.md s.3: below the all-shrink mark every weight shrinks -> collapse.
     small = a < 0.1
     assert np.all(reg[small] == 1)
     assert np.all(l2["status"].values[small] == int(sf.Status.COLLAPSED))

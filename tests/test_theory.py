@@ -1,6 +1,6 @@
-"""Closed forms of samflow.theory against independent integrations (THEORY.md s.3).
+"""Closed forms of samflow.theory against independent integrations (docs/theory.md s.3).
 
-The right-hand sides below are written directly from THEORY.md, not taken from
+The right-hand sides below are written directly from docs/theory.md, not taken from
 samflow, and integrated with scipy's solve_ivp at rtol 1e-10.
 """
 
@@ -202,7 +202,7 @@ def test_l2_first_dominant_matches_integration():
         assert theory.l2_first_dominant(a, mu) == np.argmax(sol.y[:, -1]) + 1
         checked += 1
     assert checked >= 15
-    # THEORY.md example mu = (1, 2): minor first at a = 0.7, major first at a = 1.
+    # docs/theory.md s.3 example mu = (1, 2): minor first at a = 0.7, major first at a = 1.
     np.testing.assert_array_equal(theory.l2_first_dominant([0.7, 1.0], [1.0, 2.0]), [1, 2])
 
 

@@ -1,6 +1,6 @@
 """Real-data experiments: small CNNs trained with GD and SAM, read through Grad-CAM.
 
-THEORY.md section 6 asks for CNNs on MNIST, SVHN and CIFAR-10 whose Grad-CAM
+docs/theory.md section 6 asks for CNNs on MNIST, SVHN and CIFAR-10 whose Grad-CAM
 maps show GD attending to bright strokes (major features) and SAM, at an
 intermediate init scale, attending more to dark background and low-intensity
 pixels (minor features). The modules, one concept each:

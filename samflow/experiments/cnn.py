@@ -2,7 +2,7 @@
 
     python -m samflow.experiments.cnn CONFIG [--out DIR] [--overwrite] [--no-figures] [--quiet]
 
-THEORY.md section 6: GD attends to bright strokes (major features); SAM, at an
+docs/theory.md section 6: GD attends to bright strokes (major features); SAM, at an
 intermediate init scale, attends more to the dark background and low-intensity
 pixels (minor features) early in training. For every task, method and init
 scale alpha of the config, this trains the CNN of `convnet` (same init
@@ -281,7 +281,7 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
         "test_loss": "loss on the held-out set",
         "test_accuracy": "accuracy on the held-out set",
         "mean_batch_loss": "mean mini-batch loss during the epoch",
-        "param_norm": "l2 norm of all parameters (shrinking to 0: SAM's collapse, regime 1 of THEORY.md)",
+        "param_norm": "l2 norm of all parameters (shrinking to 0: SAM's collapse, regime 1 of docs/theory.md)",
     }
     variables = {f: (dims, arrays[f], {"long_name": long_names[f]}) for f in fields}
     variables["uniform_minor_share"] = (

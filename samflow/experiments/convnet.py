@@ -9,7 +9,7 @@ convolution, is what Grad-CAM reads (`ConvNet.features`).
 
 By default the convolutions and the head have no bias, which makes the network
 positively homogeneous in its parameters (f(alpha theta) = alpha^(k+1) f(theta)),
-as the diagonal networks of THEORY.md are: alpha multiplying the default
+as the diagonal networks of docs/theory.md are: alpha multiplying the default
 initialization is then an init scale in the theory's sense.
 
 Float32 throughout: every parameter is created as float32 (`import samflow`

@@ -1,6 +1,6 @@
 """Discrete GD / SGD and SAM on a CNN, through optax.
 
-The algorithms of THEORY.md section 2, with step size eta (`learning_rate`):
+The algorithms of docs/theory.md section 2, with step size eta (`learning_rate`):
 
     GD:        theta <- theta - eta grad L(theta)
     l2-SAM:    theta <- theta - eta grad L(theta + rho grad L(theta) / ||grad L(theta)||_2)
@@ -10,7 +10,7 @@ SAM is `optax.contrib.sam` (Foret et al., ICLR 2021) in opaque mode with
 `sync_period=2`: one adversarial ascent step, then the outer SGD step with the
 gradient at the perturbed point. The ascent step is `normalize_safe` then
 `sgd(rho)` for l2 (the standard SAM) and `scale_by_sign` then `sgd(rho)` for
-linf. The norm is over all parameters together, as in THEORY.md. At a zero
+linf. The norm is over all parameters together, as in docs/theory.md. At a zero
 gradient both ascent directions are exactly 0 (G/||G|| := 0 at G = 0, as
 samflow's flows define it; sign(0) = 0), so that step is a GD step; optax's own
 `optax.contrib.normalize` divides 0 by 0 there and turns every parameter NaN.
@@ -60,7 +60,7 @@ METHODS = ("gd", "sam_l2", "sam_linf")
 
 def normalize_safe() -> optax.GradientTransformation:
     """The l2 ascent direction of SAM: `g / ||g||_2` over all leaves together,
-    and exactly 0 where g = 0 (THEORY.md section 2; `samflow.flows.unit_l2`).
+    and exactly 0 where g = 0 (docs/theory.md section 2; `samflow.flows.unit_l2`).
 
     A drop-in for `optax.contrib.normalize`, which computes 0/0 = NaN at a zero
     gradient (reached in float32 once every margin of a batch is above about

@@ -2,7 +2,7 @@
 
     python scripts/reproduce_figures.py --out figures/ [--quick] [--only NAMES] [--jobs N]
 
-regenerates the figures of THEORY.md sections 5 and 6 from the flows (one function
+regenerates the figures of docs/theory.md sections 5 and 6 from the flows (one function
 per figure, each taking `quick`), writes a caption file per figure, an index page
 and a theory-vs-simulation report that checks each claim numerically:
 

@@ -148,7 +148,7 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     `samflow.solve`), the two-layer linear net f = <v, U x> and the two-layer
     linear conv net (autodiff `solve_model`, its effective predictor beta =
     grad_x f), all from inits with beta(0) proportional to 1. Each pixel is
-    `samflow.analysis.band_dominance` of beta(t) (THEORY.md s.5, s.6); grey from
+    `samflow.analysis.band_dominance` of beta(t) (docs/theory.md s.5, s.6); grey from
     the collapse time on. Checks: GD is flat at the major band; the diagonal
     net's first band is `theory.l2_first_band` and its band climbs in order
     between the collapse edge and `theory.l2_major_band_mark`; what the two

@@ -37,7 +37,7 @@ def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> Figur
     """Figure 1: distance of beta(t)/||beta|| to the max-margin directions over real time.
 
     Row 1, depth 1: GD, l2-SAM and linf-SAM tend to the l2 max-margin direction
-    (THEORY.md s.5). Row 2, depth 2: they tend to the l1 max-margin direction (GD;
+    (docs/theory.md s.5). Row 2, depth 2: they tend to the l1 max-margin direction (GD;
     l2-SAM as the loss goes to 0). Columns: the single sample and the 4-sample data.
 
     **Returns:** a `FigureResult` (PNG and PDF written to `out_dir`).

@@ -40,7 +40,7 @@ def discrete_gap(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
 
     `samflow.discrete.flow_gap`: max over the save times of ||beta_eta(t) -
     beta_flow(t)|| / ||beta_flow(t)||, at fixed rho; the iteration is a first-order
-    method for the flow, so the gap should fall like eta (THEORY.md s.2).
+    method for the flow, so the gap should fall like eta (docs/theory.md s.2).
 
     **Returns:** a `FigureResult`.
     """

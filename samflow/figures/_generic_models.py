@@ -36,7 +36,7 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     """Figure 9: flows of any differentiable model (`samflow.models`, autodiff gradient).
 
     Top row: the depth-2 diagonal network solved by `solve_model` (autodiff)
-    against `samflow.solve` (hand-written gradient, THEORY.md s.1-2), GD and
+    against `samflow.solve` (hand-written gradient, docs/theory.md s.1-2), GD and
     l2-SAM, one column per alpha/rho: the same trajectories and collapse times.
     Below: the two-layer linear net and the two-layer linear conv net on the same
     data (configs/figures/banded.toml), with the collapse event of `solve_model`.
@@ -148,7 +148,7 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     png = _save(fig, ctx, "generic_models")
     caption = (
         "samflow.models.solve_model integrates the GD and SAM flows of any model f(theta, x) with the gradient from "
-        "autodiff (THEORY.md s.2), with an l2-SAM collapse event at any critical point of the loss. Data and "
+        "autodiff (docs/theory.md s.2), with an l2-SAM collapse event at any critical point of the loss. Data and "
         f"models as in the banded figure (configs/figures/banded.toml, rho = {bcfg.rho:g}); each panel shows the "
         "band means of |beta_j(t)| for GD (dotted) and l2-SAM (solid) at one alpha/rho, a dashed line at the "
         "collapse time. Top row: the depth-2 diagonal network solved by samflow.solve (hand-written gradient, "

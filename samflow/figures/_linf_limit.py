@@ -88,7 +88,7 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
 
     Top: the measured limit feature over (alpha_a/rho, alpha_b/rho) for two
     features a, b (the others at `others` rho), with the boundaries of the rule
-    j* = argmax_{alpha_j > rho} mu_j (alpha_j - rho)^(L-2) (THEORY.md s.3) drawn as
+    j* = argmax_{alpha_j > rho} mu_j (alpha_j - rho)^(L-2) (docs/theory.md s.3) drawn as
     dashed lines. Bottom: predicted against measured j* for random inits.
 
     **Returns:** a `FigureResult`.
@@ -205,7 +205,7 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
         f"linf-SAM in the rescaled clock tau, one sample {{(mu, +1)}}, per-coordinate inits alpha_j. Top: the "
         f"measured limit feature (colour) over (alpha_{cfg.axes[0]}/rho, alpha_{cfg.axes[1]}/rho), the other "
         f"features starting at {cfg.others:g} rho, rho = {cfg.rho:g}; dashed lines are the boundaries of the rule "
-        "j* = argmax over {j : alpha_j > rho} of mu_j (alpha_j - rho)^(L-2) (THEORY.md s.3). Depth 2: the fastest "
+        "j* = argmax over {j : alpha_j > rho} of mu_j (alpha_j - rho)^(L-2) (docs/theory.md s.3). Depth 2: the fastest "
         "exponential among the coordinates above rho wins (the major feature whenever alpha_d > rho); depth 3: the "
         "first coordinate to blow up wins, so a minor feature with a larger head start beats the major one. "
         "Measurement: depth 2, argmax |beta_j| at the horizon; depth 3, the dominant feature just before the "

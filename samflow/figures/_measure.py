@@ -11,7 +11,7 @@ TIED, MISSING = -2, -1
 
 
 def staircase_ok(seq: list[int], d: int) -> bool:
-    """Whether a visited sequence is 'minor first, major last' (THEORY.md s.3).
+    """Whether a visited sequence is 'minor first, major last' (docs/theory.md s.3).
 
     Allowed: an optional initial step-down (just above the regime 1/2 edge the
     first dominant feature can fall, e.g. 2 -> 1, before the climb), then a strictly

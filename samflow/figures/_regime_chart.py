@@ -41,7 +41,7 @@ class RegimeChartConfig(_Strict):
     slope_tol: float = Field(gt=0)
     mark_tol: float = Field(gt=0)
     order_sweep: _LogAxis  # alpha / rho (at rho = 1) of the switching-order check
-    example_mu: list[float]  # THEORY.md's worked example (mu = (1, 2), rho = 1)
+    example_mu: list[float]  # docs/theory.md s.3's worked example (mu = (1, 2), rho = 1)
     example_edges: tuple[float, float, float, float]  # its stated ranges: 1/2 edge in [a, b], 2/3 edge in [c, e]
 
 
@@ -103,7 +103,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     """Figure 3: l2-SAM regimes over (alpha, rho), depth 2, log axes, marks as lines.
 
     In the tau clock the flow is invariant under (w, rho) -> (c w, c rho)
-    (THEORY.md s.3), so every regime boundary is a line alpha = const * rho: slope
+    (docs/theory.md s.3), so every regime boundary is a line alpha = const * rho: slope
     1 on log axes. The edges are measured by multisection at several rho and
     fitted; the predicted all-shrink and major-first marks are drawn as lines.
 
@@ -156,13 +156,13 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         "regime 1 below the 1/2 edge, 3 above the 2/3 edge, 2 (or not yet at d) between",
                         f"{n_bad} of {int(below.sum() + above.sum() + between.sum())} cells disagree", n_bad == 0))
 
-    # THEORY.md's worked example: mu = (1, 2), rho = 1, "collapse for alpha up to
+    # docs/theory.md s.3's worked example: mu = (1, 2), rho = 1, "collapse for alpha up to
     # about 0.5, minor first then major for about 0.55 to 0.9, major first from
     # about 0.95".
     ex = dataclasses.replace(ctx, common=ctx.common.model_copy(update={"mu": list(cfg.example_mu)}))
     x12, x23, _ = regime_edges(lambda a, r: _l2_regimes(ex, a, r, ts)[0], ex.mu, [1.0], cfg.edge_points, cfg.edge_passes)
     lo12, hi12, lo23, hi23 = cfg.example_edges
-    checks.append(Check("regime_chart", f"THEORY.md example, mu = {tuple(cfg.example_mu)}, rho = 1: the three regimes",
+    checks.append(Check("regime_chart", f"docs/theory.md s.3 example, mu = {tuple(cfg.example_mu)}, rho = 1: the three regimes",
                         f"collapse up to alpha ~ 0.5, minor first for ~0.55 to 0.9, major first from ~0.95: "
                         f"1/2 edge in [{lo12:g}, {hi12:g}], 2/3 edge in [{lo23:g}, {hi23:g}]",
                         f"1/2 edge {x12[0]:.4f}, 2/3 edge {x23[0]:.4f} (major-first mark {float(theory.l2_alpha_marks(cfg.example_mu, 1.0).major_first):.4f})",
@@ -222,7 +222,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
         f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu, short=True)}, "
         f"w(0) = alpha 1) over a {a_ax.size} x {r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
         "2 minor first, major last (the dominant feature starts below d and climbs to d), 3 major first. The dashed "
-        "and dash-dotted lines are the predicted marks of THEORY.md s.3 (every coordinate shrinks below the first, "
+        "and dash-dotted lines are the predicted marks of docs/theory.md s.3 (every coordinate shrinks below the first, "
         "the major feature outgrows all others from the start above the second); circles and squares are the "
         f"1/2 and 2/3 edges measured by multisection at {er.size} radii ({cfg.edge_passes} passes of "
         f"{cfg.edge_points} points), with their log-log fits (white). The 2/3 edge is the major-first mark; the "

@@ -110,7 +110,7 @@ def write_report(out_dir, results: list[FigureResult], *, quick: bool = False) -
         "# Theory against simulation" + (" (quick run)" if quick else ""),
         "",
         f"{n_pass} checks pass, {n_fail} fail, {n_note} not checked in this mode. Each row states a claim of "
-        "THEORY.md / the paper, the theory's prediction (samflow.theory or a closed form), and what the "
+        "docs/theory.md / the paper, the theory's prediction (samflow.theory or a closed form), and what the "
         "simulation measured (samflow.analysis on samflow's solvers). Figures: [index.md](index.md).",
         "",
         report_table(results),

@@ -37,7 +37,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
     linf-SAM, depths 2, 3 and 4 (rows), one sample and 4 samples (two PNGs).
 
     GD is flat at the major feature d; l2-SAM climbs a staircase from a minor
-    feature to d for intermediate alpha/rho (THEORY.md s.3, s.6).
+    feature to d for intermediate alpha/rho (docs/theory.md s.3, s.6).
 
     **Returns:** a `FigureResult` with two PNGs.
     """

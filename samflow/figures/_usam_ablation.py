@@ -135,7 +135,7 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
                         bool(np.all(np.isfinite(lo_b)) and np.ptp(np.log(hi_b)) < 0.05)))
     caption = (
         "USAM, dtheta/dt = -grad L(theta + rho grad L(theta)), differs from l2-SAM only by the missing normalization "
-        f"of the perturbation (THEORY.md s.2). Depth 2, one sample {{(mu, +1)}}, real time. Top: dominant feature over "
+        f"of the perturbation (docs/theory.md s.2). Depth 2, one sample {{(mu, +1)}}, real time. Top: dominant feature over "
         f"(t, alpha/rho) at rho = {cfg.rho:g} for GD, USAM and l2-SAM: USAM is flat at the major feature like GD, l2-SAM "
         "collapses, climbs the staircase or goes major first depending on alpha/rho. Bottom left and centre: regime over "
         f"(rho, alpha/rho), rho from {rr[0]:g} to {rr[-1]:g}: USAM is major first everywhere; l2-SAM has the same three "
