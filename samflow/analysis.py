@@ -224,9 +224,9 @@ def regime_label(
        feature and ends on the major one).
     7. otherwise -> 0 (undetermined: e.g. it starts below `d` and has not reached
        `d` within the horizon, or the valid prefix of a BLEW_UP / MAX_STEPS /
-       FAILED cell is too short to tell).
+       FAILED / SURFACE cell is too short to tell).
 
-    A failed cell (BLEW_UP, MAX_STEPS, FAILED) is labelled from its valid prefix
+    A failed cell (BLEW_UP, MAX_STEPS, FAILED, SURFACE) is labelled from its valid prefix
     by rules 3 to 7, so its label is 1, 2 or 3 only when that prefix shows it.
     A CRITICAL cell (held at a critical point of the loss) is labelled by rules
     3 to 7 like a FINISHED one, from its saved beta (1 when held at beta = 0).

@@ -73,6 +73,7 @@ _STATUS_WORDS = {
     "MAX_STEPS": "hit solver.max_steps",
     "NONFINITE_INPUT": "non-finite input",
     "FAILED": "solver failed",
+    "SURFACE": "linf slid on two switching surfaces (not followed)",
 }
 
 
@@ -492,7 +493,7 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     its neighbours in the axis's coordinate (`regime_chart_edges`): geometric
     midpoints on a log axis; a grid with rho = 0 gets a symlog rho axis (noted in
     its label) so that rho = 0 is its own column. A cell whose regime is 0 because
-    it has no value (status BLEW_UP, MAX_STEPS, NONFINITE_INPUT, FAILED or unknown:
+    it has no value (status BLEW_UP, MAX_STEPS, NONFINITE_INPUT, FAILED, SURFACE or unknown:
     `regime_image`) is drawn black and its legend entry names those statuses; a
     panel (and the chart) with no value in any cell says so in its title.
 

@@ -47,7 +47,15 @@ import optimistix as optx
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .data import Dataset
-from .flows import Method, log_coords_eligible, log_velocity, real_time_velocity, rescaled_velocity, unit_l2
+from .flows import (
+    Method,
+    log_coords_eligible,
+    log_velocity,
+    perturbed_weights,
+    real_time_velocity,
+    rescaled_velocity,
+    unit_l2,
+)
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import init_weights, loss_value, prod_excl, residual
@@ -67,6 +75,10 @@ _LOG_T_MAX = 69.0
 # time. (A nonzero critical point nearer than that to 0, e.g. 1e-3 rho at depth
 # 2, 0.1 rho at depth 4 with the default capture, is not detected.)
 _CRITICAL_GATE = 1e3
+# linf on multi-sample data: an r_j = 0 surface counts as crossed 1e-12 (in units
+# of max|X|) past it, so that the next segment starts strictly on the new side
+# (diffrax fires an event only on a down-crossing from > 0).
+_R_OFFSET = 1e-12
 
 
 class _BracketEvent(optx.Bisection):
@@ -238,10 +250,17 @@ class _Carry(NamedTuple):
     done: Bool[Array, ""]
     track: Bool[Array, ""]
     t_untracked: Float[Array, ""]
+    rmem: Float[Array, " d"]
+    rslide: Bool[Array, " d"]
+    roff: Float[Array, " d"]
 
 
-def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None):
+def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None):
     """(dW, ds) of the segment's field, frozen weights held at 0.
+
+    With `rsurf` = (rmem, rslide) given (linf on multi-sample data, clock t), the
+    field is `_linf_multi_field`: the sign of r_j from its memory, Filippov
+    sliding on an r_j = 0 surface.
 
     With `sign` given, `W` is x = log|W| and the result is (dx, ds) (log
     coordinates, `samflow.flows.log_velocity`).
@@ -256,6 +275,8 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
         if clock is Clock.T:
             return dW, jnp.zeros_like(s)
         return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
+    if rsurf is not None:
+        return _linf_multi_field(W, rho, data, memory, frozen, rsurf[0], rsurf[1], loss), jnp.zeros_like(s)
     if clock is Clock.T:
         dW = real_time_velocity(W, rho, method, data, loss, memory)
         ds = jnp.zeros_like(s)
@@ -265,7 +286,7 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
     return jnp.where(frozen, 0.0, dW), ds
 
 
-def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss):
+def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss, rsurf=None):
     """For weights at exactly 0 (`candidates`), decide slide or leave, from the
     one-sided limits of the field (Filippov): returns (memory, frozen) updated."""
     L, d = W.shape
@@ -273,7 +294,7 @@ def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, 
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
-        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss)
+        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss, rsurf=rsurf)
         return dW.reshape(-1)[c]
 
     f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
@@ -291,6 +312,129 @@ def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, 
     slides = candidates & (new_side == 0)
     memory = jnp.where(candidates & ~slides, new_side, memory)
     return memory, frozen | slides
+
+
+def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss):
+    """Real-time linf-SAM field on multi-sample data with the sign memory of r.
+
+    eps_lj = rho sign(G_lj), G_lj = -r_j(W) prod_excl_lj(W): besides the weights
+    (`memory`, `frozen` as in `_velocity`), its sign flips where r_j(W) = 0. Between
+    two events the field uses `rmem` (d,), the side of each r_j = 0 surface the
+    cell is on (+-1; 0: plain sign(r_j)), so it is smooth inside a segment. On a
+    surface the flow slides along (`rslide` (d,), at most one True: see
+    `_rsurface_parts`) the field is the Filippov combination a f+ + (1 - a) f-
+    of the two one-sided fields, a = n- / (n- - n+) with n+- = grad r_j . f+-, so
+    that r_j stays 0 (THEORY.md s.2; Filippov, "Differential equations with
+    discontinuous righthand sides", 1988, s.2.4). Shape (L, d), per unit t.
+    """
+    f, _, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss)
+    return f
+
+
+def _one_sided_r(W, rho, data, memory, frozen, rmem, loss):
+    """The linf field with the sign of r_j taken from `rmem` (0: sign(r_j(W)))."""
+    r = residual(W, data, loss)
+    rs = jnp.where(rmem != 0, rmem, r)  # linf uses only the sign of r
+    W_hat = perturbed_weights(W, rs, rho, Method.LINF, memory)
+    dW = residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    return jnp.where(frozen, 0.0, dW)
+
+
+def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
+    """(field, a, n_plus, n_minus) at W for the r_j = 0 surface of coordinate `j`
+    (default: the sliding one, argmax `rslide`).
+
+    f+- are the fields with sign(r_j) = +-1 (f+ applies where r_j > 0); n+- =
+    d r_j / dt along them (a JVP of r_j(W)); a = n- / (n- - n+) is the weight of
+    f+ in the Filippov sliding field (in [0, 1] exactly when n+ and n- have
+    opposite signs, 0/0 guarded to 0). `field` is a f+ + (1 - a) f- where
+    `rslide[j]`, else the one-sided field of `rmem`. (L, d), (), (), ().
+    """
+    if j is None:
+        j = jnp.argmax(rslide)
+    onehot = jnp.arange(W.shape[1]) == j
+    f_p = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, 1.0, rmem), loss)
+    f_m = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, -1.0, rmem), loss)
+    r_j = lambda w: residual(w, data, loss)[j]
+    _, n_p = jax.jvp(r_j, (W,), (f_p,))
+    _, n_m = jax.jvp(r_j, (W,), (f_m,))
+    den = n_m - n_p
+    a = jnp.where(den != 0, n_m / jnp.where(den != 0, den, 1.0), 0.0)
+    sliding = rslide[j]
+    f_plain = jnp.where(rmem[j] > 0, f_p, f_m)
+    f_plain = jnp.where(rmem[j] == 0, _one_sided_r(W, rho, data, memory, frozen, rmem, loss), f_plain)
+    ac = jnp.clip(a, 0.0, 1.0)
+    f = jnp.where(sliding, ac * f_p + (1.0 - ac) * f_m, f_plain)
+    return f, a, n_p, n_m
+
+
+def _side_decision(n_plus, n_minus, came_from):
+    """Filippov at a switching surface from the one-sided normal rates n+- (n > 0:
+    the field moves to the + side): +1 / -1 leave to that side, 0 slide. When both
+    point away (repelling) it keeps going the way it came (`came_from`; from rest,
+    0: it stays, as `_slide_decision`)."""
+    out_plus = n_plus > 0
+    out_minus = n_minus < 0
+    return jnp.where(
+        out_plus & ~out_minus,
+        1.0,
+        jnp.where(out_minus & ~out_plus, -1.0, jnp.where(out_plus & out_minus, -came_from, 0.0)),
+    )
+
+
+def _weights_held(W, rho, data, memory, frozen, rmem, rslide, loss):
+    """Whether every weight held at 0 (`frozen`) still has a field pointing into
+    0 from both sides under the r-sign state (rmem, rslide): (), bool."""
+    L, d = W.shape
+    flat = jnp.arange(L * d)
+
+    def one_sided(c, side):
+        mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
+        fr = frozen.reshape(-1).at[c].set(False).reshape(L, d)
+        dW = _linf_multi_field(W, rho, data, mem, fr, rmem, rslide, loss)
+        return dW.reshape(-1)[c]
+
+    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
+    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    held = (f_plus <= 0) & (f_minus >= 0)
+    return jnp.all(held | ~frozen)
+
+
+def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, exited, r_scale, loss):
+    """After an r_j = 0 event of linf on multi-sample data (Filippov, as
+    `_slide_decision` for a weight): returns (rmem, rslide, surface).
+
+    `crossed`: some r_j reached 0 (the one nearest its event, j). The one-sided
+    rates n+- = d r_j/dt of f+- decide: both the same way, it crosses (rmem_j
+    flips); both into the surface (n+ < 0 < n-), it slides along it (rslide_j).
+    `exited`: the sliding coordinate's a left [0, 1]; it leaves to the side
+    whose field now points away (a -> 1: +, a -> 0: -). `surface` is True where
+    the cell must stop with status SURFACE: a second surface while sliding (an
+    r_k or a weight held at 0), or a weight held at 0 that the new sign of r_j
+    would release (neither is followed).
+    """
+    d = W.shape[1]
+    idx = jnp.arange(d)
+    r = residual(W, data, loss)
+    active = (rmem != 0) & ~rslide
+    j = jnp.argmin(jnp.where(active, r * rmem / r_scale + roff, _BIG))
+    _, _, n_p, n_m = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=j)
+    side = _side_decision(n_p, n_m, rmem[j])
+    on_j = idx == j
+    starts = crossed & (side == 0)
+    # Another r_k at 0 too (to 1e-9 of max|X|): two surfaces at once.
+    other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) / r_scale < 1e-9))
+    surface = crossed & (jnp.any(rslide) | (starts & other_zero))
+    rmem_new = jnp.where(crossed & on_j & (side != 0), side, rmem)
+    rslide_new = rslide | (starts & on_j)
+    k = jnp.argmax(rslide)
+    _, a, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=k)
+    on_k = idx == k
+    rmem_new = jnp.where(exited & on_k, jnp.where(a > 0.5, 1.0, -1.0), rmem_new)
+    rslide_new = jnp.where(exited & on_k, False, rslide_new)
+    changed = (crossed & (side != rmem[j])) | exited
+    release = changed & jnp.any(frozen) & ~_weights_held(W, rho, data, memory, frozen, rmem_new, rslide_new, loss)
+    return rmem_new, rslide_new, surface | release
 
 
 def _critical_ratio(W, rho, data, loss):
@@ -408,14 +552,25 @@ def solve_cell(
         """Weights from the state (identity in linear coordinates)."""
         return sign * jnp.exp(Y) if log_coords else Y
 
+    # linf on multi-sample data: the direction also flips where r_j(W) = 0
+    # (`_linf_multi_field`); the segment args then carry the sign memory of r
+    # (rmem), the coordinate sliding on its surface (rslide) and the event
+    # offsets (roff). One sample: r_j = slope mu_j never changes sign.
+    multi = method is Method.LINF and data.X.shape[0] > 1
+    if multi and clock is Clock.TAU:
+        raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
+
+    def rsurf_of(args):
+        return (args[5], args[6]) if multi else None
+
     def field(t, y, args):
         W, s = y
-        rho_, data_, memory, frozen, track = args
-        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss, sign)
+        rho_, data_, memory, frozen, track = args[:5]
+        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss, sign, rsurf_of(args))
 
     def vel_W(Y, s, args):
         """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
-        dY, ds = _velocity(Y, s, rho, data, args[2], args[3], args[4], method, clock, loss, sign)
+        dY, ds = _velocity(Y, s, rho, data, args[2], args[3], args[4], method, clock, loss, sign, rsurf_of(args))
         return (to_W(Y) * dY if log_coords else dY), ds
 
     capture = settings.capture_radius * rho
@@ -441,12 +596,32 @@ def solve_cell(
     if method is Method.LINF:
 
         def _cross(t, y, args, **kw):
-            _, _, memory, frozen, _ = args
+            memory, frozen = args[2], args[3]
             active = ~frozen & (memory != 0)
             scale = jnp.where(rho > 0, rho, 1.0)
             return jnp.min(jnp.where(active, y[0] * memory / scale, _BIG))
 
         conds["cross"] = _cross
+    if multi:
+        # r_j / max|X|: dimensionless (|r_j| <= max|x_ij| max slope). An r_j = 0
+        # surface is crossed when r_j rmem_j / r_scale falls to -roff_j (1e-12
+        # past it, so the next segment starts on the new side; see roff below).
+        r_scale = jnp.max(jnp.abs(data.X))
+        r_scale = jnp.where(r_scale > 0, r_scale, 1.0)
+
+        def _rcross(t, y, args, **kw):
+            rmem, rslide, roff = args[5], args[6], args[7]
+            r = residual(y[0], data, loss)
+            active = (rmem != 0) & ~rslide
+            return jnp.min(jnp.where(active, r * rmem / r_scale + roff, _BIG))
+
+        def _rexit(t, y, args, **kw):
+            # Sliding ends where a = n- / (n- - n+) leaves [0, 1].
+            _, a, _, _ = _rsurface_parts(y[0], rho, data, args[2], args[3], args[5], args[6], loss)
+            return jnp.where(jnp.any(args[6]), jnp.minimum(a, 1.0 - a), _BIG)
+
+        conds["rcross"] = _rcross
+        conds["rexit"] = _rexit
     if clock is Clock.TAU:
         blowup_log10 = settings.blowup_log10
 
@@ -518,10 +693,32 @@ def solve_cell(
     memory0 = jnp.sign(W0)
     frozen0 = jnp.zeros((L, d), bool)
     s0 = jnp.zeros((), dtype)
+    rmem0 = jnp.zeros((d,), dtype)
+    rslide0 = jnp.zeros((d,), bool)
+    roff0 = jnp.zeros((d,), dtype)
+    surface0 = jnp.asarray(False)
+    if multi:
+        # The side of each r_j = 0 surface; one that starts exactly on it is
+        # decided from the one-sided fields (Filippov), as a weight at 0 is.
+        r0 = residual(W0, data, loss)
+        rmem0 = jnp.sign(r0)
+        n_p0, n_m0 = jax.vmap(
+            lambda j: _rsurface_parts(W0, rho, data, memory0, frozen0, rmem0, rslide0, loss, j=j)[2:]
+        )(jnp.arange(d))
+        side0 = _side_decision(n_p0, n_m0, jnp.zeros((d,), dtype))
+        on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
+        rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
+        rslide0 = on0 & (side0 == 0)
+        roff0 = jnp.full((d,), _R_OFFSET, dtype)
     if method is Method.LINF:
         memory0, frozen0 = _slide_decision(
-            W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss
+            W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
+            rsurf=(rmem0, rslide0) if multi else None,
         )
+    if multi:
+        # Sliding on two surfaces at once (two r_j, or an r_j and a weight at 0)
+        # is not followed: the cell stops there (status SURFACE).
+        surface0 = finite & ((jnp.sum(rslide0) > 1) | (jnp.any(rslide0) & jnp.any(frozen0)))
     slide0 = jnp.where(frozen0, 0.0, jnp.nan).astype(dtype)
     if clock is Clock.TAU:
         # A cell whose loss is already below ~1e-30 starts beyond the t range.
@@ -533,11 +730,12 @@ def solve_cell(
     start_collapsed = (
         jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in conds else jnp.asarray(False)
     )
-    values0 = _event_values(0.0, (Y0, s0), (rho, data, memory0, frozen0, track0)) if names else []
+    args0 = (rho, data, memory0, frozen0, track0) + ((rmem0, rslide0, roff0) if multi else ())
+    values0 = _event_values(0.0, (Y0, s0), args0) if names else []
     start_collapsed, start_blown, start_critical = _start_events(
         dict(zip(names, values0)), start_collapsed & finite, finite
     )
-    start_stop = start_collapsed | start_blown | start_critical
+    start_stop = start_collapsed | start_blown | start_critical | surface0
     # A cell stopped at the start keeps its initial state at the save time 0.
     at_start = (ts <= 0) & start_stop
     nan_d = jnp.full((d,), jnp.nan, dtype)
@@ -552,8 +750,14 @@ def solve_cell(
         out_W=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
         out_s=jnp.where(at_start, 0.0, jnp.full((n_save,), jnp.nan, dtype)),
         status=jnp.select(
-            [~finite, start_collapsed, start_blown, start_critical],
-            [int(Status.NONFINITE_INPUT), int(Status.COLLAPSED), int(Status.BLEW_UP), int(Status.CRITICAL)],
+            [~finite, start_collapsed, start_blown, start_critical, surface0],
+            [
+                int(Status.NONFINITE_INPUT),
+                int(Status.COLLAPSED),
+                int(Status.BLEW_UP),
+                int(Status.CRITICAL),
+                int(Status.SURFACE),
+            ],
             int(Status.FINISHED),
         ),
         event_time=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
@@ -566,13 +770,16 @@ def solve_cell(
         done=~finite | start_stop,
         track=track0,
         t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
+        rmem=rmem0,
+        rslide=rslide0,
+        roff=roff0,
     )
 
     def cond_fun(c: _Carry):
         return (~c.done) & (c.seg < max_segments)
 
     def body_fun(c: _Carry):
-        args = (rho, data, c.memory, c.frozen, c.track)
+        args = (rho, data, c.memory, c.frozen, c.track) + ((c.rmem, c.rslide, c.roff) if multi else ())
         ts_seg = jnp.clip(ts, c.t0, t_final)
         sol = diffrax.diffeqsolve(
             term,
@@ -647,24 +854,35 @@ def solve_cell(
         W_next = jnp.where(at_zero, 0.0, W_end) if not log_coords else Y_end
         if method is Method.LINF:
             memory, frozen = _slide_decision(
-                W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss
+                W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss,
+                rsurf=rsurf_of(args),
             )
         else:
             memory, frozen = c.memory, c.frozen
         slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
+        rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, jnp.asarray(False)
+        if multi:
+            rmem, rslide, surface = _rsurface_event(
+                W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff,
+                hit["rcross"], hit["rexit"], r_scale, loss,
+            )
+            r_next = residual(W_next, data, loss)
+            roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
 
+        surface = surface & healthy
         status = jnp.select(
-            [collapsed, critical, blew_up, max_steps, ~healthy],
+            [collapsed, critical, blew_up, max_steps, ~healthy, surface],
             [
                 int(Status.COLLAPSED),
                 int(Status.CRITICAL),
                 int(Status.BLEW_UP),
                 int(Status.MAX_STEPS),
                 int(Status.FAILED),
+                int(Status.SURFACE),
             ],
             c.status,
         )
-        stops = collapsed | critical | blew_up | ~healthy
+        stops = collapsed | critical | blew_up | ~healthy | surface
         dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
         t_stop = jnp.where(max_steps, t_stall, t_end)
         event_time = jnp.where(stops, t_stop + dt_stop, c.event_time)
@@ -693,6 +911,9 @@ def solve_cell(
             done=done,
             track=c.track & ~untracked,
             t_untracked=jnp.where(untracked, t_end, c.t_untracked),
+            rmem=rmem,
+            rslide=rslide,
+            roff=roff,
         )
         return new
 

@@ -18,6 +18,7 @@ class Status(enum.IntEnum):
     NONFINITE_INPUT = 5
     FAILED = 6
     CRITICAL = 7
+    SURFACE = 8
 
     @property
     def message(self) -> str:
@@ -58,9 +59,15 @@ STATUS_MESSAGES = {
         "where the l2-SAM direction is undefined; the field points into it from every side, "
         "so they stay there from `event_time` on (Filippov solution)."
     ),
+    Status.SURFACE: (
+        "linf-SAM reached a second switching surface while sliding along one (multi-sample "
+        "data: a surface r_j(W) = 0 where its direction flips together with another one or "
+        "with a weight held at 0); samflow does not follow this sliding mode: values after "
+        "`event_time` are NaN."
+    ),
 }
 
 
 #: The statuses of a cell that did not end normally (no valid value past its
 #: `event_time`): everything but FINISHED, COLLAPSED, SLID and CRITICAL.
-FAILED_STATUSES = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED)
+FAILED_STATUSES = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED, Status.SURFACE)
