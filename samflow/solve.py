@@ -382,22 +382,62 @@ def _side_decision(n_plus, n_minus, came_from):
     )
 
 
-def _weights_held(W, rho, data, memory, frozen, rmem, rslide, loss):
-    """Whether every weight held at 0 (`frozen`) still has a field pointing into
-    0 from both sides under the r-sign state (rmem, rslide): (), bool."""
+def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss):
+    """Re-decide the weights held at 0 (`frozen`) after the sign of some r_j
+    changed (linf, multi-sample): the field at 0 jumps with it. From the new
+    one-sided limits (as `_slide_decision`): both into 0, it stays held; one
+    side pointing away, it leaves to that side (memory set, no longer frozen);
+    both away (repelling from rest, no unique Filippov continuation):
+    `ambiguous`. At even depth a whole column at 0 is decided jointly
+    (`_column_decision`; mixed: `ambiguous`).
+    Returns (memory, frozen, released, ambiguous): (L, d), (L, d), (L, d), ().
+    """
     L, d = W.shape
     flat = jnp.arange(L * d)
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
-        fr = frozen.reshape(-1).at[c].set(False).reshape(L, d)
-        dW = _linf_multi_field(W, rho, data, mem, fr, rmem, rslide, loss)
+        # dW at c does not depend on which weights are frozen (only zeroed there)
+        dW = _linf_multi_field(W, rho, data, mem, jnp.zeros_like(frozen), rmem, rslide, loss)
         return dW.reshape(-1)[c]
 
     f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
     f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
-    held = (f_plus <= 0) & (f_minus >= 0)
-    return jnp.all(held | ~frozen)
+    out_plus = frozen & (f_plus > 0)
+    out_minus = frozen & (f_minus < 0)
+    one_way = out_plus ^ out_minus
+    both = out_plus & out_minus
+    released = one_way
+    memory_new = jnp.where(one_way, jnp.where(out_plus, 1.0, -1.0), memory)
+    ambiguous = both
+    if L % 2 == 0:  # whole columns at 0: jointly (`_column_decision`)
+        whole, hold, leave, mixed = _column_decision(W, rho, data, memory, frozen, rmem, rslide, loss)
+        released = jnp.where(whole[None], leave[None], released)
+        memory_new = jnp.where(whole[None], memory, memory_new)
+        ambiguous = jnp.where(whole[None], mixed[None], ambiguous)
+    return memory_new, frozen & ~released, released, jnp.any(ambiguous)
+
+
+def _column_decision(W, rho, data, memory, cand, rmem, rslide, loss):
+    """linf on multi-sample data, even depth: a whole column j at 0 (all L
+    weights in `cand`, with a sign memory), decided jointly.
+
+    Flipping the sign pattern of a whole column flips each eps_lj (L - 1 factors)
+    and keeps beta_hat_j (L factors, even), hence r(W_hat): the column's field
+    is f(-m) = -f(m). So the column is attracted to 0 from both sides exactly
+    when f(m) . m < 0 for all its weights (it stays: Filippov), and repelled
+    when f(m) . m > 0 for all (it leaves with its pattern m; -m gives the same
+    beta). Deciding weight by weight instead mixes in the patterns with
+    beta_hat_j of the other sign, which on multi-sample data (r(W_hat) can
+    change sign) can send a pair across 0 against its field. Returns
+    (whole, hold, leave, mixed), each (d,) bool.
+    """
+    whole = jnp.all(cand, axis=0) & jnp.all(memory != 0, axis=0)
+    f0 = _linf_multi_field(W, rho, data, memory, jnp.zeros_like(cand), rmem, rslide, loss)
+    sm = f0 * memory
+    hold = whole & jnp.all(sm < 0, axis=0)
+    leave = whole & jnp.all(sm > 0, axis=0)
+    return whole, hold, leave, whole & ~hold & ~leave
 
 
 def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, exited, r_scale, loss):
@@ -409,9 +449,10 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     flips); both into the surface (n+ < 0 < n-), it slides along it (rslide_j).
     `exited`: the sliding coordinate's a left [0, 1]; it leaves to the side
     whose field now points away (a -> 1: +, a -> 0: -). `surface` is True where
-    the cell must stop with status SURFACE: a second surface while sliding (an
-    r_k or a weight held at 0), or a weight held at 0 that the new sign of r_j
-    would release (neither is followed).
+    the cell must stop with status SURFACE: a second r_k surface while sliding
+    on one, or two at once (not followed). `changed`: the r-sign state changed,
+    so the weights held at 0 must be re-decided (`_rehold`). Returns
+    (rmem, rslide, surface, changed).
     """
     d = W.shape[1]
     idx = jnp.arange(d)
@@ -433,8 +474,7 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     rmem_new = jnp.where(exited & on_k, jnp.where(a > 0.5, 1.0, -1.0), rmem_new)
     rslide_new = jnp.where(exited & on_k, False, rslide_new)
     changed = (crossed & (side != rmem[j])) | exited
-    release = changed & jnp.any(frozen) & ~_weights_held(W, rho, data, memory, frozen, rmem_new, rslide_new, loss)
-    return rmem_new, rslide_new, surface | release
+    return rmem_new, rslide_new, surface, changed
 
 
 def _critical_ratio(W, rho, data, loss):
@@ -599,7 +639,13 @@ def solve_cell(
             memory, frozen = args[2], args[3]
             active = ~frozen & (memory != 0)
             scale = jnp.where(rho > 0, rho, 1.0)
-            return jnp.min(jnp.where(active, y[0] * memory / scale, _BIG))
+            value = y[0] * memory / scale
+            if multi:
+                # A weight that a decision sent the wrong way (a field the
+                # one-sided limits misjudged) fires at once instead of masking
+                # every later event (diffrax fires only on a crossing from > 0).
+                value = value + _R_OFFSET
+            return jnp.min(jnp.where(active, value, _BIG))
 
         conds["cross"] = _cross
     if multi:
@@ -852,7 +898,18 @@ def solve_cell(
         zero_tol = 1e-9 * rho
         at_zero = crossed & active & (W_end * c.memory <= zero_tol)
         W_next = jnp.where(at_zero, 0.0, W_end) if not log_coords else Y_end
-        if method is Method.LINF:
+        col_mixed = jnp.asarray(False)
+        if multi and L % 2 == 0:
+            whole, hold, leave, mixed = _column_decision(
+                W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss
+            )
+            memory, frozen = _slide_decision(
+                W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
+                rsurf=rsurf_of(args),
+            )
+            frozen = frozen | (hold[None] & at_zero)
+            col_mixed = jnp.any(mixed)
+        elif method is Method.LINF:
             memory, frozen = _slide_decision(
                 W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss,
                 rsurf=rsurf_of(args),
@@ -862,10 +919,15 @@ def solve_cell(
         slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
         rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, jnp.asarray(False)
         if multi:
-            rmem, rslide, surface = _rsurface_event(
+            rmem, rslide, surface, changed = _rsurface_event(
                 W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff,
                 hit["rcross"], hit["rexit"], r_scale, loss,
             )
+            mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
+            memory = jnp.where(changed, mem2, memory)
+            frozen = jnp.where(changed, frozen2, frozen)
+            slide_time = jnp.where(changed & released, jnp.nan, slide_time)
+            surface = surface | (changed & ambiguous) | col_mixed
             r_next = residual(W_next, data, loss)
             roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
 
