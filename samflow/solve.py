@@ -13,6 +13,19 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   crosses and the integration goes on with its sign on the new side. The next
   segment starts at the event, so the solver never steps across the
   discontinuity and never chatters.
+- **r_j(W) = 0 surfaces** (linf-SAM on multi-sample data): eps_lj = rho
+  sign(G_lj) with G_lj = -r_j(W) prod_excl_lj(W) also flips where the residual
+  r_j = mean_i y_i slope(z_i) x_ij changes sign (on one sample r_j = slope mu_j
+  never does). The field takes sign(r_j) from a memory between events; at a
+  crossing the one-sided rates n+- = d r_j/dt of the two fields decide: it
+  crosses, or it slides along the surface with the Filippov field a f+ +
+  (1 - a) f-, a = n- / (n- - n+), until a leaves [0, 1]. This is the eta -> 0
+  limit of discrete linf-SAM (tests/test_linf_surface.py; a tanh(r_j / eps)
+  regularization converges to another, "equivalent control", solution). A
+  whole weight column at 0 is decided jointly at even depth, and held weights
+  are re-decided when a sign of r changes. Sliding on two surfaces at once (two
+  r_j, or a weight at 0 whose continuation is not unique) is not followed:
+  status `SURFACE`, NaN after its event time.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
@@ -128,7 +141,9 @@ class SolverSettings:
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
       when it nears a pole: relative growth rate x tau > 1e10 (finite-time
       blow-up; the event is then within ~1e-10 relative of the blow-up time).
-    - `max_segments`: most segments (events) per cell; None means 2 L d + 2.
+    - `max_segments`: most segments (events) per cell; None means 2 L d + 2
+      (plus 4 d for linf-SAM on multi-sample data: its r_j = 0 crossings and
+      slides).
     - `loss`: "logistic" or "exponential".
     - `coords`: the state the solver integrates: "linear" (default; the weights
       W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
@@ -210,7 +225,8 @@ class Trajectory(eqx.Module):
       0 for a stop condition that holds at the start; NaN if none.
     - `event_t`: `()` the same event in real time t; NaN if none.
     - `collapse_direction`: `(d,)` beta/||beta|| just before collapse; NaN otherwise.
-    - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never.
+    - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never
+      (or if it left 0 again: linf on multi-sample data, when a sign of r_j changed).
     - `num_steps`: `()` accepted + rejected solver steps over all segments.
     - `num_segments`: `()` diffrax solves used.
     """
@@ -570,7 +586,8 @@ def solve_cell(
     L, d = W0.shape
     n_save = ts.shape[0]
     t_final = ts[-1]
-    max_segments = settings.max_segments or (2 * L * d + 2)
+    multi = method is Method.LINF and data.X.shape[0] > 1
+    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
     dtype = jnp.result_type(W0.dtype, jnp.float64)
     W0 = W0.astype(dtype)
     rho = jnp.asarray(rho, dtype)
@@ -596,7 +613,6 @@ def solve_cell(
     # (`_linf_multi_field`); the segment args then carry the sign memory of r
     # (rmem), the coordinate sliding on its surface (rslide) and the event
     # offsets (roff). One sample: r_j = slope mu_j never changes sign.
-    multi = method is Method.LINF and data.X.shape[0] > 1
     if multi and clock is Clock.TAU:
         raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
 

@@ -60,10 +60,9 @@ STATUS_MESSAGES = {
         "so they stay there from `event_time` on (Filippov solution)."
     ),
     Status.SURFACE: (
-        "linf-SAM reached a second switching surface while sliding along one (multi-sample "
-        "data: a surface r_j(W) = 0 where its direction flips together with another one or "
-        "with a weight held at 0); samflow does not follow this sliding mode: values after "
-        "`event_time` are NaN."
+        "linf-SAM reached a surface r_j(W) = 0 where its direction flips (multi-sample data) "
+        "together with another such surface, or with weights at 0 that have no unique way on; "
+        "samflow does not follow this sliding mode: values after `event_time` are NaN."
     ),
 }
 
