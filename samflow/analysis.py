@@ -1,4 +1,4 @@
-"""What to measure on a trajectory (THEORY.md section 5).
+"""What to measure on a trajectory (docs/theory.md section 5).
 
 Pure NumPy: every function accepts NumPy or JAX arrays and returns NumPy arrays,
 vectorised over leading batch axes (a grid of cells). The layout follows
@@ -65,7 +65,7 @@ def _as_beta(beta: ArrayLike) -> np.ndarray:
 
 
 def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*batch time"]:
-    """Dominant feature index argmax_j |beta_j| (THEORY.md section 5), 1-based.
+    """Dominant feature index argmax_j |beta_j| (docs/theory.md section 5), 1-based.
 
     **Arguments:**
 
@@ -97,7 +97,7 @@ def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*b
 
 
 def band_dominance(beta: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
-    """Dominant band of beta: the band with the largest mean |beta_j| (THEORY.md s.5, s.6).
+    """Dominant band of beta: the band with the largest mean |beta_j| (docs/theory.md s.5, s.6).
 
     The banded-data analogue of `dominant_index`, for data whose coordinates fall
     into bands (`samflow.datasets.banded`); ties go to the lowest band.
@@ -207,7 +207,7 @@ def regime_label(
     tie_tol: float = 1e-9,
     min_valid: int = 2,
 ) -> Int[np.ndarray, "*batch"]:
-    """Regime of each cell (THEORY.md section 5): 1 collapse, 2 sequential, 3 major first.
+    """Regime of each cell (docs/theory.md section 5): 1 collapse, 2 sequential, 3 major first.
 
     The rules, applied in this order to each cell:
 
@@ -236,7 +236,7 @@ def regime_label(
     - `beta`: `(..., time, d)` linear predictor at the saved times.
     - `status`: `(...)` int, `samflow.Status` values.
     - `d`: 1-based index of the major feature; default `beta.shape[-1]` (the last
-      coordinate, the largest mu_j of THEORY.md section 1).
+      coordinate, the largest mu_j of docs/theory.md section 1).
     - `tie_tol`: relative tie tolerance of rule 4.
     - `min_valid`: fewest informative times needed for rules 5 and 6 (>= 1).
 
@@ -391,7 +391,7 @@ def plateau(
 ) -> Plateau:
     """The loss plateau: the longest flat stretch of the loss curve before it falls.
 
-    Definition (THEORY.md section 5, "plateau detection"). Over the valid saved
+    Definition (docs/theory.md section 5, "plateau detection"). Over the valid saved
     times (finite loss and time; time > 0 when `log_time`), a *stretch* is a run
     of consecutive saved times i..k on which the loss stays in a relative band,
 
@@ -403,7 +403,7 @@ def plateau(
     those with duration > 0 and >= `min_duration`; ties go to the earliest. A loss
     that never falls by the factor (1 - rel_drop) after its flat part (regime 1:
     the loss stays at ell(0) or rises) has no plateau. The band makes the test
-    insensitive to a loss that rises a little before it falls (THEORY.md
+    insensitive to a loss that rises a little before it falls (docs/theory.md
     section 3) and to slow drift; for a curve that decays at a steady rate the
     reported stretch is short (about ln(1 + rel_band) / rate), so compare
     durations, not existence.
@@ -459,7 +459,7 @@ def plateau(
 
 
 def limit_direction(beta: ArrayLike) -> Float[np.ndarray, "*batch d"]:
-    """beta / ||beta||_2 at the last valid (finite) saved time (THEORY.md section 5).
+    """beta / ||beta||_2 at the last valid (finite) saved time (docs/theory.md section 5).
 
     Computed without overflow for |beta| up to the float64 range. A collapsed cell
     (beta exactly 0 there) gives the zero vector (limit direction 0, as for
@@ -487,7 +487,7 @@ def max_margin_direction(
 ) -> Float[np.ndarray, " d"]:
     """The l_p max-margin predictor, argmin ||beta||_p s.t. y_i <beta, x_i> >= 1.
 
-    THEORY.md section 5. p = 1 is the linear program min sum(b+ + b-) over
+    docs/theory.md section 5. p = 1 is the linear program min sum(b+ + b-) over
     beta = b+ - b-, b+/- >= 0 (scipy `linprog`, HiGHS); p = 2 is the quadratic
     program min ||beta||^2 / 2 (SLSQP from the feasible l1 point, then polished
     exactly on its active constraints: beta = A_S^T (A_S A_S^T)^+ 1, kept when

@@ -1,7 +1,7 @@
 """Figures of a sweep, drawn from its results `xarray.Dataset` (matplotlib, Agg).
 
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
-  (time, alpha) at one rho, one panel per method (THEORY.md section 6). Discrete
+  (time, alpha) at one rho, one panel per method (docs/theory.md section 6). Discrete
   colours 1 (minor) .. d (major); collapsed cells (beta = 0) and cells without a
   value have colours of their own; the legend names the statuses of the latter.
 - `plot_trajectories`: the normalized predictor beta/||beta|| (scaled first, no

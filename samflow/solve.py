@@ -6,7 +6,7 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
 - **collapse** (l2-SAM, L >= 2): ||W||_2 falls to `capture_radius * rho`. The
   field is bounded near 0, so the remaining time to W = 0 is extrapolated
   linearly (error O(capture^2)); the cell's state is 0 from then on
-  (THEORY.md section 4). Status `COLLAPSED`.
+  (docs/theory.md section 4). Status `COLLAPSED`.
 - **sign switch** (linf-SAM): a weight reaches 0. It is set to exactly 0 and the
   one-sided limits of the field decide: if the field points towards 0 from both
   sides the weight stays there (Filippov sliding, status `SLID`); otherwise it
@@ -135,7 +135,7 @@ class SolverSettings:
       inits keep their relative accuracy.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
-      (THEORY.md section 4 recommends 1e-6 in float64); arrival at another
+      (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
       critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius.
     - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
@@ -149,7 +149,7 @@ class SolverSettings:
       W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
       sample with sign(prod_l w_lj(0)) = sign(mu_j) only, see
       `samflow.flows.log_coords_eligible`). In log coordinates a suppressed
-      coordinate never underflows to 0 (THEORY.md s.4: in linear coordinates
+      coordinate never underflows to 0 (docs/theory.md s.4: in linear coordinates
       one that falls below ~1e-308 is lost for good, and "major last" with it),
       and the stiff decay of the major coordinates before an l2 collapse is
       plain linear motion (about half the steps); the absolute tolerance on x
@@ -284,7 +284,7 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
     In the tau clock s = log(1 + t), ds/dtau = exp(log(dt/dtau) - s): smooth, and
     error-controlled like the weights. Its stiffness is about d log(dt/dtau)/dtau,
     which stays moderate while t < e^_LOG_T_MAX; past that (`track` false) t is
-    no longer followed (THEORY.md s.4: integrating t is stiff once the loss is tiny).
+    no longer followed (docs/theory.md s.4: integrating t is stiff once the loss is tiny).
     """
     if sign is not None:
         dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU)
@@ -340,7 +340,7 @@ def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss):
     surface the flow slides along (`rslide` (d,), at most one True: see
     `_rsurface_parts`) the field is the Filippov combination a f+ + (1 - a) f-
     of the two one-sided fields, a = n- / (n- - n+) with n+- = grad r_j . f+-, so
-    that r_j stays 0 (THEORY.md s.2; Filippov, "Differential equations with
+    that r_j stays 0 (docs/theory.md s.2; Filippov, "Differential equations with
     discontinuous righthand sides", 1988, s.2.4). Shape (L, d), per unit t.
     """
     f, _, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss)
@@ -498,7 +498,7 @@ def _critical_ratio(W, rho, data, loss):
 
     R = ||G(W)|| / ||G(W_hat)||, with G = grad L (norm over all layers) and
     W_hat = W + rho G / ||G||: `samflow.models.collapse_ratio` for the diagonal
-    network (THEORY.md s.4). Near a critical point W* the l2 field stays of
+    network (docs/theory.md s.4). Near a critical point W* the l2 field stays of
     order rho while G vanishes linearly, so R ~ ||W - W*|| / rho. `ok` is
     L(W_hat) <= 2 L(W) with L(W) > 1e-280: it rules out a small R from large
     margins (a perturbation that multiplies the loss), including a loss that
