@@ -388,7 +388,7 @@ def _init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: 
     if relative and np.any(rhos == 0):
         lines.append(
             "grid.rho: rho = 0 with grid.alpha_relative_to_rho = true gives alpha = multiple x 0 = 0, "
-            f"which {fixed}; drop 0 from grid.rho or give absolute alphas > 0"
+            f"which {fixed}; drop 0 from grid.rho, give absolute alphas > 0, or use depth 1"
         )
         stuck[:, rhos == 0] = False
     if stuck.any():
