@@ -83,9 +83,10 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> str:
-    """The git commit of the samflow source tree, with '+dirty' for local edits;
-    'unknown' outside a git checkout."""
+def _git_state(*pathspec: str) -> "tuple[str, bool] | None":
+    """(HEAD commit, dirty) of the checkout holding the package, dirty meaning
+    tracked files (under `pathspec`, default the whole checkout) differ from it;
+    None outside a git checkout."""
     import subprocess
 
     here = Path(__file__).resolve().parent
@@ -94,14 +95,21 @@ def git_commit() -> str:
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
         )
         if head.returncode != 0:
-            return "unknown"
+            return None
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-            capture_output=True, text=True, timeout=5,
+            ["git", "status", "--porcelain", "--untracked-files=no", *(("--", *pathspec) if pathspec else ())],
+            cwd=here, capture_output=True, text=True, timeout=5,
         )
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        return head.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None
+
+
+def git_commit() -> str:
+    """The git commit of the samflow source tree, with '+dirty' for local edits;
+    'unknown' outside a git checkout."""
+    state = _git_state()
+    return "unknown" if state is None else state[0] + ("+dirty" if state[1] else "")
 
 
 #: The packages whose versions enter `code_stamp` (they set the numbers of a solve).
@@ -127,22 +135,8 @@ def _package_git_commit() -> str:
     """The git commit (12 hex digits) of the checkout that holds the package,
     with '-dirty' when tracked files of the package folder differ from it;
     'unknown' outside a git checkout."""
-    import subprocess
-
-    here = Path(__file__).resolve().parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-        )
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."], cwd=here,
-            capture_output=True, text=True, timeout=5,
-        )
-        return head.stdout.strip()[:12] + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    state = _git_state(".")
+    return "unknown" if state is None else state[0][:12] + ("-dirty" if state[1] else "")
 
 
 def code_stamp() -> str:
