@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import NamedTuple
 
 import diffrax
 import equinox as eqx
@@ -69,7 +68,7 @@ from .flows import (
     rescaled_velocity,
     unit_l2,
 )
-from .losses import get_loss
+from .losses import AbstractLoss, get_loss
 from .model import beta as beta_of
 from .model import init_weights, loss_value, prod_excl, residual
 from .status import Status
@@ -243,32 +242,6 @@ class Trajectory(eqx.Module):
     slide_time: Float[Array, "L d"]
     num_steps: Int[Array, ""]
     num_segments: Int[Array, ""]
-
-
-class _Carry(NamedTuple):
-    seg: Int[Array, ""]
-    t0: Float[Array, ""]
-    W: Float[Array, "L d"]
-    s: Float[Array, ""]
-    memory: Float[Array, "L d"]
-    frozen: Bool[Array, "L d"]
-    slide_time: Float[Array, "L d"]
-    out_W: Float[Array, "n L d"]
-    out_s: Float[Array, " n"]
-    status: Int[Array, ""]
-    event_time: Float[Array, ""]
-    event_s: Float[Array, ""]
-    coll_dir: Float[Array, " d"]
-    W_detect: Float[Array, "L d"]
-    t_detect: Float[Array, ""]
-    W_stop: Float[Array, "L d"]
-    steps: Int[Array, ""]
-    done: Bool[Array, ""]
-    track: Bool[Array, ""]
-    t_untracked: Float[Array, ""]
-    rmem: Float[Array, " d"]
-    rslide: Bool[Array, " d"]
-    roff: Float[Array, " d"]
 
 
 def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None):
@@ -562,196 +535,317 @@ def _hold_critical(out_W, after, approach, frac, W_detect, W_stop):
     return jnp.where(after[:, None, None], W_stop[None], out_W)
 
 
-def solve_cell(
-    W0: Float[Array, "L d"],
-    rho: Float[Array, ""],
-    data: Dataset,
-    ts: Float[Array, " n_save"],
-    *,
-    method: Method,
-    clock: Clock,
-    settings: SolverSettings,
-) -> Trajectory:
-    """Solve one cell from W(0) = `W0` at radius `rho`; pure and vmappable.
+class SegmentArgs(eqx.Module):
+    """What the vector field and the event conditions read during one segment
+    (diffrax's `args`): constant inside a segment, changed only at its events.
 
-    The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
-    `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
-    `jax.vmap` over `W0` and `rho` (and `data` if wanted).
+    **Fields** (one cell):
 
-    **Returns:** a `Trajectory` (see there for shapes).
+    - `rho`: `()` SAM radius. `data`: the `Dataset` (inputs made finite).
+    - `memory`: `(L, d)` the side of 0 each weight is on (+-1; 0: at rest), from
+      which linf-SAM takes sign(w_lj) between sign events (docs/theory.md s.4).
+    - `frozen`: `(L, d)` bool, weights held at 0 (Filippov sliding).
+    - `track`: `()` bool, the tau clock still follows s = log(1 + t).
+    - `rmem`, `rslide`, `roff`: `(d,)`, linf-SAM on multi-sample data only (else
+      None): the side of each r_j = 0 surface, the coordinate sliding on its
+      surface, and the event offsets (`_rsurface_event`).
     """
-    method = Method.parse(method)
-    clock = Clock.parse(clock)
-    loss = get_loss(settings.loss)
-    L, d = W0.shape
-    n_save = ts.shape[0]
-    t_final = ts[-1]
-    multi = method is Method.LINF and data.X.shape[0] > 1
-    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
+
+    rho: Float[Array, ""]
+    data: Dataset
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    track: Bool[Array, ""]
+    rmem: Float[Array, " d"] | None = None
+    rslide: Bool[Array, " d"] | None = None
+    roff: Float[Array, " d"] | None = None
+
+    @property
+    def rsurf(self):
+        """(rmem, rslide) for `_velocity` on multi-sample linf data, else None."""
+        return None if self.rmem is None else (self.rmem, self.rslide)
+
+
+class SamField(eqx.Module):
+    """The vector field of one cell in diffrax's form `field(t, y, args)`, with
+    y = (Y, s) and `args` a `SegmentArgs`; returns (dY, ds) per unit clock time.
+
+    Y is the weights W `(L, d)`, or x = log|W| with the signs `sign` held fixed
+    (log coordinates, `sign` not None). s = log(1 + t) is the real time carried
+    by the tau clock (0 in the t clock). See `_velocity` (docs/theory.md s.2-4).
+    """
+
+    method: Method = eqx.field(static=True)
+    clock: Clock = eqx.field(static=True)
+    loss: AbstractLoss = eqx.field(static=True)
+    sign: Float[Array, "L d"] | None = None
+
+    @property
+    def log_coords(self) -> bool:
+        return self.sign is not None
+
+    def to_W(self, Y):
+        """Weights from the state (identity in linear coordinates)."""
+        return self.sign * jnp.exp(Y) if self.log_coords else Y
+
+    def __call__(self, t, y, args: SegmentArgs):
+        W, s = y
+        return _velocity(
+            W, s, args.rho, args.data, args.memory, args.frozen, args.track,
+            self.method, self.clock, self.loss, self.sign, args.rsurf,
+        )
+
+    def velocity_W(self, Y, s, args: SegmentArgs):
+        """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
+        dY, ds = self(None, (Y, s), args)
+        return (self.to_W(Y) * dY if self.log_coords else dY), ds
+
+
+# Event conditions: each is a function of (events, t, y, args), dimensionless,
+# positive until its event (diffrax fires on the down-crossing through 0).
+
+
+def _collapse_condition(ev, t, y, args):
+    """l2, L >= 2: (||W|| - capture_radius rho) / rho; in log coordinates
+    log||W|| - log(capture_radius rho) (docs/theory.md s.4)."""
+    rho = args.rho
+    capture = ev.capture_radius * rho
+    if ev.field.log_coords:
+        log_capture = jnp.log(jnp.where(rho > 0, capture, 1.0))
+        return jnp.where(rho > 0, 0.5 * jax.nn.logsumexp(2.0 * y[0]) - log_capture, _BIG)
+    return (jnp.sqrt(jnp.sum(y[0] ** 2)) - capture) / jnp.where(rho > 0, rho, 1.0)
+
+
+def _critical_condition(ev, t, y, args):
+    """l2: R - capture_radius at a critical point of the loss (`_critical_cond`)."""
+    return _critical_cond(ev.field.to_W(y[0]), args.rho, args.data, ev.field.loss, ev.capture_radius, ev.gate)
+
+
+def _cross_condition(ev, t, y, args):
+    """linf: the smallest w_lj memory_lj / rho over the weights not held at 0."""
+    active = ~args.frozen & (args.memory != 0)
+    rho = args.rho
+    scale = jnp.where(rho > 0, rho, 1.0)
+    value = y[0] * args.memory / scale
+    if args.rmem is not None:
+        # A weight that a decision sent the wrong way (a field the one-sided
+        # limits misjudged) fires at once instead of masking every later event.
+        value = value + _R_OFFSET
+    return jnp.min(jnp.where(active, value, _BIG))
+
+
+def _rcross_condition(ev, t, y, args):
+    """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j / max|X|
+    falls to -roff_j (just past it, so the next segment starts on the new side)."""
+    r = residual(y[0], args.data, ev.field.loss)
+    active = (args.rmem != 0) & ~args.rslide
+    return jnp.min(jnp.where(active, r * args.rmem / ev.r_scale + args.roff, _BIG))
+
+
+def _rexit_condition(ev, t, y, args):
+    """linf, multi-sample: sliding on r_j = 0 ends where a = n- / (n- - n+)
+    leaves [0, 1] (`_rsurface_parts`)."""
+    _, a, _, _ = _rsurface_parts(
+        y[0], args.rho, args.data, args.memory, args.frozen, args.rmem, args.rslide, ev.field.loss
+    )
+    return jnp.where(jnp.any(args.rslide), jnp.minimum(a, 1.0 - a), _BIG)
+
+
+def _blowup_condition(ev, t, y, args):
+    """tau clock: blowup_log10 - log10 max_j |beta_j|."""
+    if ev.field.log_coords:
+        return ev.blowup_log10 - jnp.max(jnp.sum(y[0], axis=0)) / np.log(10.0)
+    m = jnp.max(jnp.abs(beta_of(y[0])))
+    return ev.blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
+
+
+def _pole_condition(ev, t, y, args):
+    """tau clock, L >= 3: 10 - log10(rate x tau), rate = d log|w|/dtau of the
+    largest weight. Near a pole tau* the rate is ~1/((L-2)(tau* - tau)), so the
+    event is within ~1e-10 of tau*, far from the float64 resolution of tau
+    where steps would stall (depth <= 2 has no pole: growth is at most exponential)."""
+    Y = y[0]
+    dY, _ = ev.field(t, (Y, y[1]), args)
+    # The largest weight: near a pole it is the one blowing up (a small weight
+    # crossing or leaving 0 also has a large |dw/w| but is no pole).
+    if ev.field.log_coords:
+        k = jnp.argmax(Y.reshape(-1))
+        # Only a weight above its initial scale can be nearing a pole.
+        big = Y.reshape(-1)[k] > jnp.log(ev.w_scale)
+        rate = jnp.where(big, dY.reshape(-1)[k], 0.0)
+    else:
+        k = jnp.argmax(jnp.abs(Y).reshape(-1))
+        w_k, dw_k = Y.reshape(-1)[k], dY.reshape(-1)[k]
+        big = jnp.abs(w_k) > ev.w_scale
+        rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
+    x = rate * jnp.abs(t)
+    return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
+
+
+def _t_range_condition(ev, t, y, args):
+    """tau clock: s = log(1 + t) reaches _LOG_T_MAX (t is no longer followed)."""
+    return jnp.where(args.track, (_LOG_T_MAX - y[1]) / _LOG_T_MAX, _BIG)
+
+
+_CONDITIONS = {
+    "collapse": _collapse_condition,
+    "critical": _critical_condition,
+    "cross": _cross_condition,
+    "rcross": _rcross_condition,
+    "rexit": _rexit_condition,
+    "blowup": _blowup_condition,
+    "pole": _pole_condition,
+    "t_range": _t_range_condition,
+}
+
+
+class EventSet(eqx.Module):
+    """The event conditions of a cell, as ONE scalar event: `value` is the
+    smallest condition (each positive until its event), so that bisection
+    brackets the earliest event robustly; `which` names the one that fired.
+    (diffrax's own multi-event mask takes the first condition in tree order
+    within a step, not the earliest.)
+
+    `names` (static) lists the conditions that apply, in a fixed order (ties
+    go to the first): collapse, critical, cross, rcross, rexit, blowup, pole,
+    t_range (`for_cell`).
+    """
+
+    field: SamField
+    names: tuple[str, ...] = eqx.field(static=True)
+    capture_radius: float = eqx.field(static=True)
+    gate: float = eqx.field(static=True)
+    blowup_log10: float = eqx.field(static=True)
+    w_scale: Float[Array, ""]
+    r_scale: Float[Array, ""] | None
+
+    @classmethod
+    def for_cell(cls, field: SamField, depth: int, multi: bool, settings, w_scale, r_scale) -> "EventSet":
+        """The events of a cell of `field` at this depth (`multi`: linf on
+        multi-sample data; `r_scale` = max|X| there, else None)."""
+        names = []
+        if field.method is Method.L2 and depth >= 2:
+            names.append("collapse")
+        if field.method is Method.L2:
+            names.append("critical")
+        if field.method is Method.LINF:
+            names.append("cross")
+        if multi:
+            names += ["rcross", "rexit"]
+        if field.clock is Clock.TAU:
+            names += ["blowup", "pole", "t_range"] if depth >= 3 else ["blowup", "t_range"]
+        gate = (_CRITICAL_GATE * settings.capture_radius) ** (1.0 / (depth - 1)) if depth >= 2 else 0.0
+        return cls(field, tuple(names), settings.capture_radius, gate, settings.blowup_log10, w_scale, r_scale)
+
+    def values(self, t, y, args) -> Float[Array, " n_events"]:
+        return jnp.stack([_CONDITIONS[k](self, t, y, args) for k in self.names])
+
+    def value(self, t, y, args, **kwargs) -> Float[Array, ""]:
+        return jnp.min(self.values(t, y, args))
+
+    def fired(self, t, y, args, is_event) -> dict:
+        """name -> bool: the condition nearest 0 at the event time fired."""
+        if not self.names:
+            return {}
+        which = jnp.argmin(self.values(t, y, args))
+        return {k: is_event & (which == i) for i, k in enumerate(self.names)}
+
+    def diffrax_event(self) -> "diffrax.Event | None":
+        if not self.names:
+            return None
+        # Bisection on the bracket: Newton on Tsit5's dense interpolant can fail
+        # to terminate. Decreasing conditions: events are down-crossings.
+        return diffrax.Event(
+            self.value, root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True), direction=False
+        )
+
+
+class CellState(eqx.Module):
+    """The carry of `solve_cell`'s segment loop, grouped as diffrax's `State`.
+
+    Y is the solver's state (W, or log|W| in log coordinates); shapes `(L, d)`
+    unless noted, `n` = number of save times.
+    """
+
+    # Where the next segment starts.
+    seg: Int[Array, ""]
+    t0: Float[Array, ""]
+    Y: Float[Array, "L d"]
+    s: Float[Array, ""]
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    track: Bool[Array, ""]
+    rmem: Float[Array, " d"]
+    rslide: Bool[Array, " d"]
+    roff: Float[Array, " d"]
+    # Saved output.
+    out_Y: Float[Array, "n L d"]
+    out_s: Float[Array, " n"]
+    # Event record.
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_s: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    W_detect: Float[Array, "L d"]
+    t_detect: Float[Array, ""]
+    W_stop: Float[Array, "L d"]
+    slide_time: Float[Array, "L d"]
+    t_untracked: Float[Array, ""]
+    # Statistics and loop control.
+    steps: Int[Array, ""]
+    done: Bool[Array, ""]
+
+    def segment_args(self, rho, data, multi: bool) -> SegmentArgs:
+        extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
+        return SegmentArgs(rho, data, self.memory, self.frozen, self.track, *extra)
+
+
+def _sanitize(W0, rho, data):
+    """float64 inputs, with non-finite ones replaced by harmless zeros so that
+    nothing non-finite enters the solver: (W0, rho, data, finite)."""
     dtype = jnp.result_type(W0.dtype, jnp.float64)
     W0 = W0.astype(dtype)
     rho = jnp.asarray(rho, dtype)
-
     finite = jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    # Replace bad inputs by harmless ones so nothing non-finite enters the solver;
-    # the cell is marked and its outputs are NaN.
     W0 = jnp.where(finite, W0, 0.0)
     rho = jnp.where(finite, rho, 0.0)
     data = Dataset(X=jnp.where(finite, data.X, 0.0), y=data.y)
+    return W0, rho, data, finite
 
-    # Log coordinates: the state is x = log|W| with the signs fixed (`sign`).
-    log_coords = settings.coords == "log"
-    if log_coords and method is Method.LINF:
-        raise ValueError("solver.coords = 'log' does not apply to linf-SAM")
-    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if log_coords else None
 
-    def to_W(Y):
-        """Weights from the state (identity in linear coordinates)."""
-        return sign * jnp.exp(Y) if log_coords else Y
+def _r_scale(data: Dataset):
+    """max|X|: r_j / max|X| is dimensionless (|r_j| <= max|x_ij| max slope)."""
+    r_scale = jnp.max(jnp.abs(data.X))
+    return jnp.where(r_scale > 0, r_scale, 1.0)
 
-    # linf on multi-sample data: the direction also flips where r_j(W) = 0
-    # (`_linf_multi_field`); the segment args then carry the sign memory of r
-    # (rmem), the coordinate sliding on its surface (rslide) and the event
-    # offsets (roff). One sample: r_j = slope mu_j never changes sign.
-    if multi and clock is Clock.TAU:
-        raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
 
-    def rsurf_of(args):
-        return (args[5], args[6]) if multi else None
+def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
+    """linf on multi-sample data: the side of each r_j = 0 surface at the start;
+    one that starts exactly on it is decided from the one-sided fields
+    (Filippov), as a weight at 0 is. Returns (rmem0, rslide0, roff0), each (d,)."""
+    d = W0.shape[1]
+    dtype = W0.dtype
+    loss = field.loss
+    r0 = residual(W0, data, loss)
+    rmem0 = jnp.sign(r0)
+    rslide0 = jnp.zeros((d,), bool)
+    n_p0, n_m0 = jax.vmap(
+        lambda j: _rsurface_parts(W0, rho, data, memory0, frozen0, rmem0, rslide0, loss, j=j)[2:]
+    )(jnp.arange(d))
+    side0 = _side_decision(n_p0, n_m0, jnp.zeros((d,), dtype))
+    on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
+    rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
+    rslide0 = on0 & (side0 == 0)
+    return rmem0, rslide0, jnp.full((d,), _R_OFFSET, dtype)
 
-    def field(t, y, args):
-        W, s = y
-        rho_, data_, memory, frozen, track = args[:5]
-        return _velocity(W, s, rho_, data_, memory, frozen, track, method, clock, loss, sign, rsurf_of(args))
 
-    def vel_W(Y, s, args):
-        """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
-        dY, ds = _velocity(Y, s, rho, data, args[2], args[3], args[4], method, clock, loss, sign, rsurf_of(args))
-        return (to_W(Y) * dY if log_coords else dY), ds
-
-    capture = settings.capture_radius * rho
-    w_scale = jnp.max(jnp.abs(W0))
-    conds = {}
-    if method is Method.L2 and L >= 2:
-        # Event functions are made dimensionless (divided by rho) so that the root
-        # finder's absolute tolerance means the same at every rho.
-        if log_coords:
-            log_capture = jnp.log(jnp.where(rho > 0, capture, 1.0))
-            conds["collapse"] = lambda t, y, args, **kw: jnp.where(
-                rho > 0, 0.5 * jax.nn.logsumexp(2.0 * y[0]) - log_capture, _BIG
-            )
-        else:
-            conds["collapse"] = lambda t, y, args, **kw: (
-                jnp.sqrt(jnp.sum(y[0] ** 2)) - capture
-            ) / jnp.where(rho > 0, rho, 1.0)
-    if method is Method.L2:
-        gate = (_CRITICAL_GATE * settings.capture_radius) ** (1.0 / (L - 1)) if L >= 2 else 0.0
-        conds["critical"] = lambda t, y, args, **kw: _critical_cond(
-            to_W(y[0]), rho, data, loss, settings.capture_radius, gate
-        )
-    if method is Method.LINF:
-
-        def _cross(t, y, args, **kw):
-            memory, frozen = args[2], args[3]
-            active = ~frozen & (memory != 0)
-            scale = jnp.where(rho > 0, rho, 1.0)
-            value = y[0] * memory / scale
-            if multi:
-                # A weight that a decision sent the wrong way (a field the
-                # one-sided limits misjudged) fires at once instead of masking
-                # every later event (diffrax fires only on a crossing from > 0).
-                value = value + _R_OFFSET
-            return jnp.min(jnp.where(active, value, _BIG))
-
-        conds["cross"] = _cross
-    if multi:
-        # r_j / max|X|: dimensionless (|r_j| <= max|x_ij| max slope). An r_j = 0
-        # surface is crossed when r_j rmem_j / r_scale falls to -roff_j (1e-12
-        # past it, so the next segment starts on the new side; see roff below).
-        r_scale = jnp.max(jnp.abs(data.X))
-        r_scale = jnp.where(r_scale > 0, r_scale, 1.0)
-
-        def _rcross(t, y, args, **kw):
-            rmem, rslide, roff = args[5], args[6], args[7]
-            r = residual(y[0], data, loss)
-            active = (rmem != 0) & ~rslide
-            return jnp.min(jnp.where(active, r * rmem / r_scale + roff, _BIG))
-
-        def _rexit(t, y, args, **kw):
-            # Sliding ends where a = n- / (n- - n+) leaves [0, 1].
-            _, a, _, _ = _rsurface_parts(y[0], rho, data, args[2], args[3], args[5], args[6], loss)
-            return jnp.where(jnp.any(args[6]), jnp.minimum(a, 1.0 - a), _BIG)
-
-        conds["rcross"] = _rcross
-        conds["rexit"] = _rexit
-    if clock is Clock.TAU:
-        blowup_log10 = settings.blowup_log10
-
-        def _blowup(t, y, args, **kw):
-            if log_coords:
-                return blowup_log10 - jnp.max(jnp.sum(y[0], axis=0)) / np.log(10.0)
-            m = jnp.max(jnp.abs(beta_of(y[0])))
-            return blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
-
-        conds["blowup"] = _blowup
-        if L >= 3:
-            # Near a pole tau* the relative growth rate is ~1/((L-2)(tau* - tau)).
-            # (Depth <= 2 has no pole: growth is at most exponential.)
-            # Stop once rate * tau > 1e10: within ~1e-10 of tau*, and far from the
-            # float64 resolution of tau, where steps would stall (tau + h == tau).
-            def _pole(t, y, args, **kw):
-                Y = y[0]
-                dY, _ = _velocity(Y, y[1], rho, data, args[2], args[3], args[4], method, clock, loss, sign)
-                # d log|w| / dtau of the largest weight: near a pole it is the one
-                # blowing up (a small weight crossing or leaving 0 also has a large
-                # |dw/w| but is no pole).
-                if log_coords:
-                    k = jnp.argmax(Y.reshape(-1))
-                    # Only a weight above its initial scale can be nearing a pole.
-                    big = Y.reshape(-1)[k] > jnp.log(w_scale)
-                    rate = jnp.where(big, dY.reshape(-1)[k], 0.0)
-                else:
-                    k = jnp.argmax(jnp.abs(Y).reshape(-1))
-                    w_k, dw_k = Y.reshape(-1)[k], dY.reshape(-1)[k]
-                    big = jnp.abs(w_k) > w_scale
-                    rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
-                x = rate * jnp.abs(t)
-                return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
-
-            conds["pole"] = _pole
-
-        def _t_range(t, y, args, **kw):
-            return jnp.where(args[4], (_LOG_T_MAX - y[1]) / _LOG_T_MAX, _BIG)
-
-        conds["t_range"] = _t_range
-    names = list(conds)
-
-    def _event_values(t, y, args):
-        return jnp.stack([conds[k](t, y, args) for k in names])
-
-    # One scalar event function, the smallest of the (dimensionless) conditions,
-    # each positive until its event: bisection then brackets the event time
-    # robustly (Newton on Tsit5's dense interpolant can fail to terminate).
-    event = (
-        diffrax.Event(
-            lambda t, y, args, **kw: jnp.min(_event_values(t, y, args)),
-            root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True),  # decreasing: events are downcrossings
-            direction=False,
-        )
-        if conds
-        else None
-    )
-    term = diffrax.ODETerm(field)
-    solver = _SOLVERS[settings.solver]()
-    # atol is relative to the init scale (w_scale above): a cell started at 1e-300
-    # is followed to rtol, not swamped by an absolute tolerance far above its weights.
-    # (Floored at 1e-150: below that the error norms themselves leave the normal
-    # float64 range, and beta = w^L has underflowed anyway.)
-    atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
-    if log_coords:
-        atol = settings.rtol  # an absolute error of x is a relative error of W
-    controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
-
+def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite, multi: bool) -> CellState:
+    """The loop state at time 0, with the stop conditions that already hold
+    there decided (`_start_events`): such a cell is done without a solve."""
+    L, d = W0.shape
+    dtype = W0.dtype
+    n_save = ts.shape[0]
+    method, clock, loss = field.method, field.clock, field.loss
     memory0 = jnp.sign(W0)
     frozen0 = jnp.zeros((L, d), bool)
     s0 = jnp.zeros((), dtype)
@@ -760,18 +854,7 @@ def solve_cell(
     roff0 = jnp.zeros((d,), dtype)
     surface0 = jnp.asarray(False)
     if multi:
-        # The side of each r_j = 0 surface; one that starts exactly on it is
-        # decided from the one-sided fields (Filippov), as a weight at 0 is.
-        r0 = residual(W0, data, loss)
-        rmem0 = jnp.sign(r0)
-        n_p0, n_m0 = jax.vmap(
-            lambda j: _rsurface_parts(W0, rho, data, memory0, frozen0, rmem0, rslide0, loss, j=j)[2:]
-        )(jnp.arange(d))
-        side0 = _side_decision(n_p0, n_m0, jnp.zeros((d,), dtype))
-        on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
-        rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
-        rslide0 = on0 & (side0 == 0)
-        roff0 = jnp.full((d,), _R_OFFSET, dtype)
+        rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
     if method is Method.LINF:
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
@@ -781,35 +864,34 @@ def solve_cell(
         # Sliding on two surfaces at once (two r_j, or an r_j and a weight at 0)
         # is not followed: the cell stops there (status SURFACE).
         surface0 = finite & ((jnp.sum(rslide0) > 1) | (jnp.any(rslide0) & jnp.any(frozen0)))
-    slide0 = jnp.where(frozen0, 0.0, jnp.nan).astype(dtype)
     if clock is Clock.TAU:
         # A cell whose loss is already below ~1e-30 starts beyond the t range.
         track0 = rescaled_velocity(W0, rho, method, data, loss, memory0)[1] < _LOG_T_MAX
     else:
         track0 = jnp.asarray(False)
-
-    Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if log_coords else W0
-    start_collapsed = (
-        jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in conds else jnp.asarray(False)
-    )
-    args0 = (rho, data, memory0, frozen0, track0) + ((rmem0, rslide0, roff0) if multi else ())
-    values0 = _event_values(0.0, (Y0, s0), args0) if names else []
+    Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if field.log_coords else W0
+    capture = events.capture_radius * rho
+    start_collapsed = jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in events.names else jnp.asarray(False)
+    args0 = SegmentArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0) if multi else (None,) * 3))
+    values0 = events.values(0.0, (Y0, s0), args0) if events.names else []
     start_collapsed, start_blown, start_critical = _start_events(
-        dict(zip(names, values0)), start_collapsed & finite, finite
+        dict(zip(events.names, values0)), start_collapsed & finite, finite
     )
     start_stop = start_collapsed | start_blown | start_critical | surface0
     # A cell stopped at the start keeps its initial state at the save time 0.
     at_start = (ts <= 0) & start_stop
-    nan_d = jnp.full((d,), jnp.nan, dtype)
-    init = _Carry(
+    return CellState(
         seg=jnp.asarray(0),
-        t0=jnp.where(~finite | start_stop, t_final, 0.0).astype(dtype),
-        W=Y0,
+        t0=jnp.where(~finite | start_stop, ts[-1], 0.0).astype(dtype),
+        Y=Y0,
         s=s0,
         memory=memory0,
         frozen=frozen0,
-        slide_time=slide0,
-        out_W=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
+        track=track0,
+        rmem=rmem0,
+        rslide=rslide0,
+        roff=roff0,
+        out_Y=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
         out_s=jnp.where(at_start, 0.0, jnp.full((n_save,), jnp.nan, dtype)),
         status=jnp.select(
             [~finite, start_collapsed, start_blown, start_critical, surface0],
@@ -824,178 +906,211 @@ def solve_cell(
         ),
         event_time=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
         event_s=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
-        coll_dir=nan_d,
+        collapse_direction=jnp.full((d,), jnp.nan, dtype),
         W_detect=jnp.zeros((L, d), dtype),
         t_detect=jnp.where(start_collapsed | start_critical, 0.0, jnp.nan).astype(dtype),
         W_stop=W0,
+        slide_time=jnp.where(frozen0, 0.0, jnp.nan).astype(dtype),
+        t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
         steps=jnp.asarray(0),
         done=~finite | start_stop,
-        track=track0,
-        t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
-        rmem=rmem0,
-        rslide=rslide0,
-        roff=roff0,
     )
 
-    def cond_fun(c: _Carry):
-        return (~c.done) & (c.seg < max_segments)
 
-    def body_fun(c: _Carry):
-        args = (rho, data, c.memory, c.frozen, c.track) + ((c.rmem, c.rslide, c.roff) if multi else ())
-        ts_seg = jnp.clip(ts, c.t0, t_final)
-        sol = diffrax.diffeqsolve(
-            term,
-            solver,
-            c.t0,
-            t_final,
-            None,
-            (c.W, c.s),
-            args=args,
-            saveat=diffrax.SaveAt(
-                subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))
-            ),
-            stepsize_controller=controller,
-            event=event,
-            max_steps=settings.max_steps,
-            throw=False,
+def _segment_solver(field: SamField, events: EventSet, settings: SolverSettings, w_scale):
+    """`run(t0, t1, y0, args, ts_seg)`: one diffrax solve from t0 that stops at
+    the first event, saving at `ts_seg` and at its end (`throw=False`: a failed
+    cell keeps its status, the batch goes on)."""
+    term = diffrax.ODETerm(field)
+    solver = _SOLVERS[settings.solver]()
+    # atol is relative to the init scale: a cell started at 1e-300 is followed
+    # to rtol, not swamped by an absolute tolerance far above its weights.
+    # (Floored at 1e-150: below that the error norms themselves leave the normal
+    # float64 range, and beta = w^L has underflowed anyway.)
+    atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+    if field.log_coords:
+        atol = settings.rtol  # an absolute error of x is a relative error of W
+    controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
+    event = events.diffrax_event()
+
+    def run(t0, t1, y0, args, ts_seg):
+        return diffrax.diffeqsolve(
+            term, solver, t0, t1, None, y0, args=args,
+            saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))),
+            stepsize_controller=controller, event=event, max_steps=settings.max_steps, throw=False,
         )
-        (W_seg, s_seg), (Y_end, s_end) = sol.ys
-        t_end = sol.ts[1][0]
-        Y_end, s_end = Y_end[0], s_end[0]
-        W_end = to_W(Y_end)
-        result = sol.result
-        ok = result == diffrax.RESULTS.successful
-        is_event = result == diffrax.RESULTS.event_occurred
-        healthy = ok | is_event
-        # The step at which a failure happened is not reported reliably; keep
-        # what was saved strictly before the failure and nothing after it.
-        saved_ok = jnp.isfinite(W_seg).all((1, 2)) & (ts >= c.t0)
-        t_last_ok = jnp.max(jnp.where(saved_ok, ts, c.t0))
-        t_end = jnp.where(healthy, t_end, t_last_ok)
-        # Out of steps, the solver stalled at its last accepted step (the t1
-        # save); every save up to there is valid.
-        max_steps = result == diffrax.RESULTS.max_steps_reached
-        t_stall = sol.ts[1][0]
-        inside = (ts >= c.t0) & jnp.where(
-            ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
+
+    return run
+
+
+def extrapolate_collapse(W, dW):
+    """Remaining clock time to W = 0 along a straight line from the capture:
+    ||W||^2 / (-W . dW) (0 if the field does not point inwards). The field is
+    bounded near 0, so the error is O(capture^2) (docs/theory.md s.4)."""
+    radial = -jnp.sum(W * dW)
+    return jnp.where(radial > 0, jnp.sum(W**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
+
+
+def _beta_direction(field: SamField, Y, W):
+    """beta / ||beta|| at state Y (log coordinates: without forming beta, which
+    may underflow); 0/0 guarded."""
+    if field.log_coords:
+        X = jnp.sum(Y, axis=0)
+        b = jnp.prod(field.sign, axis=0) * jnp.exp(X - jnp.max(X))
+    else:
+        b = beta_of(W)
+    b_norm = jnp.sqrt(jnp.sum(b**2))
+    return b / jnp.where(b_norm > 0, b_norm, 1.0)
+
+
+def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_end, s_end, crossed, multi):
+    """linf sign event: the weights that reached 0 are set to exactly 0, then
+    slide or cross (`_slide_decision`; at even depth on multi-sample data a
+    whole column at 0 is decided jointly, `_column_decision`). Returns
+    (W_next, memory, frozen, col_mixed); W_next is the next segment's state."""
+    method, clock, loss = field.method, field.clock, field.loss
+    rho, data = args.rho, args.data
+    L = W_end.shape[0]
+    active = ~c.frozen & (c.memory != 0)
+    at_zero = crossed & active & (W_end * c.memory <= 1e-9 * rho)
+    W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
+    col_mixed = jnp.asarray(False)
+    if multi and L % 2 == 0:
+        whole, hold, leave, mixed = _column_decision(W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss)
+        memory, frozen = _slide_decision(
+            W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
+            rsurf=args.rsurf,
         )
-        out_W = jnp.where(inside[:, None, None], W_seg, c.out_W)
-        out_s = jnp.where(inside, s_seg, c.out_s)
-        if conds:
-            # The event that fired is the condition nearest 0 at the event time.
-            which = jnp.argmin(_event_values(t_end, (Y_end, s_end), args))
-            hit = {k: is_event & (which == i) for i, k in enumerate(names)}
-        else:
-            hit = {}
-        collapsed = hit.get("collapse", jnp.asarray(False))
-        critical = hit.get("critical", jnp.asarray(False))
-        crossed = hit.get("cross", jnp.asarray(False))
-        blew_up = hit.get("blowup", jnp.asarray(False)) | hit.get("pole", jnp.asarray(False))
-        untracked = hit.get("t_range", jnp.asarray(False))
-
-        # Collapse: extrapolate linearly to W = 0 (the field is bounded there).
-        dW_end, ds_end = vel_W(Y_end, s_end, args)
-        radial = -jnp.sum(W_end * dW_end)
-        dt_rem = jnp.where(radial > 0, jnp.sum(W_end**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
-        if log_coords:  # beta's direction without forming beta (it may underflow)
-            X = jnp.sum(Y_end, axis=0)
-            b_end = jnp.prod(sign, axis=0) * jnp.exp(X - jnp.max(X))
-        else:
-            b_end = beta_of(W_end)
-        b_norm = jnp.sqrt(jnp.sum(b_end**2))
-        coll_dir = jnp.where(collapsed, b_end / jnp.where(b_norm > 0, b_norm, 1.0), c.coll_dir)
-        if "critical" in conds:  # the point it is held at, and when it gets there
-            dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, loss)
-        else:
-            dt_crit, W_crit = jnp.zeros((), dtype), W_end
-
-        # Sign switch: zero the weights that reached 0, then slide or cross.
-        active = ~c.frozen & (c.memory != 0)
-        zero_tol = 1e-9 * rho
-        at_zero = crossed & active & (W_end * c.memory <= zero_tol)
-        W_next = jnp.where(at_zero, 0.0, W_end) if not log_coords else Y_end
-        col_mixed = jnp.asarray(False)
-        if multi and L % 2 == 0:
-            whole, hold, leave, mixed = _column_decision(
-                W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss
-            )
-            memory, frozen = _slide_decision(
-                W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
-                rsurf=rsurf_of(args),
-            )
-            frozen = frozen | (hold[None] & at_zero)
-            col_mixed = jnp.any(mixed)
-        elif method is Method.LINF:
-            memory, frozen = _slide_decision(
-                W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss,
-                rsurf=rsurf_of(args),
-            )
-        else:
-            memory, frozen = c.memory, c.frozen
-        slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
-        rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, jnp.asarray(False)
-        if multi:
-            rmem, rslide, surface, changed = _rsurface_event(
-                W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff,
-                hit["rcross"], hit["rexit"], r_scale, loss,
-            )
-            mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
-            memory = jnp.where(changed, mem2, memory)
-            frozen = jnp.where(changed, frozen2, frozen)
-            slide_time = jnp.where(changed & released, jnp.nan, slide_time)
-            surface = surface | (changed & ambiguous) | col_mixed
-            r_next = residual(W_next, data, loss)
-            roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
-
-        surface = surface & healthy
-        status = jnp.select(
-            [collapsed, critical, blew_up, max_steps, ~healthy, surface],
-            [
-                int(Status.COLLAPSED),
-                int(Status.CRITICAL),
-                int(Status.BLEW_UP),
-                int(Status.MAX_STEPS),
-                int(Status.FAILED),
-                int(Status.SURFACE),
-            ],
-            c.status,
+        frozen = frozen | (hold[None] & at_zero)
+        col_mixed = jnp.any(mixed)
+    elif method is Method.LINF:
+        memory, frozen = _slide_decision(
+            W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf
         )
-        stops = collapsed | critical | blew_up | ~healthy | surface
-        dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
-        t_stop = jnp.where(max_steps, t_stall, t_end)
-        event_time = jnp.where(stops, t_stop + dt_stop, c.event_time)
-        event_s = jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s)
-        done = ok | stops
+    else:
+        memory, frozen = c.memory, c.frozen
+    return W_next, memory, frozen, col_mixed
 
-        new = _Carry(
-            seg=c.seg + 1,
-            # A finished cell's later (masked) iterations must cost nothing.
-            t0=jnp.where(done, t_final, t_end),
-            W=W_next if log_coords else jnp.where(collapsed, 0.0, W_next),
-            s=s_end,
-            memory=memory,
-            frozen=frozen,
-            slide_time=slide_time,
-            out_W=out_W,
-            out_s=out_s,
-            status=status,
-            event_time=event_time,
-            event_s=event_s,
-            coll_dir=coll_dir,
-            W_detect=jnp.where(collapsed | critical, W_end, c.W_detect),
-            t_detect=jnp.where(collapsed | critical, t_end, c.t_detect),
-            W_stop=jnp.where(critical, W_crit, c.W_stop),
-            steps=c.steps + sol.stats["num_steps"],
-            done=done,
-            track=c.track & ~untracked,
-            t_untracked=jnp.where(untracked, t_end, c.t_untracked),
-            rmem=rmem,
-            rslide=rslide,
-            roff=roff,
+
+def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_scale):
+    """linf on multi-sample data, after a segment: the r_j = 0 surface decision
+    (`_rsurface_event`) and the re-decision of the weights held at 0 when a sign
+    of r changed (`_rehold`). Returns (memory, frozen, slide_time, rmem, rslide,
+    roff, surface)."""
+    rho, data, loss = args.rho, args.data, field.loss
+    rmem, rslide, surface, changed = _rsurface_event(
+        W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff, hit["rcross"], hit["rexit"], r_scale, loss
+    )
+    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
+    memory = jnp.where(changed, mem2, memory)
+    frozen = jnp.where(changed, frozen2, frozen)
+    slide_time = jnp.where(changed & released, jnp.nan, slide_time)
+    surface = surface | (changed & ambiguous)
+    r_next = residual(W_next, data, loss)
+    roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
+    return memory, frozen, slide_time, rmem, rslide, roff, surface
+
+
+def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellState:
+    """One segment: solve to the first event, save what it covers, and act on
+    the event (collapse, critical point, sign switch, r_j surface, blow-up,
+    t range, failure)."""
+    args = c.segment_args(rho, data, multi)
+    t_final = ts[-1]
+    sol = run(c.t0, t_final, (c.Y, c.s), args, jnp.clip(ts, c.t0, t_final))
+    (Y_seg, s_seg), (Y_end, s_end) = sol.ys
+    Y_end, s_end = Y_end[0], s_end[0]
+    W_end = field.to_W(Y_end)
+    ok = sol.result == diffrax.RESULTS.successful
+    is_event = sol.result == diffrax.RESULTS.event_occurred
+    healthy = ok | is_event
+    # The step at which a failure happened is not reported reliably; keep what
+    # was saved strictly before the failure and nothing after it. Out of steps,
+    # the solver stalled at its last accepted step (the t1 save); every save up
+    # to there is valid.
+    saved_ok = jnp.isfinite(Y_seg).all((1, 2)) & (ts >= c.t0)
+    t_stall = sol.ts[1][0]
+    t_end = jnp.where(healthy, t_stall, jnp.max(jnp.where(saved_ok, ts, c.t0)))
+    max_steps = sol.result == diffrax.RESULTS.max_steps_reached
+    inside = (ts >= c.t0) & jnp.where(
+        ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
+    )
+    hit = events.fired(t_end, (Y_end, s_end), args, is_event)
+    false = jnp.asarray(False)
+    collapsed, critical = hit.get("collapse", false), hit.get("critical", false)
+    blew_up = hit.get("blowup", false) | hit.get("pole", false)
+    untracked = hit.get("t_range", false)
+
+    # Collapse and critical point: extrapolate linearly (the field is bounded there).
+    dW_end, ds_end = field.velocity_W(Y_end, s_end, args)
+    dt_rem = extrapolate_collapse(W_end, dW_end)
+    coll_dir = jnp.where(collapsed, _beta_direction(field, Y_end, W_end), c.collapse_direction)
+    if "critical" in events.names:  # the point it is held at, and when it gets there
+        dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, field.loss)
+    else:
+        dt_crit, W_crit = jnp.zeros((), W_end.dtype), W_end
+
+    W_next, memory, frozen, col_mixed = _cross_or_slide(
+        field, c, args, W_end, Y_end, s_end, hit.get("cross", false), multi
+    )
+    slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
+    rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
+    if multi:
+        memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale
         )
-        return new
+        surface = surface | col_mixed
 
-    c = jax.lax.while_loop(cond_fun, body_fun, init)
+    surface = surface & healthy
+    status = jnp.select(
+        [collapsed, critical, blew_up, max_steps, ~healthy, surface],
+        [
+            int(Status.COLLAPSED),
+            int(Status.CRITICAL),
+            int(Status.BLEW_UP),
+            int(Status.MAX_STEPS),
+            int(Status.FAILED),
+            int(Status.SURFACE),
+        ],
+        c.status,
+    )
+    stops = collapsed | critical | blew_up | ~healthy | surface
+    dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
+    t_stop = jnp.where(max_steps, t_stall, t_end)
+    done = ok | stops
+    return CellState(
+        seg=c.seg + 1,
+        # A finished cell's later (masked) iterations must cost nothing.
+        t0=jnp.where(done, t_final, t_end),
+        Y=W_next if field.log_coords else jnp.where(collapsed, 0.0, W_next),
+        s=s_end,
+        memory=memory,
+        frozen=frozen,
+        track=c.track & ~untracked,
+        rmem=rmem,
+        rslide=rslide,
+        roff=roff,
+        out_Y=jnp.where(inside[:, None, None], Y_seg, c.out_Y),
+        out_s=jnp.where(inside, s_seg, c.out_s),
+        status=status,
+        event_time=jnp.where(stops, t_stop + dt_stop, c.event_time),
+        event_s=jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s),
+        collapse_direction=coll_dir,
+        W_detect=jnp.where(collapsed | critical, W_end, c.W_detect),
+        t_detect=jnp.where(collapsed | critical, t_end, c.t_detect),
+        W_stop=jnp.where(critical, W_crit, c.W_stop),
+        slide_time=slide_time,
+        t_untracked=jnp.where(untracked, t_end, c.t_untracked),
+        steps=c.steps + sol.stats["num_steps"],
+        done=done,
+    )
+
+
+def _finish(field: SamField, c: CellState, ts, data) -> Trajectory:
+    """The `Trajectory` of a finished loop: final status, the state after a
+    collapse (0) or a critical point (held), the linear approach between the
+    capture and the event, and real time from s = log(1 + t) in the tau clock."""
+    loss = field.loss
     status = jnp.where(
         (c.status == int(Status.FINISHED)) & jnp.any(c.frozen), int(Status.SLID), c.status
     )
@@ -1005,7 +1120,7 @@ def solve_cell(
     # After a collapse the state is 0 and the clock runs at the zero-margin rate.
     after = ts > c.event_time
     is_coll = status == int(Status.COLLAPSED)
-    out_W = to_W(c.out_W)
+    out_W = field.to_W(c.out_Y)
     out_W = jnp.where(is_coll & after[:, None, None], 0.0, out_W)
     # Between the capture (||W|| = capture radius) and the extrapolated collapse
     # time the state goes linearly to 0, as the extrapolation assumes.
@@ -1015,7 +1130,7 @@ def solve_cell(
     out_W = jnp.where(approach[:, None, None], frac[:, None, None] * c.W_detect, out_W)
     is_crit = status == int(Status.CRITICAL)
     out_W = _hold_critical(out_W, is_crit & after, is_crit & (ts > c.t_detect) & ~after, frac, c.W_detect, c.W_stop)
-    if clock is Clock.TAU:
+    if field.clock is Clock.TAU:
         rate0 = jnp.exp(loss.log_inv_slope(0.0))
         t_real = jnp.expm1(c.out_s)
         t_after = jnp.expm1(c.event_s) + (ts - c.event_time) * rate0
@@ -1031,22 +1146,66 @@ def solve_cell(
         t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), ts, jnp.nan)
         event_t = event_time
     t_real = jnp.where(status == int(Status.NONFINITE_INPUT), jnp.nan, t_real)
-    betas = jax.vmap(beta_of)(out_W)
-    losses = jax.vmap(lambda W: loss_value(W, data, loss))(out_W)
     return Trajectory(
         ts=ts,
         t=t_real,
         W=out_W,
-        beta=betas,
-        loss=losses,
+        beta=jax.vmap(beta_of)(out_W),
+        loss=jax.vmap(lambda W: loss_value(W, data, loss))(out_W),
         status=status,
         event_time=event_time,
         event_t=event_t,
-        collapse_direction=c.coll_dir,
+        collapse_direction=c.collapse_direction,
         slide_time=c.slide_time,
         num_steps=c.steps,
         num_segments=c.seg,
     )
+
+
+def solve_cell(
+    W0: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    data: Dataset,
+    ts: Float[Array, " n_save"],
+    *,
+    method: Method,
+    clock: Clock,
+    settings: SolverSettings,
+) -> Trajectory:
+    """Solve one cell from W(0) = `W0` at radius `rho`; pure and vmappable.
+
+    The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
+    `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
+    `jax.vmap` over `W0` and `rho` (and `data` if wanted). The loop of segments
+    and what ends each one are described in this module's docstring.
+
+    **Returns:** a `Trajectory` (see there for shapes).
+
+    **Raises:** `ValueError` for log coordinates with linf-SAM, or the tau clock
+    on multi-sample linf data (checked when traced).
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    L, d = W0.shape
+    # linf on multi-sample data: the direction also flips where r_j(W) = 0
+    # (`_linf_multi_field`); on one sample r_j = slope mu_j never changes sign.
+    multi = method is Method.LINF and data.X.shape[0] > 1
+    if settings.coords == "log" and method is Method.LINF:
+        raise ValueError("solver.coords = 'log' does not apply to linf-SAM")
+    if multi and clock is Clock.TAU:
+        raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
+    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
+    W0, rho, data, finite = _sanitize(W0, rho, data)
+    # Log coordinates: the state is x = log|W| with the signs fixed.
+    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
+    field = SamField(method, clock, get_loss(settings.loss), sign)
+    w_scale = jnp.max(jnp.abs(W0))
+    events = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
+    run = _segment_solver(field, events, settings, w_scale)
+    init = _initial_state(field, events, W0, rho, data, ts, finite, multi)
+    body = lambda c: _segment(c, field=field, events=events, run=run, ts=ts, rho=rho, data=data, multi=multi)
+    c = jax.lax.while_loop(lambda c: (~c.done) & (c.seg < max_segments), body, init)
+    return _finish(field, c, ts, data)
 
 
 @eqx.filter_jit
