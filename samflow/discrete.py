@@ -42,7 +42,8 @@ from .flows import Method, perturbed_weights
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import grad_loss, loss_value, residual
-from .solve import SolverSettings, _brief, batch_cells, check_data, check_depth, check_save_times, solve
+from ._integrate import batch_cells, solve
+from ._settings import SolverSettings, _brief, check_data, check_depth, check_save_times
 from .status import Status
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]

@@ -44,6 +44,7 @@ from .losses import AbstractLoss
 from .model import beta, prod_excl, residual
 
 __all__ = [
+    "Clock",
     "Method",
     "METHOD_LABELS",
     "unit_l2",
@@ -71,6 +72,21 @@ class Method(str, enum.Enum):
         except ValueError:
             allowed = ", ".join(m.value for m in cls)
             raise ValueError(f"unknown method {name!r}: allowed values are {allowed}") from None
+
+
+class Clock(str, enum.Enum):
+    """The time variable of a solve: real time `t` or rescaled time `tau`."""
+
+    T = "t"
+    TAU = "tau"
+
+    @classmethod
+    def parse(cls, name: "str | Clock") -> "Clock":
+        """Clock from its name; `ValueError` naming the allowed names otherwise."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise ValueError(f"unknown clock {name!r}: allowed values are t, tau") from None
 
 
 METHOD_LABELS = {

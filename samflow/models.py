@@ -59,7 +59,8 @@ from jaxtyping import Array, Float, Int
 from .data import Dataset
 from .flows import Method, unit_l2
 from .losses import AbstractLoss, get_loss
-from .solve import _SOLVERS, SolverSettings, _BracketEvent, _brief, _float_array, check_data, check_rho, check_save_times
+from ._events import _BracketEvent
+from ._settings import _SOLVERS, SolverSettings, _brief, _float_array, check_data, check_rho, check_save_times
 from .status import Status
 
 __all__ = [

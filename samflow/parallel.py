@@ -8,7 +8,6 @@ from .sweep._devices import (  # noqa: F401
     IN_FLIGHT as IN_FLIGHT,
     __all__ as __all__,
     _gib as _gib,
-    _solve as _solve,
     available_memory_bytes as available_memory_bytes,
     batch_width as batch_width,
     cell_bytes as cell_bytes,

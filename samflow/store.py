@@ -176,7 +176,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     outside [0, A*R) or twice, or when `results` are not all of the kind
     `cfg.output.save` names (Trajectory for "full", Summary for "summary").
     """
-    from .solve import Summary, Trajectory
+    from ._solution import Summary, Trajectory
 
     A, R = alpha_abs.shape
     methods = list(results)

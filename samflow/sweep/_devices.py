@@ -24,7 +24,6 @@ budget into the number of cells whose outputs may be alive at once.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import os
 from typing import Sequence
@@ -33,10 +32,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from .. import _integrate, _solution
 from ..flows import Method
-
-# The module (the package attribute `samflow.solve` is the function `solve`).
-_solve = importlib.import_module("..solve", __package__)
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -328,9 +325,9 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
 
     def per_device(W0, rho, data, ts):
         # Looked up at trace time, so that a test can count traces.
-        fn = lambda W, r: _solve.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+        fn = lambda W, r: _integrate.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
         out = jax.vmap(fn)(W0, rho)
-        return _solve.summarize(out) if summary else out
+        return _solution.summarize(out) if summary else out
 
     body = jax.shard_map(
         per_device,

@@ -1,0 +1,221 @@
+"""The event conditions of a segment, combined into one scalar event.
+
+Each condition is a function of (events, t, y, args), dimensionless, positive
+until its event: diffrax fires on the down-crossing through 0. `EventSet`
+takes their minimum (so that bisection brackets the earliest) and says which
+one fired (docs/theory.md s.4).
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+from jaxtyping import Array, Float
+
+from .flows import Clock, Method
+from .model import beta as beta_of
+from .model import residual
+from ._field import SamField, _rsurface_parts
+from ._singular import _BIG, _R_OFFSET, _critical_cond
+
+
+# Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
+# (about 1e30); past that it is reported as +inf (see `_velocity`).
+_LOG_T_MAX = 69.0
+
+
+# At depth L >= 2, W = 0 is itself a critical point of the loss, handled by the
+# collapse event. Near 0, R = ||G(W)|| / ||G(W_hat)|| ~ kappa (||W|| / rho)^(L-1)
+# with kappa <= ~1, so the critical-point event is armed only where
+# ||W|| > (_CRITICAL_GATE x capture_radius)^(1/(L-1)) x rho: there R reaches the
+# capture radius only if kappa < 1/_CRITICAL_GATE, and the collapse keeps its
+# time. (A nonzero critical point nearer than that to 0, e.g. 1e-3 rho at depth
+# 2, 0.1 rho at depth 4 with the default capture, is not detected.)
+_CRITICAL_GATE = 1e3
+
+
+class _BracketEvent(optx.Bisection):
+    """Bisection that stops when the bracket is small in time alone.
+
+    `optx.Bisection` also asks |f| < atol, which never holds for a steep event
+    function (the pole condition changes by ~1/(tau* - tau) per unit time)."""
+
+    def terminate(self, fn, y, args, options, state, tags):
+        scale = self.atol + self.rtol * jnp.abs(y)
+        return jnp.abs(state.lower - state.upper) < scale, optx.RESULTS.successful
+
+
+def _collapse_condition(ev, t, y, args):
+    """l2, L >= 2: (||W|| - capture_radius rho) / rho; in log coordinates
+    log||W|| - log(capture_radius rho) (docs/theory.md s.4)."""
+    rho = args.rho
+    capture = ev.capture_radius * rho
+    if ev.field.log_coords:
+        log_capture = jnp.log(jnp.where(rho > 0, capture, 1.0))
+        return jnp.where(rho > 0, 0.5 * jax.nn.logsumexp(2.0 * y[0]) - log_capture, _BIG)
+    return (jnp.sqrt(jnp.sum(y[0] ** 2)) - capture) / jnp.where(rho > 0, rho, 1.0)
+
+
+def _critical_condition(ev, t, y, args):
+    """l2: R - capture_radius at a critical point of the loss (`_critical_cond`)."""
+    return _critical_cond(ev.field.to_W(y[0]), args.rho, args.data, ev.field.loss, ev.capture_radius, ev.gate)
+
+
+def _cross_condition(ev, t, y, args):
+    """linf: the smallest w_lj memory_lj / rho over the weights not held at 0."""
+    active = ~args.frozen & (args.memory != 0)
+    rho = args.rho
+    scale = jnp.where(rho > 0, rho, 1.0)
+    value = y[0] * args.memory / scale
+    if args.rmem is not None:
+        # A weight that a decision sent the wrong way (a field the one-sided
+        # limits misjudged) fires at once instead of masking every later event.
+        value = value + _R_OFFSET
+    return jnp.min(jnp.where(active, value, _BIG))
+
+
+def _rcross_condition(ev, t, y, args):
+    """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j / max|X|
+    falls to -roff_j (just past it, so the next segment starts on the new side)."""
+    r = residual(y[0], args.data, ev.field.loss)
+    active = (args.rmem != 0) & ~args.rslide
+    return jnp.min(jnp.where(active, r * args.rmem / ev.r_scale + args.roff, _BIG))
+
+
+def _rexit_condition(ev, t, y, args):
+    """linf, multi-sample: sliding on r_j = 0 ends where a = n- / (n- - n+)
+    leaves [0, 1] (`_rsurface_parts`)."""
+    _, a, _, _ = _rsurface_parts(
+        y[0], args.rho, args.data, args.memory, args.frozen, args.rmem, args.rslide, ev.field.loss
+    )
+    return jnp.where(jnp.any(args.rslide), jnp.minimum(a, 1.0 - a), _BIG)
+
+
+def _blowup_condition(ev, t, y, args):
+    """tau clock: blowup_log10 - log10 max_j |beta_j|."""
+    if ev.field.log_coords:
+        return ev.blowup_log10 - jnp.max(jnp.sum(y[0], axis=0)) / np.log(10.0)
+    m = jnp.max(jnp.abs(beta_of(y[0])))
+    return ev.blowup_log10 - jnp.log10(jnp.where(m > 0, m, 1.0))
+
+
+def _pole_condition(ev, t, y, args):
+    """tau clock, L >= 3: 10 - log10(rate x tau), rate = d log|w|/dtau of the
+    largest weight. Near a pole tau* the rate is ~1/((L-2)(tau* - tau)), so the
+    event is within ~1e-10 of tau*, far from the float64 resolution of tau
+    where steps would stall (depth <= 2 has no pole: growth is at most exponential)."""
+    Y = y[0]
+    dY, _ = ev.field(t, (Y, y[1]), args)
+    # The largest weight: near a pole it is the one blowing up (a small weight
+    # crossing or leaving 0 also has a large |dw/w| but is no pole).
+    if ev.field.log_coords:
+        k = jnp.argmax(Y.reshape(-1))
+        # Only a weight above its initial scale can be nearing a pole.
+        big = Y.reshape(-1)[k] > jnp.log(ev.w_scale)
+        rate = jnp.where(big, dY.reshape(-1)[k], 0.0)
+    else:
+        k = jnp.argmax(jnp.abs(Y).reshape(-1))
+        w_k, dw_k = Y.reshape(-1)[k], dY.reshape(-1)[k]
+        big = jnp.abs(w_k) > ev.w_scale
+        rate = jnp.where(big, dw_k / jnp.where(big, w_k, 1.0), 0.0)
+    x = rate * jnp.abs(t)
+    return 10.0 - jnp.log10(jnp.where(x > 1e-300, x, 1e-300))
+
+
+def _t_range_condition(ev, t, y, args):
+    """tau clock: s = log(1 + t) reaches _LOG_T_MAX (t is no longer followed)."""
+    return jnp.where(args.track, (_LOG_T_MAX - y[1]) / _LOG_T_MAX, _BIG)
+
+
+_CONDITIONS = {
+    "collapse": _collapse_condition,
+    "critical": _critical_condition,
+    "cross": _cross_condition,
+    "rcross": _rcross_condition,
+    "rexit": _rexit_condition,
+    "blowup": _blowup_condition,
+    "pole": _pole_condition,
+    "t_range": _t_range_condition,
+}
+
+
+class EventSet(eqx.Module):
+    """The event conditions of a cell, as ONE scalar event: `value` is the
+    smallest condition (each positive until its event), so that bisection
+    brackets the earliest event robustly; `which` names the one that fired.
+    (diffrax's own multi-event mask takes the first condition in tree order
+    within a step, not the earliest.)
+
+    `names` (static) lists the conditions that apply, in a fixed order (ties
+    go to the first): collapse, critical, cross, rcross, rexit, blowup, pole,
+    t_range (`for_cell`).
+    """
+
+    field: SamField
+    names: tuple[str, ...] = eqx.field(static=True)
+    capture_radius: float = eqx.field(static=True)
+    gate: float = eqx.field(static=True)
+    blowup_log10: float = eqx.field(static=True)
+    w_scale: Float[Array, ""]
+    r_scale: Float[Array, ""] | None
+
+    @classmethod
+    def for_cell(cls, field: SamField, depth: int, multi: bool, settings, w_scale, r_scale) -> "EventSet":
+        """The events of a cell of `field` at this depth (`multi`: linf on
+        multi-sample data; `r_scale` = max|X| there, else None)."""
+        names = []
+        if field.method is Method.L2 and depth >= 2:
+            names.append("collapse")
+        if field.method is Method.L2:
+            names.append("critical")
+        if field.method is Method.LINF:
+            names.append("cross")
+        if multi:
+            names += ["rcross", "rexit"]
+        if field.clock is Clock.TAU:
+            names += ["blowup", "pole", "t_range"] if depth >= 3 else ["blowup", "t_range"]
+        gate = (_CRITICAL_GATE * settings.capture_radius) ** (1.0 / (depth - 1)) if depth >= 2 else 0.0
+        return cls(field, tuple(names), settings.capture_radius, gate, settings.blowup_log10, w_scale, r_scale)
+
+    def values(self, t, y, args) -> Float[Array, " n_events"]:
+        return jnp.stack([_CONDITIONS[k](self, t, y, args) for k in self.names])
+
+    def value(self, t, y, args, **kwargs) -> Float[Array, ""]:
+        return jnp.min(self.values(t, y, args))
+
+    def fired(self, t, y, args, is_event) -> dict:
+        """name -> bool: the condition nearest 0 at the event time fired."""
+        if not self.names:
+            return {}
+        which = jnp.argmin(self.values(t, y, args))
+        return {k: is_event & (which == i) for i, k in enumerate(self.names)}
+
+    def diffrax_event(self) -> "diffrax.Event | None":
+        if not self.names:
+            return None
+        # Bisection on the bracket: Newton on Tsit5's dense interpolant can fail
+        # to terminate. Decreasing conditions: events are down-crossings.
+        return diffrax.Event(
+            self.value, root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True), direction=False
+        )
+
+
+def _start_events(values, start_collapsed, finite):
+    """Stop events that already hold at the start (inside or exactly on their
+    threshold): diffrax fires an event only on a down-crossing, so these are
+    decided here. `values` maps each event name to its condition at time 0.
+    Returns (collapsed, blown, critical) booleans, at most one of them True.
+
+    The sign switch of linf at a weight that starts at 0 is decided by the
+    slide decision at the start; the pole condition (growth rate x tau) is 0 at
+    tau = 0 and the t-range condition is 1 at s = 0, so neither holds there.
+    """
+    false = jnp.asarray(False)
+    hits = {k: finite & (v <= 0) for k, v in values.items()}
+    blown = (hits.get("blowup", false) | hits.get("pole", false)) & ~start_collapsed
+    critical = hits.get("critical", false) & ~start_collapsed & ~blown
+    return start_collapsed, blown, critical

@@ -1,0 +1,172 @@
+"""The vector field of one cell, in diffrax's form field(t, y, args).
+
+`SamField` holds what is static (method, clock, loss, the signs of log
+coordinates); `SegmentArgs` what changes only at events (the sign memory of
+linf-SAM, the weights held at 0, the r_j = 0 surfaces of multi-sample linf).
+The flows themselves are `samflow.flows` (docs/theory.md s.2-3); this module
+adds the clock s = log(1 + t) of the tau clock, log coordinates, and the
+Filippov field of linf-SAM on an r_j(W) = 0 surface (docs/theory.md s.4).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float
+
+from .data import Dataset
+from .flows import Clock, Method, log_velocity, perturbed_weights, real_time_velocity, rescaled_velocity
+from .losses import AbstractLoss
+from .model import prod_excl, residual
+
+
+class SegmentArgs(eqx.Module):
+    """What the vector field and the event conditions read during one segment
+    (diffrax's `args`): constant inside a segment, changed only at its events.
+
+    **Fields** (one cell):
+
+    - `rho`: `()` SAM radius. `data`: the `Dataset` (inputs made finite).
+    - `memory`: `(L, d)` the side of 0 each weight is on (+-1; 0: at rest), from
+      which linf-SAM takes sign(w_lj) between sign events (docs/theory.md s.4).
+    - `frozen`: `(L, d)` bool, weights held at 0 (Filippov sliding).
+    - `track`: `()` bool, the tau clock still follows s = log(1 + t).
+    - `rmem`, `rslide`, `roff`: `(d,)`, linf-SAM on multi-sample data only (else
+      None): the side of each r_j = 0 surface, the coordinate sliding on its
+      surface, and the event offsets (`_rsurface_event`).
+    """
+
+    rho: Float[Array, ""]
+    data: Dataset
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    track: Bool[Array, ""]
+    rmem: Float[Array, " d"] | None = None
+    rslide: Bool[Array, " d"] | None = None
+    roff: Float[Array, " d"] | None = None
+
+    @property
+    def rsurf(self):
+        """(rmem, rslide) for `_velocity` on multi-sample linf data, else None."""
+        return None if self.rmem is None else (self.rmem, self.rslide)
+
+
+class SamField(eqx.Module):
+    """The vector field of one cell in diffrax's form `field(t, y, args)`, with
+    y = (Y, s) and `args` a `SegmentArgs`; returns (dY, ds) per unit clock time.
+
+    Y is the weights W `(L, d)`, or x = log|W| with the signs `sign` held fixed
+    (log coordinates, `sign` not None). s = log(1 + t) is the real time carried
+    by the tau clock (0 in the t clock). See `_velocity` (docs/theory.md s.2-4).
+    """
+
+    method: Method = eqx.field(static=True)
+    clock: Clock = eqx.field(static=True)
+    loss: AbstractLoss = eqx.field(static=True)
+    sign: Float[Array, "L d"] | None = None
+
+    @property
+    def log_coords(self) -> bool:
+        return self.sign is not None
+
+    def to_W(self, Y):
+        """Weights from the state (identity in linear coordinates)."""
+        return self.sign * jnp.exp(Y) if self.log_coords else Y
+
+    def __call__(self, t, y, args: SegmentArgs):
+        W, s = y
+        return _velocity(
+            W, s, args.rho, args.data, args.memory, args.frozen, args.track,
+            self.method, self.clock, self.loss, self.sign, args.rsurf,
+        )
+
+    def velocity_W(self, Y, s, args: SegmentArgs):
+        """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
+        dY, ds = self(None, (Y, s), args)
+        return (self.to_W(Y) * dY if self.log_coords else dY), ds
+
+
+def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None):
+    """(dW, ds) of the segment's field, frozen weights held at 0.
+
+    With `rsurf` = (rmem, rslide) given (linf on multi-sample data, clock t), the
+    field is `_linf_multi_field`: the sign of r_j from its memory, Filippov
+    sliding on an r_j = 0 surface.
+
+    With `sign` given, `W` is x = log|W| and the result is (dx, ds) (log
+    coordinates, `samflow.flows.log_velocity`).
+
+    In the tau clock s = log(1 + t), ds/dtau = exp(log(dt/dtau) - s): smooth, and
+    error-controlled like the weights. Its stiffness is about d log(dt/dtau)/dtau,
+    which stays moderate while t < e^_LOG_T_MAX; past that (`track` false) t is
+    no longer followed (docs/theory.md s.4: integrating t is stiff once the loss is tiny).
+    """
+    if sign is not None:
+        dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU)
+        if clock is Clock.T:
+            return dW, jnp.zeros_like(s)
+        return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
+    if rsurf is not None:
+        return _linf_multi_field(W, rho, data, memory, frozen, rsurf[0], rsurf[1], loss), jnp.zeros_like(s)
+    if clock is Clock.T:
+        dW = real_time_velocity(W, rho, method, data, loss, memory)
+        ds = jnp.zeros_like(s)
+    else:
+        dW, log_rate = rescaled_velocity(W, rho, method, data, loss, memory)
+        ds = jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
+    return jnp.where(frozen, 0.0, dW), ds
+
+
+def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss):
+    """Real-time linf-SAM field on multi-sample data with the sign memory of r.
+
+    eps_lj = rho sign(G_lj), G_lj = -r_j(W) prod_excl_lj(W): besides the weights
+    (`memory`, `frozen` as in `_velocity`), its sign flips where r_j(W) = 0. Between
+    two events the field uses `rmem` (d,), the side of each r_j = 0 surface the
+    cell is on (+-1; 0: plain sign(r_j)), so it is smooth inside a segment. On a
+    surface the flow slides along (`rslide` (d,), at most one True: see
+    `_rsurface_parts`) the field is the Filippov combination a f+ + (1 - a) f-
+    of the two one-sided fields, a = n- / (n- - n+) with n+- = grad r_j . f+-, so
+    that r_j stays 0 (docs/theory.md s.2; Filippov, "Differential equations with
+    discontinuous righthand sides", 1988, s.2.4). Shape (L, d), per unit t.
+    """
+    f, _, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss)
+    return f
+
+
+def _one_sided_r(W, rho, data, memory, frozen, rmem, loss):
+    """The linf field with the sign of r_j taken from `rmem` (0: sign(r_j(W)))."""
+    r = residual(W, data, loss)
+    rs = jnp.where(rmem != 0, rmem, r)  # linf uses only the sign of r
+    W_hat = perturbed_weights(W, rs, rho, Method.LINF, memory)
+    dW = residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    return jnp.where(frozen, 0.0, dW)
+
+
+def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
+    """(field, a, n_plus, n_minus) at W for the r_j = 0 surface of coordinate `j`
+    (default: the sliding one, argmax `rslide`).
+
+    f+- are the fields with sign(r_j) = +-1 (f+ applies where r_j > 0); n+- =
+    d r_j / dt along them (a JVP of r_j(W)); a = n- / (n- - n+) is the weight of
+    f+ in the Filippov sliding field (in [0, 1] exactly when n+ and n- have
+    opposite signs, 0/0 guarded to 0). `field` is a f+ + (1 - a) f- where
+    `rslide[j]`, else the one-sided field of `rmem`. (L, d), (), (), ().
+    """
+    if j is None:
+        j = jnp.argmax(rslide)
+    onehot = jnp.arange(W.shape[1]) == j
+    f_p = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, 1.0, rmem), loss)
+    f_m = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, -1.0, rmem), loss)
+    r_j = lambda w: residual(w, data, loss)[j]
+    _, n_p = jax.jvp(r_j, (W,), (f_p,))
+    _, n_m = jax.jvp(r_j, (W,), (f_m,))
+    den = n_m - n_p
+    a = jnp.where(den != 0, n_m / jnp.where(den != 0, den, 1.0), 0.0)
+    sliding = rslide[j]
+    f_plain = jnp.where(rmem[j] > 0, f_p, f_m)
+    f_plain = jnp.where(rmem[j] == 0, _one_sided_r(W, rho, data, memory, frozen, rmem, loss), f_plain)
+    ac = jnp.clip(a, 0.0, 1.0)
+    f = jnp.where(sliding, ac * f_p + (1.0 - ac) * f_m, f_plain)
+    return f, a, n_p, n_m

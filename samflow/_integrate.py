@@ -1,0 +1,559 @@
+"""Integrate one cell (one init, one rho) of a flow with diffrax, singular points included.
+
+The solve of a cell is a short loop of diffrax solves ("segments"). Each segment
+runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
+
+- **collapse** (l2-SAM, L >= 2): ||W||_2 falls to `capture_radius * rho`. The
+  field is bounded near 0, so the remaining time to W = 0 is extrapolated
+  linearly (error O(capture^2)); the cell's state is 0 from then on
+  (docs/theory.md section 4). Status `COLLAPSED`.
+- **sign switch** (linf-SAM): a weight reaches 0. It is set to exactly 0 and the
+  one-sided limits of the field decide: if the field points towards 0 from both
+  sides the weight stays there (Filippov sliding, status `SLID`); otherwise it
+  crosses and the integration goes on with its sign on the new side. The next
+  segment starts at the event, so the solver never steps across the
+  discontinuity and never chatters.
+- **r_j(W) = 0 surfaces** (linf-SAM on multi-sample data): eps_lj = rho
+  sign(G_lj) with G_lj = -r_j(W) prod_excl_lj(W) also flips where the residual
+  r_j = mean_i y_i slope(z_i) x_ij changes sign (on one sample r_j = slope mu_j
+  never does). The field takes sign(r_j) from a memory between events; at a
+  crossing the one-sided rates n+- = d r_j/dt of the two fields decide: it
+  crosses, or it slides along the surface with the Filippov field a f+ +
+  (1 - a) f-, a = n- / (n- - n+), until a leaves [0, 1]. This is the eta -> 0
+  limit of discrete linf-SAM (tests/test_linf_surface.py; a tanh(r_j / eps)
+  regularization converges to another, "equivalent control", solution). A
+  whole weight column at 0 is decided jointly at even depth, and held weights
+  are re-decided when a sign of r changes. Sliding on two surfaces at once (two
+  r_j, or a weight at 0 whose continuation is not unique) is not followed:
+  status `SURFACE`, NaN after its event time.
+- **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
+  depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
+  Status `BLEW_UP`; later saved values are NaN.
+- **critical point** (l2-SAM): the weights reach a critical point of the loss
+  other than the collapse to 0 (grad L = 0; depth 1, or multi-sample data with
+  mixed labels). The l2 direction G/||G|| is undefined there and points into
+  it from every side, so the Filippov solution stays at it. Detected as in
+  `samflow.models.solve_model`: R = ||G(W)|| / ||G(W_hat)|| (~ distance / rho)
+  falls to `capture_radius`; the remaining time is extrapolated linearly in R
+  (error O(capture^2)) and the state is held from then on. Status `CRITICAL`.
+
+A stop condition (collapse, blow-up, pole, critical point) that already holds
+at the start, inside or exactly on its threshold, ends the cell at time 0 with
+that status, without a solve: diffrax events only fire on a down-crossing.
+Every segment saves at the requested times that fall inside it. A cell that
+fails (max_steps, non-finite input) gets its own status and NaNs, never an
+exception, so a vmapped batch survives any one member (`throw=False`).
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
+
+from .data import Dataset
+from .flows import Clock, Method, rescaled_velocity
+from .losses import get_loss
+from .model import beta as beta_of
+from .model import init_weights, loss_value
+from .status import Status
+from ._events import _LOG_T_MAX, EventSet, _start_events
+from ._field import SamField, SegmentArgs
+from ._settings import _SOLVERS, SolverSettings, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
+from ._singular import (
+    _beta_direction,
+    _critical_target,
+    _cross_or_slide,
+    _hold_critical,
+    _initial_rsurface,
+    _r_scale,
+    _rsurface_step,
+    _slide_decision,
+    extrapolate_collapse,
+)
+from ._solution import Trajectory
+
+__all__ = ["solve", "solve_cell", "batch_cells"]
+
+
+class CellState(eqx.Module):
+    """The carry of `solve_cell`'s segment loop, grouped as diffrax's `State`.
+
+    Y is the solver's state (W, or log|W| in log coordinates); shapes `(L, d)`
+    unless noted, `n` = number of save times.
+    """
+
+    # Where the next segment starts.
+    seg: Int[Array, ""]
+    t0: Float[Array, ""]
+    Y: Float[Array, "L d"]
+    s: Float[Array, ""]
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    track: Bool[Array, ""]
+    rmem: Float[Array, " d"]
+    rslide: Bool[Array, " d"]
+    roff: Float[Array, " d"]
+    # Saved output.
+    out_Y: Float[Array, "n L d"]
+    out_s: Float[Array, " n"]
+    # Event record.
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_s: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    W_detect: Float[Array, "L d"]
+    t_detect: Float[Array, ""]
+    W_stop: Float[Array, "L d"]
+    slide_time: Float[Array, "L d"]
+    t_untracked: Float[Array, ""]
+    # Statistics and loop control.
+    steps: Int[Array, ""]
+    done: Bool[Array, ""]
+
+    def segment_args(self, rho, data, multi: bool) -> SegmentArgs:
+        extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
+        return SegmentArgs(rho, data, self.memory, self.frozen, self.track, *extra)
+
+
+def _sanitize(W0, rho, data):
+    """float64 inputs, with non-finite ones replaced by harmless zeros so that
+    nothing non-finite enters the solver: (W0, rho, data, finite)."""
+    dtype = jnp.result_type(W0.dtype, jnp.float64)
+    W0 = W0.astype(dtype)
+    rho = jnp.asarray(rho, dtype)
+    finite = jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
+    W0 = jnp.where(finite, W0, 0.0)
+    rho = jnp.where(finite, rho, 0.0)
+    data = Dataset(X=jnp.where(finite, data.X, 0.0), y=data.y)
+    return W0, rho, data, finite
+
+
+def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite, multi: bool) -> CellState:
+    """The loop state at time 0, with the stop conditions that already hold
+    there decided (`_start_events`): such a cell is done without a solve."""
+    L, d = W0.shape
+    dtype = W0.dtype
+    n_save = ts.shape[0]
+    method, clock, loss = field.method, field.clock, field.loss
+    memory0 = jnp.sign(W0)
+    frozen0 = jnp.zeros((L, d), bool)
+    s0 = jnp.zeros((), dtype)
+    rmem0 = jnp.zeros((d,), dtype)
+    rslide0 = jnp.zeros((d,), bool)
+    roff0 = jnp.zeros((d,), dtype)
+    surface0 = jnp.asarray(False)
+    if multi:
+        rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+    if method is Method.LINF:
+        memory0, frozen0 = _slide_decision(
+            W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
+            rsurf=(rmem0, rslide0) if multi else None,
+        )
+    if multi:
+        # Sliding on two surfaces at once (two r_j, or an r_j and a weight at 0)
+        # is not followed: the cell stops there (status SURFACE).
+        surface0 = finite & ((jnp.sum(rslide0) > 1) | (jnp.any(rslide0) & jnp.any(frozen0)))
+    if clock is Clock.TAU:
+        # A cell whose loss is already below ~1e-30 starts beyond the t range.
+        track0 = rescaled_velocity(W0, rho, method, data, loss, memory0)[1] < _LOG_T_MAX
+    else:
+        track0 = jnp.asarray(False)
+    Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if field.log_coords else W0
+    capture = events.capture_radius * rho
+    start_collapsed = jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in events.names else jnp.asarray(False)
+    args0 = SegmentArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0) if multi else (None,) * 3))
+    values0 = events.values(0.0, (Y0, s0), args0) if events.names else []
+    start_collapsed, start_blown, start_critical = _start_events(
+        dict(zip(events.names, values0)), start_collapsed & finite, finite
+    )
+    start_stop = start_collapsed | start_blown | start_critical | surface0
+    # A cell stopped at the start keeps its initial state at the save time 0.
+    at_start = (ts <= 0) & start_stop
+    return CellState(
+        seg=jnp.asarray(0),
+        t0=jnp.where(~finite | start_stop, ts[-1], 0.0).astype(dtype),
+        Y=Y0,
+        s=s0,
+        memory=memory0,
+        frozen=frozen0,
+        track=track0,
+        rmem=rmem0,
+        rslide=rslide0,
+        roff=roff0,
+        out_Y=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
+        out_s=jnp.where(at_start, 0.0, jnp.full((n_save,), jnp.nan, dtype)),
+        status=jnp.select(
+            [~finite, start_collapsed, start_blown, start_critical, surface0],
+            [
+                int(Status.NONFINITE_INPUT),
+                int(Status.COLLAPSED),
+                int(Status.BLEW_UP),
+                int(Status.CRITICAL),
+                int(Status.SURFACE),
+            ],
+            int(Status.FINISHED),
+        ),
+        event_time=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
+        event_s=jnp.where(start_stop, 0.0, jnp.nan).astype(dtype),
+        collapse_direction=jnp.full((d,), jnp.nan, dtype),
+        W_detect=jnp.zeros((L, d), dtype),
+        t_detect=jnp.where(start_collapsed | start_critical, 0.0, jnp.nan).astype(dtype),
+        W_stop=W0,
+        slide_time=jnp.where(frozen0, 0.0, jnp.nan).astype(dtype),
+        t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
+        steps=jnp.asarray(0),
+        done=~finite | start_stop,
+    )
+
+
+def _segment_solver(field: SamField, events: EventSet, settings: SolverSettings, w_scale):
+    """`run(t0, t1, y0, args, ts_seg)`: one diffrax solve from t0 that stops at
+    the first event, saving at `ts_seg` and at its end (`throw=False`: a failed
+    cell keeps its status, the batch goes on)."""
+    term = diffrax.ODETerm(field)
+    solver = _SOLVERS[settings.solver]()
+    # atol is relative to the init scale: a cell started at 1e-300 is followed
+    # to rtol, not swamped by an absolute tolerance far above its weights.
+    # (Floored at 1e-150: below that the error norms themselves leave the normal
+    # float64 range, and beta = w^L has underflowed anyway.)
+    atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+    if field.log_coords:
+        atol = settings.rtol  # an absolute error of x is a relative error of W
+    controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
+    event = events.diffrax_event()
+
+    def run(t0, t1, y0, args, ts_seg):
+        return diffrax.diffeqsolve(
+            term, solver, t0, t1, None, y0, args=args,
+            saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))),
+            stepsize_controller=controller, event=event, max_steps=settings.max_steps, throw=False,
+        )
+
+    return run
+
+
+def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellState:
+    """One segment: solve to the first event, save what it covers, and act on
+    the event (collapse, critical point, sign switch, r_j surface, blow-up,
+    t range, failure)."""
+    args = c.segment_args(rho, data, multi)
+    t_final = ts[-1]
+    sol = run(c.t0, t_final, (c.Y, c.s), args, jnp.clip(ts, c.t0, t_final))
+    (Y_seg, s_seg), (Y_end, s_end) = sol.ys
+    Y_end, s_end = Y_end[0], s_end[0]
+    W_end = field.to_W(Y_end)
+    ok = sol.result == diffrax.RESULTS.successful
+    is_event = sol.result == diffrax.RESULTS.event_occurred
+    healthy = ok | is_event
+    # The step at which a failure happened is not reported reliably; keep what
+    # was saved strictly before the failure and nothing after it. Out of steps,
+    # the solver stalled at its last accepted step (the t1 save); every save up
+    # to there is valid.
+    saved_ok = jnp.isfinite(Y_seg).all((1, 2)) & (ts >= c.t0)
+    t_stall = sol.ts[1][0]
+    t_end = jnp.where(healthy, t_stall, jnp.max(jnp.where(saved_ok, ts, c.t0)))
+    max_steps = sol.result == diffrax.RESULTS.max_steps_reached
+    inside = (ts >= c.t0) & jnp.where(
+        ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
+    )
+    hit = events.fired(t_end, (Y_end, s_end), args, is_event)
+    false = jnp.asarray(False)
+    collapsed, critical = hit.get("collapse", false), hit.get("critical", false)
+    blew_up = hit.get("blowup", false) | hit.get("pole", false)
+    untracked = hit.get("t_range", false)
+
+    # Collapse and critical point: extrapolate linearly (the field is bounded there).
+    dW_end, ds_end = field.velocity_W(Y_end, s_end, args)
+    dt_rem = extrapolate_collapse(W_end, dW_end)
+    coll_dir = jnp.where(collapsed, _beta_direction(field, Y_end, W_end), c.collapse_direction)
+    if "critical" in events.names:  # the point it is held at, and when it gets there
+        dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, field.loss)
+    else:
+        dt_crit, W_crit = jnp.zeros((), W_end.dtype), W_end
+
+    W_next, memory, frozen, col_mixed = _cross_or_slide(
+        field, c, args, W_end, Y_end, s_end, hit.get("cross", false), multi
+    )
+    slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
+    rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
+    if multi:
+        memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale
+        )
+        surface = surface | col_mixed
+
+    surface = surface & healthy
+    status = jnp.select(
+        [collapsed, critical, blew_up, max_steps, ~healthy, surface],
+        [
+            int(Status.COLLAPSED),
+            int(Status.CRITICAL),
+            int(Status.BLEW_UP),
+            int(Status.MAX_STEPS),
+            int(Status.FAILED),
+            int(Status.SURFACE),
+        ],
+        c.status,
+    )
+    stops = collapsed | critical | blew_up | ~healthy | surface
+    dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
+    t_stop = jnp.where(max_steps, t_stall, t_end)
+    done = ok | stops
+    return CellState(
+        seg=c.seg + 1,
+        # A finished cell's later (masked) iterations must cost nothing.
+        t0=jnp.where(done, t_final, t_end),
+        Y=W_next if field.log_coords else jnp.where(collapsed, 0.0, W_next),
+        s=s_end,
+        memory=memory,
+        frozen=frozen,
+        track=c.track & ~untracked,
+        rmem=rmem,
+        rslide=rslide,
+        roff=roff,
+        out_Y=jnp.where(inside[:, None, None], Y_seg, c.out_Y),
+        out_s=jnp.where(inside, s_seg, c.out_s),
+        status=status,
+        event_time=jnp.where(stops, t_stop + dt_stop, c.event_time),
+        event_s=jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s),
+        collapse_direction=coll_dir,
+        W_detect=jnp.where(collapsed | critical, W_end, c.W_detect),
+        t_detect=jnp.where(collapsed | critical, t_end, c.t_detect),
+        W_stop=jnp.where(critical, W_crit, c.W_stop),
+        slide_time=slide_time,
+        t_untracked=jnp.where(untracked, t_end, c.t_untracked),
+        steps=c.steps + sol.stats["num_steps"],
+        done=done,
+    )
+
+
+def _finish(field: SamField, c: CellState, ts, data) -> Trajectory:
+    """The `Trajectory` of a finished loop: final status, the state after a
+    collapse (0) or a critical point (held), the linear approach between the
+    capture and the event, and real time from s = log(1 + t) in the tau clock."""
+    loss = field.loss
+    status = jnp.where(
+        (c.status == int(Status.FINISHED)) & jnp.any(c.frozen), int(Status.SLID), c.status
+    )
+    status = jnp.where(c.done, status, int(Status.MAX_STEPS))  # ran out of segments
+    event_time = jnp.where(c.done, c.event_time, c.t0)  # t0: where the segments ran out
+
+    # After a collapse the state is 0 and the clock runs at the zero-margin rate.
+    after = ts > c.event_time
+    is_coll = status == int(Status.COLLAPSED)
+    out_W = field.to_W(c.out_Y)
+    out_W = jnp.where(is_coll & after[:, None, None], 0.0, out_W)
+    # Between the capture (||W|| = capture radius) and the extrapolated collapse
+    # time the state goes linearly to 0, as the extrapolation assumes.
+    span = c.event_time - c.t_detect
+    frac = jnp.clip((c.event_time - ts) / jnp.where(span > 0, span, 1.0), 0.0, 1.0)
+    approach = is_coll & (ts > c.t_detect) & ~after
+    out_W = jnp.where(approach[:, None, None], frac[:, None, None] * c.W_detect, out_W)
+    is_crit = status == int(Status.CRITICAL)
+    out_W = _hold_critical(out_W, is_crit & after, is_crit & (ts > c.t_detect) & ~after, frac, c.W_detect, c.W_stop)
+    if field.clock is Clock.TAU:
+        rate0 = jnp.exp(loss.log_inv_slope(0.0))
+        t_real = jnp.expm1(c.out_s)
+        t_after = jnp.expm1(c.event_s) + (ts - c.event_time) * rate0
+        t_real = jnp.where(is_coll & after, t_after, t_real)
+        # Held at a critical point, the clock runs at the rate of that point.
+        rate_c = jnp.exp(rescaled_velocity(c.W_stop, 0.0, Method.GD, data, loss)[1])
+        t_real = jnp.where(is_crit & after, jnp.expm1(c.event_s) + (ts - c.event_time) * rate_c, t_real)
+        # Past the tracked range t is above e^_LOG_T_MAX: reported as +inf.
+        t_real = jnp.where(ts > c.t_untracked, jnp.inf, t_real)
+        t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), t_real, jnp.nan)
+        event_t = jnp.where(c.event_time > c.t_untracked, jnp.inf, jnp.expm1(c.event_s))
+    else:
+        t_real = jnp.where(jnp.isfinite(out_W).all((1, 2)), ts, jnp.nan)
+        event_t = event_time
+    t_real = jnp.where(status == int(Status.NONFINITE_INPUT), jnp.nan, t_real)
+    return Trajectory(
+        ts=ts,
+        t=t_real,
+        W=out_W,
+        beta=jax.vmap(beta_of)(out_W),
+        loss=jax.vmap(lambda W: loss_value(W, data, loss))(out_W),
+        status=status,
+        event_time=event_time,
+        event_t=event_t,
+        collapse_direction=c.collapse_direction,
+        slide_time=c.slide_time,
+        num_steps=c.steps,
+        num_segments=c.seg,
+    )
+
+
+def solve_cell(
+    W0: Float[Array, "L d"],
+    rho: Float[Array, ""],
+    data: Dataset,
+    ts: Float[Array, " n_save"],
+    *,
+    method: Method,
+    clock: Clock,
+    settings: SolverSettings,
+) -> Trajectory:
+    """Solve one cell from W(0) = `W0` at radius `rho`; pure and vmappable.
+
+    The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
+    `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
+    `jax.vmap` over `W0` and `rho` (and `data` if wanted). The loop of segments
+    and what ends each one are described in this module's docstring.
+
+    **Returns:** a `Trajectory` (see there for shapes).
+
+    **Raises:** `ValueError` for log coordinates with linf-SAM, or the tau clock
+    on multi-sample linf data (checked when traced).
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    L, d = W0.shape
+    # linf on multi-sample data: the direction also flips where r_j(W) = 0
+    # (`_linf_multi_field`); on one sample r_j = slope mu_j never changes sign.
+    multi = method is Method.LINF and data.X.shape[0] > 1
+    if settings.coords == "log" and method is Method.LINF:
+        raise ValueError("solver.coords = 'log' does not apply to linf-SAM")
+    if multi and clock is Clock.TAU:
+        raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
+    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
+    W0, rho, data, finite = _sanitize(W0, rho, data)
+    # Log coordinates: the state is x = log|W| with the signs fixed.
+    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
+    field = SamField(method, clock, get_loss(settings.loss), sign)
+    w_scale = jnp.max(jnp.abs(W0))
+    events = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
+    run = _segment_solver(field, events, settings, w_scale)
+    init = _initial_state(field, events, W0, rho, data, ts, finite, multi)
+    body = lambda c: _segment(c, field=field, events=events, run=run, ts=ts, rho=rho, data=data, multi=multi)
+    c = jax.lax.while_loop(lambda c: (~c.done) & (c.seg < max_segments), body, init)
+    return _finish(field, c, ts, data)
+
+
+@eqx.filter_jit
+def _solve_batch(W0, rho, data, ts, method, clock, settings):
+    fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+    return jax.vmap(fn)(W0, rho)
+
+
+def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_batched: bool = False):
+    """The cells of a `solve`-style call: `(W0, rho_b, batched)` with `W0`
+    float64 `(B, L, d)`, `rho_b` float64 `(B,)` and `batched` (rho was a vector).
+
+    **The rule** (the same in `solve`, `samflow.discrete.run_discrete` and
+    `flow_gap`; `samflow.models.solve_model` has `theta0_batched`): the cells are
+    the entries of `rho` (B = len(rho), or one cell for a scalar rho).
+
+    - `alpha_batched=False` (default): `alpha` is ONE init shared by every cell:
+      a scalar, a (d,) vector or a (L, d) array (`samflow.init_weights`). Its
+      shape is never compared with len(rho), so a (d,) or (L, d) alpha means the
+      same for any number of radii.
+    - `alpha_batched=True`: `alpha` has an explicit leading batch axis of length
+      B = len(rho), one init per cell: `(B,)` scalars, `(B, d)` or `(B, L, d)`.
+      rho must then be a vector.
+
+    A shared alpha must be finite. A per-cell alpha may hold NaN or inf: that
+    cell gets status `NONFINITE_INPUT` and the rest of the batch runs.
+
+    **Raises:** `ValueError` (one line) for a depth < 1; a rho that is not a
+    finite scalar or non-empty 1-D vector >= 0; an alpha whose shape fits none
+    of the above; a shared alpha that is not finite; `alpha_batched=True` with a
+    scalar rho or a leading axis other than len(rho).
+    """
+    from .model import _init_shape_message
+
+    depth = check_depth(depth)
+    rho_b, batched = check_rho(rho)
+    B = rho_b.shape[0]
+    a = _float_array(alpha, "alpha")
+    if not isinstance(alpha_batched, (bool, np.bool_)):
+        raise ValueError(f"alpha_batched must be True or False, got {_brief(alpha_batched)}")
+    if alpha_batched:
+        if not batched:
+            raise ValueError(
+                "alpha_batched=True needs rho as a 1-D vector, one radius per init; "
+                "got a scalar rho (use np.full(len(alpha), rho))"
+            )
+        if a.ndim == 0 or a.shape[0] != B:
+            raise ValueError(
+                f"alpha_batched=True: alpha needs a leading axis of length len(rho) = {B}, got shape {a.shape}"
+            )
+        cell = a.shape[1:]
+        if not (cell in ((), (d,), (depth, d))):
+            raise ValueError(_init_shape_message(cell, depth, d, per_cell=True))
+        W0 = np.broadcast_to(a.reshape((B,) + (1,) * (2 - len(cell)) + cell), (B, depth, d))
+    else:
+        if not (a.shape in ((), (d,), (depth, d))):
+            raise ValueError(_init_shape_message(a.shape, depth, d))
+        if not np.all(np.isfinite(a)):
+            raise ValueError(
+                f"alpha must be finite, got {_brief(alpha)} (per-cell inits with alpha_batched=True "
+                "may hold NaN: those cells get status NONFINITE_INPUT)"
+            )
+        W0 = np.broadcast_to(np.asarray(init_weights(a, depth, d)), (B, depth, d))
+    return jnp.asarray(W0), jnp.asarray(rho_b), batched
+
+
+def solve(
+    method: "str | Method",
+    data: Dataset,
+    alpha: ArrayLike,
+    rho: ArrayLike,
+    ts: ArrayLike,
+    *,
+    depth: int = 2,
+    clock: "str | Clock" = Clock.T,
+    settings: SolverSettings = SolverSettings(),
+    alpha_batched: bool = False,
+) -> Trajectory:
+    """Solve a flow from the init `alpha` at radius `rho`, for one cell or a batch.
+
+    **Arguments:**
+
+    - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
+    - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
+    - `alpha`: the init, float. By default ONE init shared by every cell: a
+      scalar, a (d,) per-coordinate vector or a (L, d) per-layer array
+      (`samflow.init_weights`; a 1-D alpha is always (d,)). With
+      `alpha_batched=True`, one init per cell along an explicit leading axis of
+      length B = len(rho): `(B,)`, `(B, d)` or `(B, L, d)`. The shape of alpha
+      is never matched against len(rho) (`batch_cells`).
+    - `rho`: SAM radius >= 0, a scalar (one cell) or a non-empty (B,) vector
+      (B cells; ignored by "gd").
+    - `ts`: save times in the clock's units, increasing, the last one being the
+      horizon. The clock starts at 0.
+    - `depth`: L >= 1. `clock`: "t" (real time) or "tau" (rescaled, one sample).
+    - `settings`: `SolverSettings`.
+    - `alpha_batched`: see `alpha`.
+
+    **Returns:** a `Trajectory`, batched over B when `rho` is a vector.
+
+    **Raises:** `ValueError` (one line, before anything is compiled) for an
+    unknown method or clock, a depth < 1, a rho that is negative, non-finite,
+    empty or not 1-D, an alpha of a wrong shape or (shared) not finite, bad
+    save times, data that is not a finite `Dataset`, or the tau clock on
+    multi-sample data. A cell that fails raises nothing: see its `status`.
+
+    Compiles once per (method, clock, settings, depth, d, batch size, number of
+    save times); new values of alpha, rho, data or ts reuse the compilation.
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    depth = check_depth(depth)
+    if not isinstance(settings, SolverSettings):
+        raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
+    check_data(data)
+    if clock is Clock.TAU and not data.is_single_sample:
+        raise ValueError(
+            "clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'"
+        )
+    ts = jnp.asarray(check_save_times(ts))
+    W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
+    settings = settings.resolved(method, np.asarray(W0), data)
+    out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
+    if not batched:
+        out = jax.tree_util.tree_map(lambda x: x[0], out)
+    return out

@@ -1,0 +1,196 @@
+"""Solver settings and the checks of a solve's inputs (one line per refusal).
+
+`SolverSettings` is the static part of a solve (one compilation per value);
+`check_*` validate the arguments of `samflow.solve` and its siblings and raise
+a one-line `ValueError` naming the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import diffrax
+import jax
+import numpy as np
+from jaxtyping import ArrayLike
+
+from .data import Dataset
+from .flows import Method, log_coords_eligible
+from .losses import get_loss
+
+
+_SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverSettings:
+    """Static settings of a solve (hashable: one compilation per distinct value).
+
+    **Fields:**
+
+    - `solver`: "tsit5" (default), "dopri5" or "dopri8" (diffrax explicit RK).
+    - `rtol`, `atol`: tolerances of the PID step-size controller; the absolute
+      tolerance used is atol x clip(max|W(0)|, 1e-150, 1), so that cells with tiny
+      inits keep their relative accuracy.
+    - `max_steps`: step budget of one segment.
+    - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
+      (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
+      critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius.
+    - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
+      >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
+      when it nears a pole: relative growth rate x tau > 1e10 (finite-time
+      blow-up; the event is then within ~1e-10 relative of the blow-up time).
+    - `max_segments`: most segments (events) per cell; None means 2 L d + 2
+      (plus 4 d for linf-SAM on multi-sample data: its r_j = 0 crossings and
+      slides).
+    - `loss`: "logistic" or "exponential".
+    - `coords`: the state the solver integrates: "linear" (default; the weights
+      W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
+      sample with sign(prod_l w_lj(0)) = sign(mu_j) only, see
+      `samflow.flows.log_coords_eligible`). In log coordinates a suppressed
+      coordinate never underflows to 0 (docs/theory.md s.4: in linear coordinates
+      one that falls below ~1e-308 is lost for good, and "major last" with it),
+      and the stiff decay of the major coordinates before an l2 collapse is
+      plain linear motion (about half the steps); the absolute tolerance on x
+      is `rtol`, since an error in x is a relative error of W. On CPU the log
+      field costs about 1.5x per step, so the two run at about the same speed;
+      linear stays the default because it places the collapse time about 10x
+      more accurately (see docs/benchmarks.md).
+    """
+
+    solver: str = "tsit5"
+    rtol: float = 1e-8
+    atol: float = 1e-12
+    max_steps: int = 16384
+    capture_radius: float = 1e-6
+    blowup_log10: float = 200.0
+    max_segments: int | None = None
+    loss: str = "logistic"
+    coords: str = "linear"
+
+    def __post_init__(self):
+        if self.solver not in _SOLVERS:
+            raise ValueError(
+                f"solver.solver: unknown solver {self.solver!r}; allowed: {', '.join(_SOLVERS)}"
+            )
+        if not (0 < self.blowup_log10 <= 300):
+            raise ValueError(f"solver.blowup_log10 must be in (0, 300], got {self.blowup_log10!r}")
+        for name in ("rtol", "atol", "capture_radius"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"solver.{name} must be a finite number > 0, got {v!r}")
+        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
+            raise ValueError(f"solver.max_steps must be an integer >= 1, got {self.max_steps!r}")
+        if self.max_segments is not None and not (
+            isinstance(self.max_segments, int) and self.max_segments >= 1
+        ):
+            raise ValueError(
+                f"solver.max_segments must be an integer >= 1 or omitted, got {self.max_segments!r}"
+            )
+        get_loss(self.loss)
+        if self.coords not in ("linear", "log"):
+            raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
+
+    def resolved(self, method: "str | Method", W0, data: Dataset) -> "SolverSettings":
+        """These settings, checked against a batch of inits `W0` ((L, d) or
+        (B, L, d), host arrays) and its data.
+
+        **Raises:** `ValueError` when `coords` is "log" and the batch is not
+        eligible (`samflow.flows.log_coords_eligible`).
+        """
+        if self.coords == "log" and not log_coords_eligible(W0, data, method):
+            raise ValueError(
+                "solver.coords = 'log' needs gd, l2 or usam on one sample with nonzero inits "
+                "whose layer product has the sign of mu_j; use coords = 'linear'"
+            )
+        return self
+
+
+def _brief(x) -> str:
+    """A one-line, short rendering of a user value for an error message."""
+    if isinstance(x, (np.ndarray, jax.Array)) or (isinstance(x, (list, tuple)) and len(x) > 0):
+        try:
+            a = np.asarray(x, dtype=np.float64)
+            text = np.array2string(a, separator=", ", threshold=6, edgeitems=2, max_line_width=10**6)
+            return text.replace("\n", "") if a.ndim else text
+        except (TypeError, ValueError):
+            pass
+    text = " ".join(repr(x).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _float_array(x, name: str) -> np.ndarray:
+    """`x` as a float64 numpy array, or a one-line `ValueError` naming `name`."""
+    try:
+        if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
+            raise TypeError
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number or a regular array of real numbers, got {_brief(x)}") from None
+
+
+def check_save_times(ts: ArrayLike, name: str = "ts") -> np.ndarray:
+    """Validate save times: 1-D, finite, >= 0, strictly increasing, last > 0.
+
+    **Returns:** float64 `(n_save,)`.
+
+    **Raises:** `ValueError` naming `name` and what is wrong.
+    """
+    ts = _float_array(ts, name)
+    if ts.ndim != 1 or ts.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D list of times, got shape {ts.shape}")
+    if not np.all(np.isfinite(ts)):
+        raise ValueError(f"{name} contains a non-finite time")
+    if ts[0] < 0:
+        raise ValueError(f"{name} must start at a time >= 0 (the flow starts at 0), got {ts[0]}")
+    if np.any(np.diff(ts) <= 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    if ts[-1] <= 0:
+        raise ValueError(f"{name} must end at a time > 0, got {ts[-1]}")
+    return ts
+
+
+def check_depth(depth) -> int:
+    """`depth` as an int >= 1, or a one-line `ValueError`."""
+    if isinstance(depth, (bool, np.bool_)) or not (isinstance(depth, (int, np.integer)) and depth >= 1):
+        raise ValueError(f"depth must be an integer >= 1, got {_brief(depth)}")
+    return int(depth)
+
+
+def check_rho(rho: ArrayLike) -> tuple[np.ndarray, bool]:
+    """Validate the SAM radius of a call: a scalar (one cell) or a non-empty 1-D
+    vector (one cell per entry), finite and >= 0.
+
+    **Returns:** `(rho_b, batched)`: float64 `(B,)` (B = 1 for a scalar) and
+    whether `rho` was a vector.
+
+    **Raises:** `ValueError` naming rho and what is wrong.
+    """
+    r = _float_array(rho, "rho")
+    if r.ndim > 1:
+        raise ValueError(f"rho must be a scalar or a 1-D vector (one cell per entry), got shape {r.shape}")
+    if r.ndim == 1 and r.size == 0:
+        raise ValueError("rho is an empty vector: give at least one radius (or a scalar)")
+    if not np.all(np.isfinite(r)):
+        raise ValueError(f"rho must be finite, got {_brief(rho)}")
+    if np.any(r < 0):
+        raise ValueError(f"rho must be >= 0, got {_brief(rho)}")
+    return np.atleast_1d(r), r.ndim == 1
+
+
+def check_data(data: Dataset, name: str = "data") -> None:
+    """Refuse, in one line naming `name`, anything but a valid `samflow.Dataset`:
+    X (n, d) with n, d >= 1, all finite; y (n,) of labels -1 / +1
+    (`Dataset.from_arrays` checks, for a `Dataset` built with the plain
+    constructor). A non-finite data set is refused here rather than solved into
+    a batch of `NONFINITE_INPUT` cells.
+    """
+    if not isinstance(data, Dataset):
+        raise ValueError(
+            f"{name} must be a samflow.Dataset (sf.single_sample(mu) or sf.Dataset.from_arrays(X, y)), "
+            f"got {type(data).__name__}"
+        )
+    try:
+        Dataset.from_arrays(np.asarray(data.X), np.asarray(data.y))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name}: {e}") from None

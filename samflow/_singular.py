@@ -1,0 +1,313 @@
+"""The singular points of the flows, decided at the events of a segment
+(docs/theory.md s.4): linf-SAM's slide-or-cross at a weight at 0 and at an
+r_j = 0 surface (Filippov), l2-SAM's collapse to 0 (linear extrapolation from
+the capture radius) and its arrival at another critical point of the loss.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+
+from .data import Dataset
+from .flows import Method, unit_l2
+from .model import beta as beta_of
+from .model import loss_value, prod_excl, residual
+from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
+
+if TYPE_CHECKING:
+    from ._integrate import CellState
+
+
+_BIG = 1e300
+
+
+# linf on multi-sample data: an r_j = 0 surface counts as crossed 1e-12 (in units
+# of max|X|) past it, so that the next segment starts strictly on the new side
+# (diffrax fires an event only on a down-crossing from > 0).
+_R_OFFSET = 1e-12
+
+
+def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss, rsurf=None):
+    """For weights at exactly 0 (`candidates`), decide slide or leave, from the
+    one-sided limits of the field (Filippov): returns (memory, frozen) updated."""
+    L, d = W.shape
+    flat = jnp.arange(L * d)
+
+    def one_sided(c, side):
+        mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
+        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss, rsurf=rsurf)
+        return dW.reshape(-1)[c]
+
+    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
+    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    out_plus = f_plus > 0
+    out_minus = f_minus < 0
+    came_from = memory
+    # Leaves towards the one side whose field points away from 0; when both do
+    # (a repelling surface), it keeps going the way it came, and from rest it stays.
+    new_side = jnp.where(
+        out_plus & ~out_minus,
+        1.0,
+        jnp.where(out_minus & ~out_plus, -1.0, jnp.where(out_plus & out_minus, -came_from, 0.0)),
+    )
+    slides = candidates & (new_side == 0)
+    memory = jnp.where(candidates & ~slides, new_side, memory)
+    return memory, frozen | slides
+
+
+def _side_decision(n_plus, n_minus, came_from):
+    """Filippov at a switching surface from the one-sided normal rates n+- (n > 0:
+    the field moves to the + side): +1 / -1 leave to that side, 0 slide. When both
+    point away (repelling) it keeps going the way it came (`came_from`; from rest,
+    0: it stays, as `_slide_decision`)."""
+    out_plus = n_plus > 0
+    out_minus = n_minus < 0
+    return jnp.where(
+        out_plus & ~out_minus,
+        1.0,
+        jnp.where(out_minus & ~out_plus, -1.0, jnp.where(out_plus & out_minus, -came_from, 0.0)),
+    )
+
+
+def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss):
+    """Re-decide the weights held at 0 (`frozen`) after the sign of some r_j
+    changed (linf, multi-sample): the field at 0 jumps with it. From the new
+    one-sided limits (as `_slide_decision`): both into 0, it stays held; one
+    side pointing away, it leaves to that side (memory set, no longer frozen);
+    both away (repelling from rest, no unique Filippov continuation):
+    `ambiguous`. At even depth a whole column at 0 is decided jointly
+    (`_column_decision`; mixed: `ambiguous`).
+    Returns (memory, frozen, released, ambiguous): (L, d), (L, d), (L, d), ().
+    """
+    L, d = W.shape
+    flat = jnp.arange(L * d)
+
+    def one_sided(c, side):
+        mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
+        # dW at c does not depend on which weights are frozen (only zeroed there)
+        dW = _linf_multi_field(W, rho, data, mem, jnp.zeros_like(frozen), rmem, rslide, loss)
+        return dW.reshape(-1)[c]
+
+    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
+    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    out_plus = frozen & (f_plus > 0)
+    out_minus = frozen & (f_minus < 0)
+    one_way = out_plus ^ out_minus
+    both = out_plus & out_minus
+    released = one_way
+    memory_new = jnp.where(one_way, jnp.where(out_plus, 1.0, -1.0), memory)
+    ambiguous = both
+    if L % 2 == 0:  # whole columns at 0: jointly (`_column_decision`)
+        whole, hold, leave, mixed = _column_decision(W, rho, data, memory, frozen, rmem, rslide, loss)
+        released = jnp.where(whole[None], leave[None], released)
+        memory_new = jnp.where(whole[None], memory, memory_new)
+        ambiguous = jnp.where(whole[None], mixed[None], ambiguous)
+    return memory_new, frozen & ~released, released, jnp.any(ambiguous)
+
+
+def _column_decision(W, rho, data, memory, cand, rmem, rslide, loss):
+    """linf on multi-sample data, even depth: a whole column j at 0 (all L
+    weights in `cand`, with a sign memory), decided jointly.
+
+    Flipping the sign pattern of a whole column flips each eps_lj (L - 1 factors)
+    and keeps beta_hat_j (L factors, even), hence r(W_hat): the column's field
+    is f(-m) = -f(m). So the column is attracted to 0 from both sides exactly
+    when f(m) . m < 0 for all its weights (it stays: Filippov), and repelled
+    when f(m) . m > 0 for all (it leaves with its pattern m; -m gives the same
+    beta). Deciding weight by weight instead mixes in the patterns with
+    beta_hat_j of the other sign, which on multi-sample data (r(W_hat) can
+    change sign) can send a pair across 0 against its field. Returns
+    (whole, hold, leave, mixed), each (d,) bool.
+    """
+    whole = jnp.all(cand, axis=0) & jnp.all(memory != 0, axis=0)
+    f0 = _linf_multi_field(W, rho, data, memory, jnp.zeros_like(cand), rmem, rslide, loss)
+    sm = f0 * memory
+    hold = whole & jnp.all(sm < 0, axis=0)
+    leave = whole & jnp.all(sm > 0, axis=0)
+    return whole, hold, leave, whole & ~hold & ~leave
+
+
+def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, exited, r_scale, loss):
+    """After an r_j = 0 event of linf on multi-sample data (Filippov, as
+    `_slide_decision` for a weight): returns (rmem, rslide, surface).
+
+    `crossed`: some r_j reached 0 (the one nearest its event, j). The one-sided
+    rates n+- = d r_j/dt of f+- decide: both the same way, it crosses (rmem_j
+    flips); both into the surface (n+ < 0 < n-), it slides along it (rslide_j).
+    `exited`: the sliding coordinate's a left [0, 1]; it leaves to the side
+    whose field now points away (a -> 1: +, a -> 0: -). `surface` is True where
+    the cell must stop with status SURFACE: a second r_k surface while sliding
+    on one, or two at once (not followed). `changed`: the r-sign state changed,
+    so the weights held at 0 must be re-decided (`_rehold`). Returns
+    (rmem, rslide, surface, changed).
+    """
+    d = W.shape[1]
+    idx = jnp.arange(d)
+    r = residual(W, data, loss)
+    active = (rmem != 0) & ~rslide
+    j = jnp.argmin(jnp.where(active, r * rmem / r_scale + roff, _BIG))
+    _, _, n_p, n_m = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=j)
+    side = _side_decision(n_p, n_m, rmem[j])
+    on_j = idx == j
+    starts = crossed & (side == 0)
+    # Another r_k at 0 too (to 1e-9 of max|X|): two surfaces at once.
+    other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) / r_scale < 1e-9))
+    surface = crossed & (jnp.any(rslide) | (starts & other_zero))
+    rmem_new = jnp.where(crossed & on_j & (side != 0), side, rmem)
+    rslide_new = rslide | (starts & on_j)
+    k = jnp.argmax(rslide)
+    _, a, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=k)
+    on_k = idx == k
+    rmem_new = jnp.where(exited & on_k, jnp.where(a > 0.5, 1.0, -1.0), rmem_new)
+    rslide_new = jnp.where(exited & on_k, False, rslide_new)
+    changed = (crossed & (side != rmem[j])) | exited
+    return rmem_new, rslide_new, surface, changed
+
+
+def _critical_ratio(W, rho, data, loss):
+    """How close l2-SAM is to a critical point of the loss: (R, ok), both ().
+
+    R = ||G(W)|| / ||G(W_hat)||, with G = grad L (norm over all layers) and
+    W_hat = W + rho G / ||G||: `samflow.models.collapse_ratio` for the diagonal
+    network (docs/theory.md s.4). Near a critical point W* the l2 field stays of
+    order rho while G vanishes linearly, so R ~ ||W - W*|| / rho. `ok` is
+    L(W_hat) <= 2 L(W) with L(W) > 1e-280: it rules out a small R from large
+    margins (a perturbation that multiplies the loss), including a loss that
+    has underflowed. Norms are scaled by max|G| first (no underflow).
+    """
+    G = -residual(W, data, loss)[None, :] * prod_excl(W)
+    W_hat = W + rho * unit_l2(G)
+    G_hat = -residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    m = jnp.maximum(jnp.max(jnp.abs(G)), jnp.max(jnp.abs(G_hat)))
+    m = jnp.where(m > 0, m, 1.0)
+    g = jnp.sqrt(jnp.sum((G / m) ** 2))
+    g_hat = jnp.sqrt(jnp.sum((G_hat / m) ** 2))
+    R = jnp.where(g > 0, g / jnp.where(g_hat > 0, g_hat, 1.0), 0.0)
+    value = loss_value(W, data, loss)
+    ok = (loss_value(W_hat, data, loss) <= 2.0 * value) & (value > 1e-280)
+    return R, ok
+
+
+def _critical_cond(W, rho, data, loss, capture_radius, gate):
+    """Event condition of the l2 critical point, positive until the arrival:
+    R - capture_radius where armed (rho > 0, `ok`, ||W|| > gate x rho), else _BIG."""
+    R, ok = _critical_ratio(W, rho, data, loss)
+    armed = ok & (rho > 0)
+    if gate > 0:
+        armed = armed & (jnp.sqrt(jnp.sum(W**2)) > gate * rho)
+    return jnp.where(armed, R - capture_radius, _BIG)
+
+
+def _critical_target(W, dW, rho, data, loss):
+    """Linear extrapolation to the critical point from the capture: R falls at a
+    constant rate there (bounded field). `dW` is dW/dclock; returns the remaining
+    clock time dt (>= 0) and the point W + dt dW."""
+    R, dR = jax.jvp(lambda w: _critical_ratio(w, rho, data, loss)[0], (W,), (dW,))
+    dt = jnp.where(dR < 0, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
+    return dt, W + dt * dW
+
+
+def _hold_critical(out_W, after, approach, frac, W_detect, W_stop):
+    """Saved weights (n_save, L, d) of a cell that reached a critical point: held
+    at `W_stop` after the event, linear from the capture (`W_detect`) to it in
+    between (`frac` 1 at the capture, 0 at the event), as the extrapolation assumes."""
+    path = W_stop[None] + frac[:, None, None] * (W_detect - W_stop)[None]
+    out_W = jnp.where(approach[:, None, None], path, out_W)
+    return jnp.where(after[:, None, None], W_stop[None], out_W)
+
+
+def extrapolate_collapse(W, dW):
+    """Remaining clock time to W = 0 along a straight line from the capture:
+    ||W||^2 / (-W . dW) (0 if the field does not point inwards). The field is
+    bounded near 0, so the error is O(capture^2) (docs/theory.md s.4)."""
+    radial = -jnp.sum(W * dW)
+    return jnp.where(radial > 0, jnp.sum(W**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
+
+
+def _beta_direction(field: SamField, Y, W):
+    """beta / ||beta|| at state Y (log coordinates: without forming beta, which
+    may underflow); 0/0 guarded."""
+    if field.log_coords:
+        X = jnp.sum(Y, axis=0)
+        b = jnp.prod(field.sign, axis=0) * jnp.exp(X - jnp.max(X))
+    else:
+        b = beta_of(W)
+    b_norm = jnp.sqrt(jnp.sum(b**2))
+    return b / jnp.where(b_norm > 0, b_norm, 1.0)
+
+
+def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_end, s_end, crossed, multi):
+    """linf sign event: the weights that reached 0 are set to exactly 0, then
+    slide or cross (`_slide_decision`; at even depth on multi-sample data a
+    whole column at 0 is decided jointly, `_column_decision`). Returns
+    (W_next, memory, frozen, col_mixed); W_next is the next segment's state."""
+    method, clock, loss = field.method, field.clock, field.loss
+    rho, data = args.rho, args.data
+    L = W_end.shape[0]
+    active = ~c.frozen & (c.memory != 0)
+    at_zero = crossed & active & (W_end * c.memory <= 1e-9 * rho)
+    W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
+    col_mixed = jnp.asarray(False)
+    if multi and L % 2 == 0:
+        whole, hold, leave, mixed = _column_decision(W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss)
+        memory, frozen = _slide_decision(
+            W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
+            rsurf=args.rsurf,
+        )
+        frozen = frozen | (hold[None] & at_zero)
+        col_mixed = jnp.any(mixed)
+    elif method is Method.LINF:
+        memory, frozen = _slide_decision(
+            W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf
+        )
+    else:
+        memory, frozen = c.memory, c.frozen
+    return W_next, memory, frozen, col_mixed
+
+
+def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_scale):
+    """linf on multi-sample data, after a segment: the r_j = 0 surface decision
+    (`_rsurface_event`) and the re-decision of the weights held at 0 when a sign
+    of r changed (`_rehold`). Returns (memory, frozen, slide_time, rmem, rslide,
+    roff, surface)."""
+    rho, data, loss = args.rho, args.data, field.loss
+    rmem, rslide, surface, changed = _rsurface_event(
+        W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff, hit["rcross"], hit["rexit"], r_scale, loss
+    )
+    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
+    memory = jnp.where(changed, mem2, memory)
+    frozen = jnp.where(changed, frozen2, frozen)
+    slide_time = jnp.where(changed & released, jnp.nan, slide_time)
+    surface = surface | (changed & ambiguous)
+    r_next = residual(W_next, data, loss)
+    roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
+    return memory, frozen, slide_time, rmem, rslide, roff, surface
+
+
+def _r_scale(data: Dataset):
+    """max|X|: r_j / max|X| is dimensionless (|r_j| <= max|x_ij| max slope)."""
+    r_scale = jnp.max(jnp.abs(data.X))
+    return jnp.where(r_scale > 0, r_scale, 1.0)
+
+
+def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
+    """linf on multi-sample data: the side of each r_j = 0 surface at the start;
+    one that starts exactly on it is decided from the one-sided fields
+    (Filippov), as a weight at 0 is. Returns (rmem0, rslide0, roff0), each (d,)."""
+    d = W0.shape[1]
+    dtype = W0.dtype
+    loss = field.loss
+    r0 = residual(W0, data, loss)
+    rmem0 = jnp.sign(r0)
+    rslide0 = jnp.zeros((d,), bool)
+    n_p0, n_m0 = jax.vmap(
+        lambda j: _rsurface_parts(W0, rho, data, memory0, frozen0, rmem0, rslide0, loss, j=j)[2:]
+    )(jnp.arange(d))
+    side0 = _side_decision(n_p0, n_m0, jnp.zeros((d,), dtype))
+    on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
+    rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
+    rslide0 = on0 & (side0 == 0)
+    return rmem0, rslide0, jnp.full((d,), _R_OFFSET, dtype)
