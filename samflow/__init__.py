@@ -2,19 +2,18 @@
 
 Implements the flows of "Minor First, Major Last: A Depth-Induced Implicit Bias of
 Sharpness-Aware Minimization" (ICLR 2026); see docs/theory.md for the equations.
-Importing samflow turns on float64 in JAX (`jax_enable_x64`): the flows need it.
+Importing samflow changes no setting of JAX or matplotlib. The flows need float64:
+the solvers (`solve`, `samflow.sweep.solve_grid`, ...) compute in a local float64
+context when the program has not turned it on (`samflow._x64`); the command lines
+turn it on for their process.
 """
 
-import jax
-
-jax.config.update("jax_enable_x64", True)
-
-from .data import Dataset, single_sample  # noqa: E402
-from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2  # noqa: E402
-from .losses import Exponential, Logistic, get_loss  # noqa: E402
-from .model import beta, grad_loss, init_weights, loss_value, prod_excl, residual  # noqa: E402
-from .solve import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize  # noqa: E402
-from .status import STATUS_MESSAGES, Status  # noqa: E402
+from .data import Dataset, single_sample
+from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2
+from .losses import Exponential, Logistic, get_loss
+from .model import beta, grad_loss, init_weights, loss_value, prod_excl, residual
+from .solve import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
+from .status import STATUS_MESSAGES, Status
 
 __version__ = "0.1.0"
 

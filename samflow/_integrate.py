@@ -75,6 +75,7 @@ from ._singular import (
     extrapolate_collapse,
 )
 from ._solution import Trajectory
+from ._x64 import in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
 
@@ -407,8 +408,11 @@ def solve_cell(
     **Returns:** a `Trajectory` (see there for shapes).
 
     **Raises:** `ValueError` for log coordinates with linf-SAM, or the tau clock
-    on multi-sample linf data (checked when traced).
+    on multi-sample linf data (checked when traced); `RuntimeError` when JAX is
+    not in float64 (`jax.config.update("jax_enable_x64", True)`; `solve` does it
+    for you).
     """
+    require_float64("samflow.solve_cell")
     method = Method.parse(method)
     clock = Clock.parse(clock)
     L, d = W0.shape
@@ -497,6 +501,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
     return jnp.asarray(W0), jnp.asarray(rho_b), batched
 
 
+@in_float64
 def solve(
     method: "str | Method",
     data: Dataset,

@@ -8,6 +8,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from ._x64 import in_float64
+
 
 class Trajectory(eqx.Module):
     """The solution of one cell (or, with leading batch axes, of a grid of cells).
@@ -82,6 +84,7 @@ class Summary(eqx.Module):
     num_segments: Int[Array, ""]
 
 
+@in_float64
 def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     """Reduce a `Trajectory` (any leading batch axes) to a `Summary`; jittable,
     so that a batched solve can reduce on the device before anything is copied.

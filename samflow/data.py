@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._x64 import float64
+
 __all__ = ["Dataset", "load_dataset", "single_sample"]
 
 
@@ -49,7 +51,8 @@ class Dataset(eqx.Module):
             raise ValueError("X contains a non-finite value (NaN or inf)")
         if not np.all(np.isin(y, (-1.0, 1.0))):
             raise ValueError("y must contain only the labels -1 and +1")
-        return cls(X=jnp.asarray(X), y=jnp.asarray(y))
+        with float64():  # float64 arrays even in a float32 program
+            return cls(X=jnp.asarray(X), y=jnp.asarray(y))
 
     @property
     def n(self) -> int:

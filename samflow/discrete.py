@@ -45,6 +45,7 @@ from .model import grad_loss, loss_value, residual
 from ._integrate import batch_cells, solve
 from ._settings import SolverSettings, _brief, check_data, check_depth, check_save_times
 from .status import Status
+from ._x64 import in_float64
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
 
@@ -201,6 +202,7 @@ def _run_batch(W0, rho, eta, data, ts, ks, method, loss):
     return jax.vmap(fn)(W0, rho)
 
 
+@in_float64
 def run_discrete(
     method: "str | Method",
     data: Dataset,
@@ -265,6 +267,7 @@ def run_discrete(
     return out
 
 
+@in_float64
 def flow_gap(
     method: "str | Method",
     data: Dataset,

@@ -172,4 +172,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
+    from ._x64 import use_float64
+
+    use_float64()
     sys.exit(main())

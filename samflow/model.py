@@ -19,6 +19,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from .data import Dataset
 from .losses import AbstractLoss
+from ._x64 import in_float64
 
 __all__ = ["beta", "prod_excl", "margins", "loss_value", "residual", "grad_loss", "init_weights"]
 
@@ -61,6 +62,7 @@ def grad_loss(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Floa
     return -residual(W, data, loss)[None, :] * prod_excl(W)
 
 
+@in_float64
 def init_weights(alpha: ArrayLike, depth: int, d: int) -> Float[Array, "L d"]:
     """Initial weights W(0) of shape (depth, d) from an init scale (docs/theory.md s.1:
     w^(l)(0) = alpha for every layer; general per-layer inits also allowed).

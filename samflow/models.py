@@ -62,6 +62,7 @@ from .losses import AbstractLoss, get_loss
 from ._events import _BracketEvent
 from ._settings import _SOLVERS, SolverSettings, _brief, _float_array, check_data, check_rho, check_save_times
 from .status import Status
+from ._x64 import in_float64
 
 __all__ = [
     "Model",
@@ -519,6 +520,7 @@ def _check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, 
     return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
 
 
+@in_float64
 def solve_model(
     method: "str | Method",
     f: "Callable | Model",
@@ -632,6 +634,7 @@ def _run_model_batch(method, f, theta0, rho, eta, data, ts, ks, loss, predictor,
     return jax.vmap(fn, in_axes=(0 if theta0_batched else None, 0))(theta0, rho)
 
 
+@in_float64
 def run_model_discrete(
     method: "str | Method",
     f: "Callable | Model",

@@ -51,7 +51,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
-import jax  # noqa: E402  (samflow turns on float64 at import)
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # the flows compute in float64
 import jax.numpy as jnp  # noqa: E402
 
 import samflow as sf  # noqa: E402

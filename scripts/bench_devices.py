@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     use_cpu_cores(args.devices)  # before JAX starts
     import jax
 
+    jax.config.update("jax_enable_x64", True)  # the flows compute in float64
     import samflow as sf
     from samflow.sweep import solve_grid
 

@@ -35,6 +35,9 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
 
     from samflow import figures
+    from samflow._x64 import use_float64
+
+    use_float64()  # the flows compute in float64
 
     only = [n for item in (args.only or []) for n in item.split(",") if n] or None
     if only:

@@ -494,4 +494,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
+    from .._x64 import use_float64
+
+    use_float64()  # as before samflow stopped turning it on at import
     sys.exit(main())

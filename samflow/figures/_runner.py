@@ -47,6 +47,10 @@ GROUPS: list[list[str]] = [
 
 
 def _run_group(names: list[str], out_dir: str, quick: bool, config_dir: str | None) -> list[FigureResult]:
+    """Build figures `names` (in a spawned worker process: float64 first, as the script)."""
+    from .._x64 import use_float64
+
+    use_float64()
     return [FIGURES[n](out_dir, quick=quick, config_dir=config_dir) for n in names]
 
 

@@ -15,6 +15,7 @@ from jaxtyping import Array, Float
 from ..config import ConfigError
 from ..data import Dataset
 from ..flows import Method
+from .._x64 import in_float64
 from ..solve import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
 from ._devices import (
@@ -29,6 +30,7 @@ from ._devices import (
 )
 
 
+@in_float64
 def solve_grid(
     method: "str | Method",
     data: Dataset,

@@ -1,0 +1,58 @@
+"""float64 for the flows, without changing the JAX program that imports samflow.
+
+`import samflow` leaves JAX's settings alone. The flows need float64
+(docs/theory.md s.4: collapse radii of 1e-6 rho, inits down to 1e-300): the
+command lines and scripts turn it on for their process (`use_float64`), and
+the public solvers (`samflow.solve`, `samflow.sweep.solve_grid`,
+`samflow.discrete.run_discrete`, `samflow.models.solve_model`, ...) run in a
+local float64 context (`in_float64`) when the caller has not turned it on, so
+that a float32 program gets float64 results and keeps its own setting.
+`solve_cell`, which runs inside the caller's own `jit`/`vmap`, cannot switch:
+it refuses float32 in one sentence (`require_float64`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import jax
+
+__all__ = ["float64", "in_float64", "require_float64", "use_float64"]
+
+HOW = 'call jax.config.update("jax_enable_x64", True) at the start of your program'
+
+
+def use_float64() -> None:
+    """Turn float64 on for this process (the entry points call it first)."""
+    jax.config.update("jax_enable_x64", True)
+
+
+@contextlib.contextmanager
+def float64():
+    """A block in which JAX computes in float64; the process setting is restored after."""
+    if jax.config.jax_enable_x64:
+        yield
+        return
+    enable = getattr(jax, "enable_x64", None)
+    if enable is None:  # jax < 0.8
+        from jax.experimental import enable_x64 as enable
+    with enable(True):
+        yield
+
+
+def in_float64(fn):
+    """Decorator: run `fn` inside `float64()` (a no-op when float64 is already on)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with float64():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def require_float64(name: str) -> None:
+    """Raise a one-line `RuntimeError` when float64 is off (for `name`, traced code)."""
+    if not jax.config.jax_enable_x64:
+        raise RuntimeError(f"{name} needs float64 in JAX: {HOW} (samflow.solve does this for you)")

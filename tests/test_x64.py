@@ -1,0 +1,72 @@
+"""float64 without side effects (issue 13 item 7): `import samflow` changes no
+JAX setting; the solvers compute in float64 in a float32 program and leave it
+float32; `solve_cell`, traced in the caller's program, refuses float32 in one line.
+
+These run in subprocesses: tests/conftest.py turns float64 on for this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import samflow as sf
+
+ROOT = Path(__file__).resolve().parents[1]
+MU = [0.2, 0.4, 0.6, 0.8, 1.0]
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    env.pop("JAX_ENABLE_X64", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_import_leaves_jax_in_float32():
+    p = _run("import jax, samflow, samflow.sweep, samflow.figures, samflow.analysis; print(jax.config.jax_enable_x64)")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"
+
+
+def test_solve_in_a_float32_program_gives_the_float64_result_and_keeps_float32(tmp_path):
+    out = tmp_path / "beta.npy"
+    code = f"""
+import json, jax, jax.numpy as jnp, numpy as np
+import samflow as sf
+data = sf.single_sample({MU})
+tr = sf.solve("l2", data, alpha=np.array([0.003, 0.006]), rho=np.array([0.01, 0.01]),
+              ts=[0.0, 10.0, 1e4], alpha_batched=True)
+np.save({str(out)!r}, np.asarray(tr.beta))
+print(json.dumps([str(tr.beta.dtype), str(data.X.dtype), str(jnp.zeros(1).dtype),
+                  bool(jax.config.jax_enable_x64), np.asarray(tr.status).tolist()]))
+"""
+    p = _run(code)
+    assert p.returncode == 0, p.stderr
+    beta_dtype, x_dtype, user_dtype, x64, status = json.loads(p.stdout.strip().splitlines()[-1])
+    assert (beta_dtype, x_dtype, user_dtype, x64) == ("float64", "float64", "float32", False)
+    ref = sf.solve("l2", sf.single_sample(MU), alpha=np.array([0.003, 0.006]), rho=np.array([0.01, 0.01]),
+                   ts=[0.0, 10.0, 1e4], alpha_batched=True)
+    assert status == np.asarray(ref.status).tolist() == [int(sf.Status.COLLAPSED), int(sf.Status.FINISHED)]
+    # the same program as in a float64 process, to the last bit
+    np.testing.assert_array_equal(np.load(out), np.asarray(ref.beta))
+
+
+def test_solve_cell_refuses_float32_in_one_line():
+    code = """
+import jax.numpy as jnp
+import samflow as sf
+from samflow.solve import SolverSettings
+W0 = jnp.full((2, 5), 0.006)
+sf.solve_cell(W0, jnp.asarray(0.01), sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), jnp.asarray([1.0, 2.0]),
+              method="l2", clock="t", settings=SolverSettings())
+"""
+    p = _run(code)
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: samflow.solve_cell needs float64 in JAX")
+    assert 'jax.config.update("jax_enable_x64", True)' in last
