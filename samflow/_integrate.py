@@ -55,14 +55,14 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .data import Dataset
-from .flows import Clock, Method, rescaled_velocity
+from .flows import LOG_NOT_LINF, Clock, Method, rescaled_velocity
 from .losses import get_loss
 from .model import beta as beta_of
 from .model import init_weights, loss_value
 from .status import Status
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._field import SamField, SegmentArgs
-from ._settings import _SOLVERS, SolverSettings, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
+from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from ._singular import (
     _beta_direction,
     _critical_target,
@@ -420,9 +420,9 @@ def solve_cell(
     # (`_linf_multi_field`); on one sample r_j = slope mu_j never changes sign.
     multi = method is Method.LINF and data.X.shape[0] > 1
     if settings.coords == "log" and method is Method.LINF:
-        raise ValueError("solver.coords = 'log' does not apply to linf-SAM")
+        raise ValueError(LOG_NOT_LINF)  # `solve` checks first (`check_problem`)
     if multi and clock is Clock.TAU:
-        raise ValueError("clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'")
+        raise ValueError(TAU_ONE_SAMPLE)
     max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
     W0, rho, data, finite = _sanitize(W0, rho, data)
     # Log coordinates: the state is x = log|W| with the signs fixed.
@@ -551,13 +551,9 @@ def solve(
     if not isinstance(settings, SolverSettings):
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     check_data(data)
-    if clock is Clock.TAU and not data.is_single_sample:
-        raise ValueError(
-            "clock 'tau' (rescaled flow) needs a single-sample data set; use clock 't'"
-        )
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
-    settings = settings.resolved(method, np.asarray(W0), data)
+    settings = settings.resolved(method, np.asarray(W0), data, clock)
     out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)

@@ -8,6 +8,7 @@ a one-line `ValueError` naming the argument and the fix.
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import diffrax
 import jax
@@ -15,11 +16,81 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from .data import Dataset
-from .flows import Method, log_coords_eligible
+from .flows import Clock, Method, log_coords_problem
 from .losses import get_loss
 
 
 _SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+
+
+COORDS = ("linear", "log")
+
+# One set of bounds for every numeric solver setting: `SolverSettings` (the
+# Python API) and the config schema (`samflow.config.SolverConfig`, as pydantic
+# Field constraints) both read it.
+SETTING_BOUNDS: dict[str, dict[str, float]] = {
+    "rtol": {"gt": 0, "lt": 1},
+    "atol": {"gt": 0, "lt": 1},
+    "max_steps": {"ge": 1, "le": 10_000_000},
+    "capture_radius": {"gt": 0, "lt": 1},
+    "blowup_log10": {"gt": 0, "le": 300},
+    "max_segments": {"ge": 1, "le": 1_000_000},
+}
+_INTEGER_SETTINGS = ("max_steps", "max_segments")
+_OPS = {"gt": (operator.gt, ">"), "ge": (operator.ge, ">="), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
+
+
+def bound_problem(name: str, value) -> "str | None":
+    """One line naming `solver.<name>` when `value` is outside `SETTING_BOUNDS`
+    (or of the wrong type), else None. `max_segments` may be None (automatic)."""
+    if name == "max_segments" and value is None:
+        return None
+    bounds = SETTING_BOUNDS[name]
+    integer = name in _INTEGER_SETTINGS
+    if isinstance(value, (bool, np.bool_)):
+        ok = False
+    elif integer:
+        ok = isinstance(value, (int, np.integer))
+    else:
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and bool(np.isfinite(value))
+    ok = ok and all(_OPS[k][0](value, v) for k, v in bounds.items())
+    if ok:
+        return None
+    kind = "an integer" if integer else "a finite number"
+    limits = " and ".join(f"{_OPS[k][1]} {v:d}" if integer else f"{_OPS[k][1]} {v:g}" for k, v in bounds.items())
+    return f"solver.{name} must be {kind} {limits}, got {value!r}"
+
+
+TAU_ONE_SAMPLE = "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
+
+
+def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear") -> list[str]:
+    """Every rule between the parts of a solve that its parts alone cannot check,
+    one line each (naming the key to change), in a fixed order; [] when none.
+
+    The rules: the tau clock needs one sample (docs/theory.md s.3); log
+    coordinates need gd/l2/usam on one sample with inits whose layer products
+    have the signs of mu (`samflow.flows.log_coords_problem`). This is the one
+    place they are checked: `solve`, `SolverSettings.resolved`, the sweep on a
+    data file and the config schema (before its data are read: `data` or `W0`
+    None skips what needs them) all call it.
+    """
+    out = []
+    if Clock.parse(clock) is Clock.TAU and data is not None and data.X.shape[0] != 1:
+        out.append(TAU_ONE_SAMPLE)
+    if coords == "log":
+        for m in methods:
+            p = log_coords_problem(W0, data, m)
+            if p and p not in out:
+                out.append(p)
+    return out
+
+
+def check_problem(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear") -> None:
+    """`problems`, raised: `ValueError` with the first problem's line."""
+    found = problems(methods, clock, data, W0, coords)
+    if found:
+        raise ValueError(found[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,36 +144,23 @@ class SolverSettings:
             raise ValueError(
                 f"solver.solver: unknown solver {self.solver!r}; allowed: {', '.join(_SOLVERS)}"
             )
-        if not (0 < self.blowup_log10 <= 300):
-            raise ValueError(f"solver.blowup_log10 must be in (0, 300], got {self.blowup_log10!r}")
-        for name in ("rtol", "atol", "capture_radius"):
-            v = getattr(self, name)
-            if not (np.isfinite(v) and v > 0):
-                raise ValueError(f"solver.{name} must be a finite number > 0, got {v!r}")
-        if not (isinstance(self.max_steps, int) and self.max_steps >= 1):
-            raise ValueError(f"solver.max_steps must be an integer >= 1, got {self.max_steps!r}")
-        if self.max_segments is not None and not (
-            isinstance(self.max_segments, int) and self.max_segments >= 1
-        ):
-            raise ValueError(
-                f"solver.max_segments must be an integer >= 1 or omitted, got {self.max_segments!r}"
-            )
+        for name in SETTING_BOUNDS:
+            problem = bound_problem(name, getattr(self, name))
+            if problem:
+                raise ValueError(problem)
         get_loss(self.loss)
-        if self.coords not in ("linear", "log"):
+        if self.coords not in COORDS:
             raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
 
-    def resolved(self, method: "str | Method", W0, data: Dataset) -> "SolverSettings":
+    def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or
-        (B, L, d), host arrays) and its data.
+        (B, L, d), host arrays), its data and clock.
 
-        **Raises:** `ValueError` when `coords` is "log" and the batch is not
-        eligible (`samflow.flows.log_coords_eligible`).
+        **Raises:** `ValueError` (one line, `check_problem`): the tau clock on
+        multi-sample data, or `coords` "log" for a batch that may not use it
+        (`samflow.flows.log_coords_problem`).
         """
-        if self.coords == "log" and not log_coords_eligible(W0, data, method):
-            raise ValueError(
-                "solver.coords = 'log' needs gd, l2 or usam on one sample with nonzero inits "
-                "whose layer product has the sign of mu_j; use coords = 'linear'"
-            )
+        check_problem([method], clock, data, W0, self.coords)
         return self
 
 

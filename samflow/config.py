@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from ._settings import SETTING_BOUNDS, SolverSettings, problems
+from .data import Dataset
 from .flows import Method
 
 __all__ = ["ConfigError", "ConfigModel", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
@@ -124,6 +126,15 @@ class DataConfig(_Strict):
         elif self.y is not None:
             raise ValueError("data.y is only used together with data.X")
         return self
+
+    def inline(self) -> "Dataset | None":
+        """The data set given in the config (`mu`, or `X` and `y`); None for a `file`
+        (read by the sweep). **Raises:** `ValueError` for non-finite values."""
+        if self.mu is not None:
+            return Dataset.from_arrays(np.asarray(self.mu, dtype=np.float64)[None, :], np.ones(1))
+        if self.X is not None:
+            return Dataset.from_arrays(self.X, self.y)
+        return None
 
 
 class GridConfig(_Strict):
@@ -240,17 +251,32 @@ class SolverConfig(_Strict):
       checkpoints); when given it wins over `memory_budget_mb`.
     """
 
-    solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
-    rtol: Annotated[float, Field(gt=0, lt=1)] = 1e-8
-    atol: Annotated[float, Field(gt=0, lt=1)] = 1e-12
-    max_steps: Annotated[int, Field(ge=1, le=10_000_000)] = 16384
-    capture_radius: Annotated[float, Field(gt=0, lt=1)] = 1e-6
-    blowup_log10: Annotated[float, Field(gt=0, le=300)] = 200.0
-    max_segments: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
-    coords: Literal["linear", "log"] = "linear"
+    # Bounds and defaults: samflow._settings (SETTING_BOUNDS, SolverSettings), the one definition.
+    solver: Literal["tsit5", "dopri5", "dopri8"] = SolverSettings.solver
+    rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = SolverSettings.rtol
+    atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = SolverSettings.atol
+    max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = SolverSettings.max_steps
+    capture_radius: Annotated[float, Field(**SETTING_BOUNDS["capture_radius"])] = SolverSettings.capture_radius
+    blowup_log10: Annotated[float, Field(**SETTING_BOUNDS["blowup_log10"])] = SolverSettings.blowup_log10
+    max_segments: Annotated[int, Field(**SETTING_BOUNDS["max_segments"])] | None = SolverSettings.max_segments
+    coords: Literal["linear", "log"] = SolverSettings.coords
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
     chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+
+    def to_settings(self, loss: str = "logistic") -> SolverSettings:
+        """The `samflow.SolverSettings` of these keys (the batching keys are the sweep's)."""
+        return SolverSettings(
+            solver=self.solver,
+            rtol=self.rtol,
+            atol=self.atol,
+            max_steps=self.max_steps,
+            capture_radius=self.capture_radius,
+            blowup_log10=self.blowup_log10,
+            max_segments=self.max_segments,
+            loss=loss,
+            coords=self.coords,
+        )
 
 
 class OutputConfig(_Strict):
@@ -311,41 +337,25 @@ class SweepConfig(_Strict):
     def _cross(self):
         # Every problem between keys, one line each, starting with the key it names
         # ("key: message" or "key = value ..."; see format_errors).
-        problems = []
-        if self.clock == "tau":
-            n = len(self.data.X) if self.data.X is not None else (1 if self.data.mu else None)
-            if n is not None and n != 1:
-                problems.append(
-                    "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
-                )
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
-        problems += _init_problems(alphas, rhos, relative, self.depth)
-        if self.solver.coords == "log":
-            # samflow.flows.log_coords_eligible for the sweep's inits (alpha > 0 in every layer)
-            if "linf" in self.methods:
-                problems.append(
-                    "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
-                    "use coords = 'linear' or drop 'linf' from methods"
-                )
-            if self.data.mu is None or any(m < 0 for m in self.data.mu):
-                problems.append(
-                    "solver.coords = 'log' needs one sample data.mu with mu_j >= 0 (no weight may "
-                    "cross 0); use coords = 'linear'"
-                )
-            if np.any(_init_scales(alphas, rhos, relative) == 0):
-                problems.append(
-                    "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is "
-                    "-inf); drop alpha = 0 (or rho = 0 in a relative grid) or use coords = 'linear'"
-                )
+        found = _init_problems(alphas, rhos, relative, self.depth)
+        # The rules between clock, data, inits and coords: samflow._settings.problems,
+        # on the inline data (a data file is checked by the sweep once read).
+        data = self.data.inline()
+        W0 = None
+        if self.solver.coords == "log":  # the inits matter only there
+            scales = _init_scales(alphas, rhos, relative).ravel()
+            W0 = np.broadcast_to(scales[:, None, None], (scales.size, self.depth, data.d if data else 1))
+        found += problems(self.methods, self.clock, data, W0, self.solver.coords)
         out = self.output
         if out.plot_rho is not None:
-            problems += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
+            found += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
         if out.trajectory_alphas is not None:
             unit = " (multiples of rho: grid.alpha_relative_to_rho = true)" if relative else ""
-            problems += _off_grid("output.trajectory_alphas", out.trajectory_alphas, alphas, "grid.alpha" + unit)
-        if problems:
-            raise ValueError("\n".join(problems))
+            found += _off_grid("output.trajectory_alphas", out.trajectory_alphas, alphas, "grid.alpha" + unit)
+        if found:
+            raise ValueError("\n".join(found))
         return self
 
     @property

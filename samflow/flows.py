@@ -289,24 +289,54 @@ def log_velocity(
     return dx, log_rate
 
 
-def log_coords_eligible(W0, data: Dataset, method: "str | Method") -> bool:
-    """Whether a cell (or every cell of a batch) may be solved in log coordinates.
+LOG_NOT_LINF = (
+    "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
+    "use coords = 'linear' or drop 'linf' from methods"
+)
+LOG_ONE_SAMPLE = "solver.coords = 'log' needs one sample (data.mu); use coords = 'linear'"
+LOG_NONZERO = (
+    "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is -inf); "
+    "drop alpha = 0 (or rho = 0 in a relative grid) or use coords = 'linear'"
+)
+LOG_SIGNS = (
+    "solver.coords = 'log' needs sign(prod_l w_lj(0)) = sign(mu_j) (for equal positive inits: "
+    "mu_j >= 0), so that no weight crosses 0; use coords = 'linear'"
+)
 
-    True for gd, l2 and usam on one sample {(mu, +1)} when no initial weight is 0
+
+def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "str | None":
+    """Why a cell (or a batch of cells) may not be solved in log coordinates, in
+    one line naming `solver.coords`; None when it may.
+
+    Allowed: gd, l2 and usam on one sample {(mu, +1)} when no initial weight is 0
     and sign(prod_l w_lj(0)) = sign(mu_j) for every j with mu_j != 0. By the
     sign symmetries of the diagonal network this is the all-positive case, in
     which the flows keep every weight away from 0 (it can only reach 0 by the
     l2 collapse of all weights at once, an event of the solver). Host-side
-    check on NumPy arrays `W0` of shape (L, d) or (B, L, d).
+    check on NumPy arrays `W0` of shape (L, d) or (B, L, d); `W0` or `data`
+    None skips the checks that need it (a config before its data are read).
     """
     import numpy as np
 
     method = Method.parse(method)
-    if method is Method.LINF or data.X.shape[0] != 1:
-        return False
+    if method is Method.LINF:
+        return LOG_NOT_LINF
+    if data is not None and data.X.shape[0] != 1:
+        return LOG_ONE_SAMPLE
+    if W0 is None:
+        return None
     W0 = np.asarray(W0)
-    mu = np.asarray(data.y[0] * data.X[0])
     if not np.all(np.isfinite(W0)) or np.any(W0 == 0):
-        return False
+        return LOG_NONZERO
+    if data is None:
+        return None
+    mu = np.asarray(data.y[0] * data.X[0])
     s = np.sign(np.prod(np.sign(W0), axis=-2))
-    return bool(np.all((mu == 0) | (s == np.sign(mu))))
+    return None if np.all((mu == 0) | (s == np.sign(mu))) else LOG_SIGNS
+
+
+def log_coords_eligible(W0, data: Dataset, method: "str | Method") -> bool:
+    """Whether a cell (or every cell of a batch) may be solved in log coordinates:
+    `log_coords_problem` finds no reason against it. Host-side, NumPy `W0` (L, d)
+    or (B, L, d)."""
+    return log_coords_problem(W0, data, method) is None

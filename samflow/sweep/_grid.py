@@ -117,7 +117,7 @@ def solve_grid(
         raise ValueError(f"chunk_size must be an integer >= 1 or None, got {chunk_size!r}")
     if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
         raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    settings = settings.resolved(method, W0, data)  # coords "auto" -> "log" or "linear"
+    settings = settings.resolved(method, W0, data, clock)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
     width = batch_width(batch_size, B)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import store
 from ..config import ConfigError, SweepConfig
 from ..data import Dataset, load_dataset, single_sample
-from ..solve import SolverSettings
+from .._settings import problems
 from ..store import to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, config_key
@@ -102,24 +102,16 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     data = build_data(cfg, base_dir)
-    if cfg.data.mu is None and cfg.clock == "tau" and not data.is_single_sample:
-        raise ConfigError("clock: 'tau' needs a single sample; this data set has several, use 't'")
+    W0, rho, alpha_abs = _grid_cells(cfg, data.d)
+    if cfg.data.file is not None:  # inline data were checked with the config
+        found = problems(cfg.methods, cfg.clock, data, W0, cfg.solver.coords)
+        if found:
+            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
     memory_preflight(cfg, data, grid_slice)
     if code_stamp is None:
         code_stamp = store.code_stamp()
     ts = cfg.time.values()
-    W0, rho, alpha_abs = _grid_cells(cfg, data.d)
-    settings = SolverSettings(
-        solver=cfg.solver.solver,
-        rtol=cfg.solver.rtol,
-        atol=cfg.solver.atol,
-        max_steps=cfg.solver.max_steps,
-        capture_radius=cfg.solver.capture_radius,
-        blowup_log10=cfg.solver.blowup_log10,
-        max_segments=cfg.solver.max_segments,
-        loss=cfg.loss,
-        coords=cfg.solver.coords,
-    )
+    settings = cfg.solver.to_settings(cfg.loss)
     key = config_key(cfg)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
