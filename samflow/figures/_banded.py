@@ -261,6 +261,7 @@ def _check_banded(cfg: BandedConfig, run: _BandedRun) -> list[Check]:
 
 
 def _check_banded_gd(run: _BandedRun) -> list[Check]:
+    """GD: the major band leads at every (t, alpha/rho) for every model."""
     maps, nb = run.maps, run.nb
     checks = []
     gd_txt, gd_ok = [], True
@@ -276,6 +277,7 @@ def _check_banded_gd(run: _BandedRun) -> list[Check]:
 
 
 def _check_banded_collapse(run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM: no failed cell; collapse exactly for the smallest alpha/rho, in every model."""
     sols, a_rel = run.sols, run.a_rel
     checks = []
     st_txt, st_ok = [], True
@@ -296,6 +298,7 @@ def _check_banded_collapse(run: _BandedRun, rows: dict) -> list[Check]:
 
 
 def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM, diagonal net: the first band (theory.l2_first_band) and the climb 1 -> nb below the major-first mark."""
     band, nb, mu, a_rel, ts, maps, mark, shrink = run.band, run.nb, run.mu, run.a_rel, run.ts, run.maps, run.mark, run.shrink
     na = a_rel.size
     checks = []
@@ -343,6 +346,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
 
 
 def _check_banded_nondiagonal(run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM: no minor-first phase in the two-layer net; band 1 then band nb, no middle band, in the conv net."""
     nb, a_rel, maps = run.nb, run.a_rel, run.maps
     na = a_rel.size
     checks = []
@@ -378,6 +382,7 @@ def _check_banded_nondiagonal(run: _BandedRun, rows: dict) -> list[Check]:
 
 
 def _banded_caption(cfg: BandedConfig, run: _BandedRun) -> str:
+    """The caption, from the config's data, rho and model sizes."""
     data, nb = run.data, run.nb
     caption = (
         f"Banded data: samflow.datasets.banded(n = {data.n}, d = {data.d}, seed {cfg.data.seed}, {nb} bands of "

@@ -189,6 +189,7 @@ def _draw_generic(ctx: Context, bcfg: BandedConfig, run: _GenericRun) -> str:
 
 
 def _generic_caption(bcfg: BandedConfig) -> str:
+    """The caption, from banded.toml's rho."""
     caption = (
         "samflow.models.solve_model integrates the GD and SAM flows of any model f(theta, x) with the gradient from "
         "autodiff (docs/theory.md s.2), with an l2-SAM collapse event at any critical point of the loss. Data and "

@@ -267,6 +267,7 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
 
 
 def _linf_caption(cfg: LinfConfig) -> str:
+    """The caption, from the config's axes, rho, approach and random draw."""
     caption = (
         f"linf-SAM in the rescaled clock tau, one sample {{(mu, +1)}}, per-coordinate inits alpha_j. Top: the "
         f"measured limit feature (colour) over (alpha_{cfg.axes[0]}/rho, alpha_{cfg.axes[1]}/rho), the other "

@@ -214,6 +214,7 @@ def _check_major_time(run: _TrajectoriesRun) -> list[Check]:
 
 
 def _trajectories_caption(ctx: Context, cfg: TrajectoriesConfig) -> str:
+    """The caption, from the run's mu and the config's rho and plateau thresholds."""
     caption = (
         f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu, short=True)}, rho = {cfg.rho:g}, "
         "w(0) = alpha 1. Top: |beta_j(t)| (log), with the switches of the dominant feature dotted; bottom: the loss, "
