@@ -25,6 +25,7 @@ import numpy as np
 import scipy.optimize
 from jaxtyping import ArrayLike, Bool, Float, Int
 
+from .data import Dataset
 from .status import FAILED_STATUSES, Status
 
 __all__ = [
@@ -506,16 +507,9 @@ def max_margin_direction(
     is not +-1, p is not 1 or 2, or the data are not linearly separable (the
     constraints are infeasible).
     """
+    Dataset.from_arrays(X, y)  # a data set's checks: shapes, finite values, labels +-1
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must have shape (n, d) with n, d >= 1, got {X.shape}")
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise ValueError("X and y must be finite")
-    if not np.all(np.isin(y, (-1.0, 1.0))):
-        raise ValueError("y must contain only the labels -1 and +1")
     if p not in (1, 2):
         raise ValueError(f"p must be 1 or 2, got {p!r}")
     A = y[:, None] * X

@@ -73,6 +73,18 @@ def _samples(s: np.ndarray, n: int, rng: np.random.Generator, spread: float, noi
     return Dataset.from_arrays(X, y)
 
 
+def _increasing(values: ArrayLike | None, k: int, name: str, major: str) -> np.ndarray:
+    """Scales (k,), finite, > 0 and strictly increasing; None gives (1, 2, ..., k) / k."""
+    if values is None:
+        return np.arange(1, k + 1, dtype=np.float64) / k
+    s = np.asarray(values, dtype=np.float64)
+    if s.shape != (k,):
+        raise ValueError(f"{name} must have shape ({k},), got {s.shape}")
+    if not (np.all(np.isfinite(s)) and np.all(s > 0) and np.all(np.diff(s) > 0)):
+        raise ValueError(f"{name} must be finite, > 0 and strictly increasing ({major})")
+    return s
+
+
 def increasing_scale(
     n: int,
     d: int,
@@ -106,14 +118,7 @@ def increasing_scale(
     """
     _check_counts(n, d)
     _check_amounts(spread, noise)
-    if scales is None:
-        s = np.arange(1, d + 1, dtype=np.float64) / d
-    else:
-        s = np.asarray(scales, dtype=np.float64)
-        if s.shape != (d,):
-            raise ValueError(f"scales must have shape ({d},), got {s.shape}")
-        if not (np.all(np.isfinite(s)) and np.all(s > 0) and np.all(np.diff(s) > 0)):
-            raise ValueError("scales must be finite, > 0 and strictly increasing (feature d major)")
+    s = _increasing(scales, d, "scales", "feature d major")
     return _samples(s, n, np.random.default_rng(seed), spread, noise)
 
 
@@ -178,14 +183,7 @@ def banded(
         )
     _check_counts(n, d)
     _check_amounts(spread, noise)
-    if intensities is None:
-        inten = np.arange(1, n_bands + 1, dtype=np.float64) / n_bands
-    else:
-        inten = np.asarray(intensities, dtype=np.float64)
-        if inten.shape != (n_bands,):
-            raise ValueError(f"intensities must have shape ({n_bands},), got {inten.shape}")
-        if not (np.all(np.isfinite(inten)) and np.all(inten > 0) and np.all(np.diff(inten) > 0)):
-            raise ValueError("intensities must be finite, > 0 and strictly increasing (last band major)")
+    inten = _increasing(intensities, n_bands, "intensities", "last band major")
     data = _samples(inten[band], n, np.random.default_rng(seed), spread, noise)
     return data, band.astype(np.int64)
 

@@ -148,6 +148,20 @@ def linf_depth2_symmetric(
         ) from None
 
 
+def _linf_args(alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The checked arguments of the linf-SAM closed forms: mu (d,), alpha and rho broadcast
+    together to (..., d), and the depth L >= 2."""
+    m = _mu(mu)
+    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
+    r = _rho(rho)
+    L = _depth(depth, 2)
+    try:
+        a, r = np.broadcast_arrays(a, r)
+    except ValueError:
+        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    return m, a, r, L
+
+
 def linf_zero_time(
     alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
 ) -> Float[np.ndarray, "*batch d"]:
@@ -171,14 +185,7 @@ def linf_zero_time(
     **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
     shapes that do not broadcast.
     """
-    m = _mu(mu)
-    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
-    r = _rho(rho)
-    L = _depth(depth, 2)
-    try:
-        a, r = np.broadcast_arrays(a, r)
-    except ValueError:
-        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    m, a, r, L = _linf_args(alpha, rho, mu, depth)
     below = a < r
     if L % 2 == 1:
         return np.full(np.broadcast_shapes(a.shape, m.shape), np.inf)
@@ -209,14 +216,8 @@ def linf_blowup_time(
     **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
     shapes that do not broadcast.
     """
-    m = _mu(mu)
-    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
-    r = _rho(rho)
-    L = _depth(depth, 2)
-    try:
-        shape = np.broadcast_shapes(a.shape, r.shape, m.shape)
-    except ValueError:
-        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    m, a, r, L = _linf_args(alpha, rho, mu, depth)
+    shape = a.shape
     if L == 2:
         return np.full(shape, np.inf)
     above = a > r
@@ -246,14 +247,7 @@ def linf_limit_index(
     **Raises:** `ValueError` for negative alpha or rho, depth < 2, a bad mu or
     shapes that do not broadcast.
     """
-    m = _mu(mu)
-    a = _with_d(_nonneg(alpha, "alpha"), m, "alpha")
-    r = _rho(rho)
-    L = _depth(depth, 2)
-    try:
-        a, r = np.broadcast_arrays(a, r)
-    except ValueError:
-        raise ValueError(f"alpha {a.shape} and rho {r.shape} do not broadcast together") from None
+    m, a, r, L = _linf_args(alpha, rho, mu, depth)
     above = a > r
     with np.errstate(divide="ignore"):
         score = np.log(m) + (L - 2) * np.log(np.where(above, a - r, 1.0))

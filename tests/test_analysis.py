@@ -323,3 +323,7 @@ def test_max_margin_errors():
         analysis.max_margin_direction(X, np.ones(3), 1)
     with pytest.raises(ValueError, match="labels"):
         analysis.max_margin_direction(X, np.array([1.0, 0.0]), 1)
+    with pytest.raises(ValueError, match="X contains a non-finite value"):
+        analysis.max_margin_direction(np.array([[1.0, np.nan], [1.0, 0.0]]), np.ones(2), 1)
+    with pytest.raises(ValueError, match="X must have shape"):
+        analysis.max_margin_direction(np.ones(3), np.ones(3), 1)

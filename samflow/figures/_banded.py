@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import jax
@@ -161,6 +162,33 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("banded", BandedConfig)
+    run = _measure_banded(ctx, cfg)
+    checks = _check_banded(cfg, run)
+    png = _draw_banded(ctx, cfg, run)
+    caption = _banded_caption(cfg, run)
+    return _finish(ctx, FigureResult("banded", "Figure 8: banded data, dominant band over time, three models",
+                                     [png], caption, [ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _BandedRun:
+    """What `banded_heatmaps` measured: the data, its bands and the dominant-band maps."""
+
+    data: Dataset
+    band: np.ndarray  # (d,) 0-based band of each coordinate
+    nb: int  # number of bands
+    mu: np.ndarray  # (d,) mean_i y_i x_i
+    a_rel: np.ndarray  # (na,) alpha / rho, the rows of the maps
+    ts: np.ndarray  # (n_save,) real save times
+    maps: dict  # model -> (GD, l2-SAM) dominant band (na, n_save), see _band_map
+    sols: dict  # model -> the l2-SAM rows of _solve_banded (no theta)
+    band_missing: list  # statuses of the rows with a cell without a value
+    mark: float  # theory.l2_major_band_mark
+    shrink: float  # the all-shrink alpha/rho mark
+
+
+def _measure_banded(ctx: Context, cfg: BandedConfig) -> _BandedRun:
+    """Solve every model of BANDED_MODELS for GD and l2-SAM over alpha/rho; the dominant-band maps."""
     data, band = _banded_data(cfg)
     nb = int(band.max()) + 1
     mu = np.mean(np.asarray(data.y)[:, None] * np.asarray(data.X), axis=0)  # r(beta = 0) / ell'(0)
@@ -180,7 +208,12 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
         sols[name] = {k: (None if v is None else v[na:]) for k, v in sol.items() if k != "theta"}
     mark = theory.l2_major_band_mark(mu, band)
     shrink = float(theory.l2_alpha_marks(np.sort(mu), 1.0).all_shrink)
+    return _BandedRun(data, band, nb, mu, a_rel, ts, maps, sols, band_missing, mark, shrink)
 
+
+def _draw_banded(ctx: Context, cfg: BandedConfig, run: _BandedRun) -> str:
+    """The 2 x 3 heat maps (GD top, l2-SAM bottom), the mark and the legend; returns the PNG name."""
+    data, nb, a_rel, ts, maps, band_missing, mark = run.data, run.nb, run.a_rel, run.ts, run.maps, run.band_missing, run.mark
     fig, axes = plt.subplots(2, len(BANDED_MODELS), figsize=(4.6 * len(BANDED_MODELS), 7.6), sharex=True, sharey=True,
                              squeeze=False)
     cmap, norm, colors = _band_cmap(nb)
@@ -209,7 +242,27 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     _layout_with_legend(fig, handles, ncol=3, inches=0.75, top=1 - 0.35 / fig.get_figheight(),
                         title=r"dominant band: largest mean $|\beta_j|$ over the band")
     png = _save(fig, ctx, "banded")
+    return png
 
+
+def _check_banded(cfg: BandedConfig, run: _BandedRun) -> list[Check]:
+    """The checks of the banded figure: GD, the collapse edge, the diagonal net, the two other nets."""
+    maps, sols = run.maps, run.sols
+    # l2-SAM, row by row: collapsed, climbing (starts below the major band, ends at
+    # it), still climbing at t1, or major first.
+    rows = {}
+    for name in BANDED_MODELS:
+        dom, st = maps[name][1], sols[name]["status"]
+        coll = st == int(Status.COLLAPSED)
+        seqs = [visited_sequence(np.where(r > 0, r, 0)) for r in dom]
+        rows[name] = (coll, seqs)
+    return (_check_banded_gd(run) + _check_banded_collapse(run, rows) + _check_banded_diagonal(cfg, run, rows)
+            + _check_banded_nondiagonal(run, rows))
+
+
+def _check_banded_gd(run: _BandedRun) -> list[Check]:
+    """GD: the major band leads at every (t, alpha/rho) for every model."""
+    maps, nb = run.maps, run.nb
     checks = []
     gd_txt, gd_ok = [], True
     for name in BANDED_MODELS:
@@ -220,15 +273,13 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     checks.append(Check("banded", f"banded data, GD, all {len(BANDED_MODELS)} models: the major band dominates",
                         f"band {nb} at every (t, alpha/rho): fraction 1 of the cells",
                         "; ".join(gd_txt), gd_ok))
+    return checks
 
-    # l2-SAM, row by row: collapsed, climbing (starts below the major band, ends at
-    # it), still climbing at t1, or major first.
-    rows = {}
-    for name in BANDED_MODELS:
-        dom, st = maps[name][1], sols[name]["status"]
-        coll = st == int(Status.COLLAPSED)
-        seqs = [visited_sequence(np.where(r > 0, r, 0)) for r in dom]
-        rows[name] = (coll, seqs)
+
+def _check_banded_collapse(run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM: no failed cell; collapse exactly for the smallest alpha/rho, in every model."""
+    sols, a_rel = run.sols, run.a_rel
+    checks = []
     st_txt, st_ok = [], True
     for name in BANDED_MODELS:
         st = sols[name]["status"]
@@ -243,7 +294,14 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
     checks.append(Check("banded", "banded data, l2-SAM, every model: small inits collapse to a critical point of L (collapse event, also for the autodiff models)",
                         "each cell finished or collapsed (no max-steps); collapse exactly for alpha/rho below an edge",
                         "; ".join(st_txt), st_ok))
+    return checks
 
+
+def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM, diagonal net: the first band (theory.l2_first_band) and the climb 1 -> nb below the major-first mark."""
+    band, nb, mu, a_rel, ts, maps, mark, shrink = run.band, run.nb, run.mu, run.a_rel, run.ts, run.maps, run.mark, run.shrink
+    na = a_rel.size
+    checks = []
     # The diagonal net against the single-sample theory with mu = mean_i y_i x_i.
     coll, seqs = rows["diagonal"]
     live = ~coll
@@ -284,7 +342,14 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
                         f"(alpha/rho {_range_text(a_rel[unfinished])}); collapse up to {edge_c:.3f}, major first from {edge_m:.3f}; "
                         f"a minor band leads in {minor_cells}/{dm.size} ({minor_cells / dm.size:.2f}) of the (t, alpha) cells"
                         + ("" if order_ok else "; some rows not monotone"), ok))
+    return checks
 
+
+def _check_banded_nondiagonal(run: _BandedRun, rows: dict) -> list[Check]:
+    """l2-SAM: no minor-first phase in the two-layer net; band 1 then band nb, no middle band, in the conv net."""
+    nb, a_rel, maps = run.nb, run.a_rel, run.maps
+    na = a_rel.size
+    checks = []
     # The two-layer net f = <v, U x>: dbeta/dt = r (v_hat . v) + U^T U_hat r with a
     # shrinkage -rho |r|^2 beta / ||G|| equal for every coordinate: no minor first.
     coll2, _ = rows["two_layer"]
@@ -313,7 +378,12 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
                         f"{int(minor_then_major.sum())}/{na} rows go 1 -> {nb}, alpha/rho in {_range_text(a_rel[minor_then_major])}; "
                         f"{int(np.sum(~only))} other sequences; a middle band leads in {middle} of {dc.size} cells",
                         bool(minor_then_major.any() and only.all() and middle == 0)))
+    return checks
 
+
+def _banded_caption(cfg: BandedConfig, run: _BandedRun) -> str:
+    """The caption, from the config's data, rho and model sizes."""
+    data, nb = run.data, run.nb
     caption = (
         f"Banded data: samflow.datasets.banded(n = {data.n}, d = {data.d}, seed {cfg.data.seed}, {nb} bands of "
         f"{data.d // nb} coordinates, intensities 1/{nb} ... 1 from band 1 (minor) to band {nb} (major), spread "
@@ -331,5 +401,4 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
         "coordinate; only the collapse, which aligns beta with band 1 at the end, is left), while the conv net, whose "
         "per-position weights move like a diagonal layer, goes from band 1 straight to band 3."
     )
-    return _finish(ctx, FigureResult("banded", "Figure 8: banded data, dominant band over time, three models",
-                                     [png], caption, [ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+    return caption

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 from pydantic import Field
 
+from ..data import Dataset
 from ..plots import feature_colors
 from ..status import Status
 from ._context import Context, _Strict
@@ -49,6 +52,29 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     ctx = Context.make(out_dir, quick, config_dir)
     bcfg = ctx.config("banded", BandedConfig)
     cfg = ctx.config("generic_models", GenericModelsConfig)
+    run = _measure_generic(ctx, bcfg, cfg)
+    checks = _check_generic(cfg, run)
+    png = _draw_generic(ctx, bcfg, run)
+    caption = _generic_caption(bcfg)
+    return _finish(ctx, FigureResult("generic_models", "Figure 9: any differentiable model: autodiff flows, two-layer and conv nets",
+                                     [png], caption, [ctx.config_ref("generic_models"), ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GenericRun:
+    """What `generic_models` measured: GD (cells 0..m-1) and l2-SAM (m..2m-1) per model."""
+
+    data: Dataset
+    band: np.ndarray  # (d,) 0-based band of each coordinate
+    nb: int
+    a_rel: np.ndarray  # (m,) alpha/rho, one column each
+    ts: np.ndarray  # (n_save,) real save times
+    alphas: np.ndarray  # (2m,) alpha of each cell
+    sols: dict  # model name -> _solve_banded's arrays
+
+
+def _measure_generic(ctx: Context, bcfg: BandedConfig, cfg: GenericModelsConfig) -> _GenericRun:
+    """Solve the hand-written and the autodiff diagonal net, the two-layer and the conv net, GD and l2-SAM."""
     data, band = _banded_data(bcfg)
     nb = int(band.max()) + 1
     a_rel = np.asarray(cfg.alpha_over_rho, dtype=np.float64)
@@ -58,8 +84,14 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     rhos = np.concatenate([np.zeros(m), np.full(m, bcfg.rho)])
     names = ["diagonal", "diagonal_autodiff", "two_layer", "conv"]
     sols = {n: _solve_banded(ctx, bcfg, n, data, alphas, rhos, ts) for n in names}
-    hand, auto = sols["diagonal"], sols["diagonal_autodiff"]
+    return _GenericRun(data, band, nb, a_rel, ts, alphas, sols)
 
+
+def _check_generic(cfg: GenericModelsConfig, run: _GenericRun) -> list[Check]:
+    """Autodiff against hand-written (trajectories, collapse times); the two-layer net's collapse point."""
+    data, ts, alphas, sols = run.data, run.ts, run.alphas, run.sols
+    m = run.a_rel.size
+    hand, auto = sols["diagonal"], sols["diagonal_autodiff"]
     checks = []
     # Before the collapse, relative to the largest |beta_j| at each time; after it the
     # hand-written state is exactly 0 and the autodiff one within O(capture^2 rho^2).
@@ -101,7 +133,14 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
                             f"{int(c2.sum())} collapsing inits: ||U||_F / (alpha sqrt(d - 1)) - 1 up to {errU:.1e}, ||v|| / alpha up to {vmax:.0e}, "
                             f"|loss - log 2| up to {loss_gap:.0e}",
                             bool(errU < cfg.critical_tol and vmax < cfg.critical_tol and loss_gap < 1e-9)))
+    return checks
 
+
+def _draw_generic(ctx: Context, bcfg: BandedConfig, run: _GenericRun) -> str:
+    """Band means of |beta_j(t)|, one row per model and one column per alpha/rho; returns the PNG name."""
+    band, nb, a_rel, ts, sols = run.band, run.nb, run.a_rel, run.ts, run.sols
+    m = a_rel.size
+    auto = sols["diagonal_autodiff"]
     rows = [("diagonal", "diagonal net $L=2$\nsamflow.solve (lines),\nsolve_model (markers)"),
             ("two_layer", "two-layer linear net\nsolve_model"), ("conv", "two-layer linear conv net\nsolve_model")]
 
@@ -146,6 +185,11 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     fig.suptitle(f"Flows of any differentiable model (autodiff gradient) on banded data, $\\rho = {bcfg.rho:g}$", fontsize=11.5)
     _layout_with_legend(fig, handles, ncol=4, inches=0.7, top=1 - 0.3 / fig.get_figheight())
     png = _save(fig, ctx, "generic_models")
+    return png
+
+
+def _generic_caption(bcfg: BandedConfig) -> str:
+    """The caption, from banded.toml's rho."""
     caption = (
         "samflow.models.solve_model integrates the GD and SAM flows of any model f(theta, x) with the gradient from "
         "autodiff (docs/theory.md s.2), with an l2-SAM collapse event at any critical point of the loss. Data and "
@@ -157,5 +201,4 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
         "v = 0, U r = 0 (not to theta = 0), or follows the major band like GD. Bottom: the two-layer linear conv "
         "net (effective predictor grad_x f): l2-SAM lets the minor band lead before the major one."
     )
-    return _finish(ctx, FigureResult("generic_models", "Figure 9: any differentiable model: autodiff flows, two-layer and conv nets",
-                                     [png], caption, [ctx.config_ref("generic_models"), ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+    return caption

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import NamedTuple
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
@@ -12,6 +15,7 @@ from pydantic import Field
 from .. import theory
 from ..analysis import dominant_index, limit_direction
 from ..plots import MISSING_COLOR, feature_colors, no_value_label
+from ..solve import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start
@@ -96,6 +100,45 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("linf_limit", LinfConfig)
+    run = _measure_linf(ctx, cfg)
+    checks = _check_linf(cfg, run)
+    png = _draw_linf(ctx, cfg, run)
+    caption = _linf_caption(cfg)
+    return _finish(ctx, FigureResult("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits",
+                                     [png], caption, [ctx.config_ref("linf_limit"), ctx.config_ref("common")], checks), t0)
+
+
+class _LinfDepth(NamedTuple):
+    """One depth of `linf_limit`: the map (G = grid_num^2 inits) and the random inits (R)."""
+
+    L: int
+    meas_map: np.ndarray  # (G,) measured limit feature, -1 not measured
+    tr_map: Trajectory  # first pass of the map
+    pred_map: np.ndarray  # (G,) theory.linf_limit_index
+    meas_r: np.ndarray  # (R,)
+    tr_r: Trajectory
+    T_r: np.ndarray  # (R,) blow-up time of the first pass (nan for depth 2)
+    pred_r: np.ndarray  # (R,)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LinfRun:
+    """What `linf_limit` measured: the inits of the map and of the random draw, one `_LinfDepth` a depth."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    ia: int  # 0-based features of the map's axes
+    ib: int
+    g: np.ndarray  # (grid_num,) alpha/rho of the cell centres
+    A1: np.ndarray  # (grid_num, grid_num) the map's alpha_a/rho
+    alpha_map: np.ndarray  # (G, d)
+    rho_r: np.ndarray  # (R,)
+    alpha_r: np.ndarray  # (R, d)
+    depths: list  # of _LinfDepth, in the order of cfg.depths
+
+
+def _measure_linf(ctx: Context, cfg: LinfConfig) -> _LinfRun:
+    """The map over (alpha_a, alpha_b) and the random inits, measured and predicted, per depth."""
     mu, d = ctx.mu, ctx.d
     ia, ib = cfg.axes[0] - 1, cfg.axes[1] - 1
     g = (np.arange(cfg.grid_num) + 0.5) * cfg.grid_max / cfg.grid_num
@@ -107,48 +150,28 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
     rng = np.random.default_rng(cfg.seed)
     rho_r = np.exp(rng.uniform(*np.log(cfg.random_rho), size=cfg.n_random))
     alpha_r = rng.uniform(*cfg.random_alpha, size=(cfg.n_random, d)) * rho_r[:, None]
-
-    cmap, norm, colors = _linf_cmap(d)
-    unmeasured: list[str] = []
-    fig, axes = plt.subplots(2, len(cfg.depths), figsize=(5.6 * len(cfg.depths), 10), squeeze=False,
-                             gridspec_kw={"height_ratios": [1.15, 1]})
-    checks = []
-    fine = np.linspace(1e-3, cfg.grid_max, 400)
-    shown: set[int] = set()
-    F1, F2 = np.meshgrid(fine, fine, indexing="xy")
-    for k, L in enumerate(cfg.depths):
+    depths = []
+    for L in cfg.depths:
         meas_map, tr_map, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), cfg.rho), L, cfg)
         pred_map = theory.linf_limit_index(alpha_map, cfg.rho, mu, L)
-        shown |= {int(v) for v in np.unique(meas_map)}
-        if np.any(meas_map == -1):
-            unmeasured.append(f"depth {L}: " + (no_value_label(tr_map.status[meas_map == -1])[len("no value ("):-1] if L == 2
-                                                 else "the rescaled second pass did not reach the blow-up"))
+        meas_r, tr_r, T_r = _linf_limit_measured(ctx, alpha_r, rho_r, L, cfg)
+        pred_r = theory.linf_limit_index(alpha_r, rho_r[:, None], mu, L)
+        depths.append(_LinfDepth(L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r))
+    return _LinfRun(mu, d, ia, ib, g, A1, alpha_map, rho_r, alpha_r, depths)
+
+
+def _check_linf(cfg: LinfConfig, run: _LinfRun) -> list[Check]:
+    """Per depth: the map and the random inits against the rule; the slide (depth 2) or blow-up times."""
+    mu, d, alpha_r, rho_r = run.mu, run.d, run.alpha_r, run.rho_r
+    checks = []
+    for dep in run.depths:
+        L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r = dep
         agree = float(np.mean(meas_map == pred_map))
-        ax = axes[0, k]
-        ax.pcolormesh(_lin_edges(g), _lin_edges(g), meas_map.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
-        fa = np.full((F1.size, d), cfg.others * cfg.rho)
-        fa[:, ia], fa[:, ib] = F1.ravel() * cfg.rho, F2.ravel() * cfg.rho
-        pred_fine = theory.linf_limit_index(fa, cfg.rho, mu, L).reshape(F1.shape)
-        ax.contour(F1, F2, pred_fine, levels=np.arange(0.5, d), colors="k", linestyles="--", linewidths=1.4)
-        for lab in np.unique(pred_fine):
-            ys, xs = np.nonzero(pred_fine == lab)
-            if ys.size > 400:
-                cy, cx = np.median(ys), np.median(xs)
-                ax.text(fine[int(cx)], fine[int(cy)], "rule: " + ("0" if lab == 0 else f"$e_{{{lab}}}$"),
-                        ha="center", va="center", fontsize=10, color="w" if lab in (1, 2) else "k",
-                        bbox=dict(boxstyle="round", fc="none", ec="none"))
-        ax.set_xlabel(rf"$\alpha_{{{cfg.axes[0]}}}/\rho$ (init of feature {cfg.axes[0]}, $\mu_{{{cfg.axes[0]}}}={mu[ia]:g}$)")
-        ax.set_ylabel(rf"$\alpha_{{{cfg.axes[1]}}}/\rho$ (init of feature {cfg.axes[1]}, $\mu_{{{cfg.axes[1]}}}={mu[ib]:g}$)")
-        ax.set_title(f"depth $L={L}$: measured limit feature (colour) vs rule (dashed)\n"
-                     f"other $\\alpha_j = {cfg.others:g}\\rho$; agreement {100 * agree:.1f}% of {meas_map.size} inits", fontsize=10)
-        ax.set_aspect("equal")
         checks.append(Check("linf_limit", f"linf-SAM depth {L}, map over (alpha_{cfg.axes[0]}, alpha_{cfg.axes[1]}): limit feature follows the rule",
                             "j* = argmax_{alpha_j > rho} mu_j (alpha_j - rho)^(L-2) at every init",
                             f"{int(np.sum(meas_map == pred_map))}/{meas_map.size} inits match", bool(agree == 1.0)))
 
         # Random per-coordinate inits, random rho.
-        meas_r, tr_r, T_r = _linf_limit_measured(ctx, alpha_r, rho_r, L, cfg)
-        pred_r = theory.linf_limit_index(alpha_r, rho_r[:, None], mu, L)
         n_match = int(np.sum(meas_r == pred_r))
         n_minor = int(np.sum((pred_r > 0) & (pred_r < d)))
         checks.append(Check("linf_limit", f"linf-SAM depth {L}, {cfg.n_random} random inits alpha_j/rho ~ U{tuple(cfg.random_alpha)}, rho log-uniform in {tuple(cfg.random_rho)}",
@@ -175,6 +198,45 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
                                 f"max rel. error {np.max(rel) if has.any() else float('nan'):.1e} over {int(has.sum())} cells; "
                                 + ("no blow-up where none predicted" if no_blow_ok else "blow-up where none predicted"),
                                 bool(has.any() and np.max(rel) < 1e-5 and no_blow_ok)))
+    return checks
+
+
+def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
+    """Top: the measured map with the rule's boundaries; bottom: the confusion of the random inits; returns the PNG name."""
+    mu, d, ia, ib, g, A1 = run.mu, run.d, run.ia, run.ib, run.g, run.A1
+    cmap, norm, colors = _linf_cmap(d)
+    unmeasured: list[str] = []
+    fig, axes = plt.subplots(2, len(cfg.depths), figsize=(5.6 * len(cfg.depths), 10), squeeze=False,
+                             gridspec_kw={"height_ratios": [1.15, 1]})
+    fine = np.linspace(1e-3, cfg.grid_max, 400)
+    shown: set[int] = set()
+    F1, F2 = np.meshgrid(fine, fine, indexing="xy")
+    for k, dep in enumerate(run.depths):
+        L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r = dep
+        shown |= {int(v) for v in np.unique(meas_map)}
+        if np.any(meas_map == -1):
+            unmeasured.append(f"depth {L}: " + (no_value_label(tr_map.status[meas_map == -1])[len("no value ("):-1] if L == 2
+                                                 else "the rescaled second pass did not reach the blow-up"))
+        agree = float(np.mean(meas_map == pred_map))
+        ax = axes[0, k]
+        ax.pcolormesh(_lin_edges(g), _lin_edges(g), meas_map.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
+        fa = np.full((F1.size, d), cfg.others * cfg.rho)
+        fa[:, ia], fa[:, ib] = F1.ravel() * cfg.rho, F2.ravel() * cfg.rho
+        pred_fine = theory.linf_limit_index(fa, cfg.rho, mu, L).reshape(F1.shape)
+        ax.contour(F1, F2, pred_fine, levels=np.arange(0.5, d), colors="k", linestyles="--", linewidths=1.4)
+        for lab in np.unique(pred_fine):
+            ys, xs = np.nonzero(pred_fine == lab)
+            if ys.size > 400:
+                cy, cx = np.median(ys), np.median(xs)
+                ax.text(fine[int(cx)], fine[int(cy)], "rule: " + ("0" if lab == 0 else f"$e_{{{lab}}}$"),
+                        ha="center", va="center", fontsize=10, color="w" if lab in (1, 2) else "k",
+                        bbox=dict(boxstyle="round", fc="none", ec="none"))
+        ax.set_xlabel(rf"$\alpha_{{{cfg.axes[0]}}}/\rho$ (init of feature {cfg.axes[0]}, $\mu_{{{cfg.axes[0]}}}={mu[ia]:g}$)")
+        ax.set_ylabel(rf"$\alpha_{{{cfg.axes[1]}}}/\rho$ (init of feature {cfg.axes[1]}, $\mu_{{{cfg.axes[1]}}}={mu[ib]:g}$)")
+        ax.set_title(f"depth $L={L}$: measured limit feature (colour) vs rule (dashed)\n"
+                     f"other $\\alpha_j = {cfg.others:g}\\rho$; agreement {100 * agree:.1f}% of {meas_map.size} inits", fontsize=10)
+        ax.set_aspect("equal")
+        n_match = int(np.sum(meas_r == pred_r))
         # Confusion of predicted vs measured for the random inits.
         ax = axes[1, k]
         M = np.zeros((d + 1, d + 2), dtype=int)  # rows: predicted 0..d, cols: measured -1..d
@@ -201,6 +263,11 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
                  f", $\\mu = ({', '.join(f'{m:g}' for m in mu)})$", fontsize=12)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     png = _save(fig, ctx, "linf_limit")
+    return png
+
+
+def _linf_caption(cfg: LinfConfig) -> str:
+    """The caption, from the config's axes, rho, approach and random draw."""
     caption = (
         f"linf-SAM in the rescaled clock tau, one sample {{(mu, +1)}}, per-coordinate inits alpha_j. Top: the "
         f"measured limit feature (colour) over (alpha_{cfg.axes[0]}/rho, alpha_{cfg.axes[1]}/rho), the other "
@@ -213,5 +280,4 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
         f"{cfg.approach:g}). Bottom: predicted against measured j* for {cfg.n_random} random inits "
         f"alpha_j/rho ~ U{tuple(cfg.random_alpha)} with rho log-uniform in {tuple(cfg.random_rho)}."
     )
-    return _finish(ctx, FigureResult("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits",
-                                     [png], caption, [ctx.config_ref("linf_limit"), ctx.config_ref("common")], checks), t0)
+    return caption

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib.pyplot as plt
 import numpy as np
 from pydantic import Field
 
 from .. import theory
-from ..analysis import dominant_index, plateau, regime_label, switching_times, tied, visited_sequence
+from ..analysis import Plateau, dominant_index, plateau, regime_label, switching_times, tied, visited_sequence
 from ..plots import feature_colors
+from ..solve import Trajectory
 from ..status import Status
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
@@ -45,6 +48,37 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("trajectories", TrajectoriesConfig)
+    run = _measure_trajectories(ctx, cfg)
+    checks = _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run)
+    png = _draw_trajectories(ctx, cfg, run)
+    caption = _trajectories_caption(ctx, cfg)
+    return _finish(ctx, FigureResult("trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", [png], caption,
+                                     [ctx.config_ref("trajectories"), ctx.config_ref("common")], checks), t0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrajectoriesRun:
+    """What `trajectories` measured: the panels (linear times `ts`) and the sweep of alpha/rho."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    ts: np.ndarray  # (n_save,) linear real times of the panels and of the plateau sweep
+    a: np.ndarray  # (P,) alpha/rho of the panels
+    tr: Trajectory  # the panels
+    reg: np.ndarray  # (P,) regime of each panel
+    pl: Plateau  # loss plateau of each panel
+    sa: np.ndarray  # (S,) alpha/rho of the sweep
+    ts2: np.ndarray  # (n_save,) log real times of the sweep
+    tr2: Trajectory  # the sweep on ts2
+    reg2: np.ndarray  # (S,) regime of each sweep cell
+    dom2: np.ndarray  # (S, n_save) dominant feature, 0 where tied
+    seqs: dict  # regime-2 sweep cell -> visited dominant features
+    regp: np.ndarray  # (S,) regime of the sweep on ts
+    plp: Plateau  # loss plateau of the sweep on ts
+
+
+def _measure_trajectories(ctx: Context, cfg: TrajectoriesConfig) -> _TrajectoriesRun:
+    """Solve the panels, then the sweep of alpha/rho on log times (switches) and on the panels' times (plateau)."""
     mu, d = ctx.mu, ctx.d
     data = ctx.single_rows()
     n = ctx.common.n_save
@@ -53,10 +87,28 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     tr = _solve(ctx, "l2", data, _init(a * cfg.rho, 2, d), cfg.rho, ts, clock="t")
     reg = regime_label(tr.beta, tr.status)
     pl = plateau(tr.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+
+    # Statistics over a sweep of alpha/rho (log save times: the first dominant
+    # feature is read at the first untied save, right after t = 0).
+    sa = cfg.sweep.values()
+    ts2 = ctx.log_times(cfg.sweep_t_min, cfg.sweep_t1)
+    tr2 = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts2, clock="t")
+    reg2 = regime_label(tr2.beta, tr2.status)
+    dom2 = np.where(tied(tr2.beta, 1e-9), 0, dominant_index(tr2.beta))
+    seqs = {i: visited_sequence(dom2[i]) for i in np.flatnonzero(reg2 == 2)}
+    # The plateau over the sweep, on the panels' linear time grid.
+    trp = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts, clock="t")
+    regp = regime_label(trp.beta, trp.status)
+    plp = plateau(trp.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+    return _TrajectoriesRun(mu, d, ts, a, tr, reg, pl, sa, ts2, tr2, reg2, dom2, seqs, regp, plp)
+
+
+def _draw_trajectories(ctx: Context, cfg: TrajectoriesConfig, run: _TrajectoriesRun) -> str:
+    """|beta_j(t)| (top) and the loss with its plateau (bottom), one column per panel; returns the PNG name."""
+    mu, d, ts, a, tr, reg, pl = run.mu, run.d, run.ts, run.a, run.tr, run.reg, run.pl
     cols = feature_colors(d)
     fig, axes = plt.subplots(2, len(a), figsize=(4.5 * len(a), 6.6), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [1.6, 1]})
-    checks = []
     for k in range(len(a)):
         ax, axl = axes[0, k], axes[1, k]
         beta = np.abs(tr.beta[k])
@@ -97,15 +149,13 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     fig.suptitle(rf"$\ell_2$-SAM, depth 2, one sample, $\rho = {cfg.rho:g}$: one column per regime", fontsize=12)
     _layout_with_legend(fig, handles, ncol=d, inches=0.45, top=1 - 0.35 / fig.get_figheight())
     png = _save(fig, ctx, "trajectories")
+    return png
 
-    # Statistics over a sweep of alpha/rho (log save times: the first dominant
-    # feature is read at the first untied save, right after t = 0).
-    sa = cfg.sweep.values()
-    ts2 = ctx.log_times(cfg.sweep_t_min, cfg.sweep_t1)
-    tr2 = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts2, clock="t")
-    reg2 = regime_label(tr2.beta, tr2.status)
-    dom2 = np.where(tied(tr2.beta, 1e-9), 0, dominant_index(tr2.beta))
-    seqs = {i: visited_sequence(dom2[i]) for i in np.flatnonzero(reg2 == 2)}
+
+def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
+    """Regime 2 climbs in increasing order of mu; the first dominant feature against theory."""
+    mu, d, sa, tr2, reg2, seqs = run.mu, run.d, run.sa, run.tr2, run.reg2, run.seqs
+    checks = []
     good = [i for i, s in seqs.items() if staircase_ok(s, d)]
     stepped = [(sa[i], s) for i, s in seqs.items() if len(s) > 1 and s[1] < s[0]]
     bad = [(round(float(sa[i]), 3), s) for i, s in seqs.items() if not staircase_ok(s, d)]
@@ -122,10 +172,13 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     checks.append(Check("trajectories", "l2-SAM depth 2: the first dominant feature (inits that do not collapse)",
                         "argmax_j mu_j (1 - mu_j / (sqrt 2 a ||mu||)), a = alpha/rho",
                         f"{n_eq}/{int(live.sum())} inits match", n_eq == int(live.sum())))
-    # The plateau over the sweep, on the panels' linear time grid.
-    trp = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts, clock="t")
-    regp = regime_label(trp.beta, trp.status)
-    plp = plateau(trp.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+    return checks
+
+
+def _check_plateau(run: _TrajectoriesRun) -> list[Check]:
+    """The loss plateau over the sweep: longer in regime 2 than in 3, none in regime 1."""
+    ts, regp, plp = run.ts, run.regp, run.plp
+    checks = []
     durp = plp.end - plp.start
     step = ts[1] - ts[0]
     live_p = regp != 1
@@ -141,6 +194,13 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         + ("non-increasing" if mono_p else "not monotone") + f" in alpha/rho over {int(fin_p.sum())} inits; "
                         + f"{int(np.sum(regp == 1))} collapsing inits " + ("without" if none1 else "with") + " a plateau",
                         bool(mono_p and longer and none1)))
+    return checks
+
+
+def _check_major_time(run: _TrajectoriesRun) -> list[Check]:
+    """The time at which the major feature takes the lead falls with alpha/rho in regime 2."""
+    d, sa, ts2, dom2, seqs = run.d, run.sa, run.ts2, run.dom2, run.seqs
+    checks = []
     idx = sorted(seqs)
     t_d = np.array([next((t for t, _, to in switching_times(dom2[i], ts2) if to == d), np.nan) for i in idx])
     a_d = sa[idx]
@@ -150,6 +210,11 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         "decreases with alpha/rho, without bound towards the 1/2 edge",
                         (f"t = {t_d[fin][0]:.3g} at alpha/rho = {a_d[fin][0]:.3f} down to {t_d[fin][-1]:.3g} at {a_d[fin][-1]:.3f}; " if fin.any() else "")
                         + ("monotone" if mono else "not monotone"), mono))
+    return checks
+
+
+def _trajectories_caption(ctx: Context, cfg: TrajectoriesConfig) -> str:
+    """The caption, from the run's mu and the config's rho and plateau thresholds."""
     caption = (
         f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu, short=True)}, rho = {cfg.rho:g}, "
         "w(0) = alpha 1. Top: |beta_j(t)| (log), with the switches of the dominant feature dotted; bottom: the loss, "
@@ -160,5 +225,4 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
         "once the major feature leads), regime 3 (major first: the plateau is short). With rho small the weights "
         "are of order rho while the features switch, so the loss is still about log 2 then."
     )
-    return _finish(ctx, FigureResult("trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", [png], caption,
-                                     [ctx.config_ref("trajectories"), ctx.config_ref("common")], checks), t0)
+    return caption

@@ -105,18 +105,7 @@ def solve_grid(
     rho = np.asarray(rho, dtype=np.float64)
     ts_np = check_save_times(ts)
     ts = jnp.asarray(ts_np)
-    if W0.ndim != 3 or W0.shape[2] != data.d or rho.shape != W0.shape[:1]:
-        raise ValueError(
-            f"solve_grid needs W0 of shape (B, L, d = {data.d}) and rho of shape (B,), one radius per "
-            f"init; got W0 {W0.shape} and rho {rho.shape}"
-        )
-    B = W0.shape[0]
-    if B == 0:
-        raise ValueError("the grid is empty: give at least one alpha and one rho")
-    if chunk_size is not None and not (isinstance(chunk_size, (int, np.integer)) and chunk_size >= 1):
-        raise ValueError(f"chunk_size must be an integer >= 1 or None, got {chunk_size!r}")
-    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    B = _check_grid(data, W0, rho, chunk_size, batch_size)
     settings = settings.resolved(method, W0, data, clock)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
@@ -130,8 +119,39 @@ def solve_grid(
     fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
-    result: dict[str, np.ndarray] = {}
     cls = Summary if summary else Trajectory
+    result = _solve_chunks(fn, sharding, method, data, W0, rho, ts, ts_np, perm, size=size, width=width,
+                           n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
+                           checkpoint=checkpoint)
+    if not summary:
+        result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
+    return cls(**result)
+
+
+def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batch_size) -> int:
+    """The number of cells B; `ValueError` for the shapes, an empty grid, a bad chunk or batch size."""
+    if W0.ndim != 3 or W0.shape[2] != data.d or rho.shape != W0.shape[:1]:
+        raise ValueError(
+            f"solve_grid needs W0 of shape (B, L, d = {data.d}) and rho of shape (B,), one radius per "
+            f"init; got W0 {W0.shape} and rho {rho.shape}"
+        )
+    B = W0.shape[0]
+    if B == 0:
+        raise ValueError("the grid is empty: give at least one alpha and one rho")
+    if chunk_size is not None and not (isinstance(chunk_size, (int, np.integer)) and chunk_size >= 1):
+        raise ValueError(f"chunk_size must be an integer >= 1 or None, got {chunk_size!r}")
+    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    return B
+
+
+def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, rho: np.ndarray, ts, ts_np: np.ndarray,
+                  perm: np.ndarray, *, size: int, width: int, n_dev: int, per_call: int, summary: bool, cls,
+                  on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None") -> dict[str, np.ndarray]:
+    """Solve the cells (already sorted by `perm`) chunk by chunk, `IN_FLIGHT` calls of `fn` dispatched at a
+    time; each chunk taken from or stored in `checkpoint`. Returns the output fields, in the original order."""
+    B = perm.size
+    result: dict[str, np.ndarray] = {}
     in_flight: collections.deque = collections.deque()
 
     def put(rows: np.ndarray, fields: dict) -> None:
@@ -182,9 +202,7 @@ def solve_grid(
             if not summary:
                 fields["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
             checkpoint.save(method, k, cls(**fields))
-    if not summary:
-        result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
-    return cls(**result)
+    return result
 
 
 def _fields(piece) -> dict:
