@@ -526,11 +526,14 @@ def t_interval(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarra
     The half-width is t_{0.975, n-1} s / sqrt(n) with s the sample standard
     deviation; NaN when fewer than 2 values remain (no interval from one seed).
     """
+    import warnings
+
     from scipy import stats
 
     v = np.asarray(values, dtype=np.float64)
     n = np.sum(np.isfinite(v), axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells and single seeds: NaN by design
         mean = np.where(n > 0, np.nanmean(np.where(np.isfinite(v), v, np.nan), axis=axis) if v.size else np.nan, np.nan)
         sd = np.nanstd(v, axis=axis, ddof=1) if v.shape[axis] > 1 else np.full(mean.shape, np.nan)
         half = np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1)), np.nan)
