@@ -394,7 +394,7 @@ def test_quick_mode_of_the_shipped_config_end_to_end(tmp_path, capsys):
         assert (out / f).is_file(), f
     assert not list(out.glob("*.tmp"))
     ds = read_results(out / "results.nc")
-    assert dict(ds.sizes) == {"seed": 2, "task": 3, "optimizer": 3, "alpha": 3, "rho": 1, "epoch": 4}
+    assert dict(ds.sizes) == {"seed": 2, "task": 3, "optimizer": 3, "alpha": 2, "rho": 1, "epoch": 4}
     assert "rho = 0 check: l2-SAM vs GD" in text and "max |theta_SAM - theta_GD| = 0" in text
     rho0 = json.loads(ds.attrs["rho0_check"])
     assert rho0["sam_l2"]["max_abs_diff"] == 0 and rho0["sam_linf"]["max_abs_diff"] == 0
