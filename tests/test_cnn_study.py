@@ -267,6 +267,10 @@ def test_summary_leaves_stuck_seeds_out_and_compares_intervals():
     assert int(c.n_ok) == 2 and int(c.n_stuck) == 1 and int(c.n_run) == 3
     assert float(c.minor_share_mean) == pytest.approx(0.81)  # the stuck seed's 0.10 is not averaged in
     assert cs.compare(s, "faint", "sam_l2", 0.1, 2.0, 3) == ">"
+    # paired by seed, over the seeds where both are ok: 0.80 - 0.50, 0.82 - 0.52
+    assert int(c.n_paired) == 2 and float(c.minor_share_diff_mean) == pytest.approx(0.30)
+    assert float(c.minor_share_diff_half) == pytest.approx(0.0, abs=1e-9)
+    assert cs.compare_paired(s, "faint", "sam_l2", 0.1, 2.0, 3) == "+0.300 ± 0.000 ▲"
     table = cs.format_tables(ds)
     assert "| l2-SAM | 0.1 | 2 | " in table and "2/3 (1 stuck)" in table and "| faint | l2-SAM | 0.1 | > / > / > |" in table
     # overlapping intervals: "="
@@ -390,7 +394,8 @@ def test_quick_mode_of_the_shipped_config_end_to_end(tmp_path, capsys):
     out = tmp_path / "q"
     assert cs.main([str(ROOT / "configs" / "cnn_study.toml"), "--quick", "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
-    for f in ("results.nc", "summary.csv", "tables.md", "minor_share_vs_alpha.png", "ground_truth.png", "curves.png"):
+    for f in ("results.nc", "summary.csv", "tables.md", "minor_share_vs_alpha.png", "minor_share_difference.png",
+              "ground_truth.png", "curves.png"):
         assert (out / f).is_file(), f
     assert not list(out.glob("*.tmp"))
     ds = read_results(out / "results.nc")

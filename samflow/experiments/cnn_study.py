@@ -35,7 +35,8 @@ Writes into `<output.dir>/<name>/`: `runs/` (one .npz per finished run:
 `--resume` skips them), `results.nc` (dims seed, task, optimizer, alpha, rho,
 epoch; "optimizer" because xarray's `.sel` takes `method` as its own keyword),
 `summary.csv` (mean, interval, seeds left, per band), `tables.md` and the
-figures `minor_share_vs_alpha.png`, `ground_truth.png`, `curves.png`
+figures `minor_share_vs_alpha.png`, `minor_share_difference.png`,
+`ground_truth.png`, `curves.png`
 (`cnn_study_plots`). Float32 in the CNN.
 """
 
@@ -73,6 +74,7 @@ METRICS = {
     "zero_maps": "Grad-CAM maps that are zero everywhere (left out of the shares)",
     "param_norm": "l2 norm of all parameters",
 }
+PAIRED = ("minor_share", "faint_share", "follow_faint", "test_accuracy")
 RESULT_FILES = ("results.nc", "summary.csv", "tables.md")
 
 
@@ -470,11 +472,13 @@ def _rho0_check(cfg: StudyConfig, digits) -> dict:
 # ------------------------------------------------------------------ results
 
 
-def assemble(cfg: StudyConfig, results: dict):
+def assemble(cfg: StudyConfig, results: dict, *, partial: bool = False):
     """The results as an `xarray.Dataset` with dims (seed, task, optimizer,
     alpha, rho, epoch): every metric of `METRICS`, `status` (codes of `STATUS`)
     and `wall_time_s` per run. GD's runs (no rho) are stored at every rho.
-    Cells a task does not run are NaN with status -1."""
+    Cells a task does not run are NaN with status -1; so are runs missing
+    from `results` with `partial` (a look at an unfinished study), which
+    otherwise raise `KeyError`."""
     import xarray as xr
 
     seeds, tasks, methods = list(cfg.seeds), [t.name for t in cfg.tasks], list(cfg.train.methods)
@@ -486,7 +490,10 @@ def assemble(cfg: StudyConfig, results: dict):
     wall = np.full(shape[:-1], np.nan)
     messages = []
     for task, method, alpha, rho, seed in _planned(cfg):
-        run = results[_run_id(task.name, method, alpha, rho, seed)]
+        rid = _run_id(task.name, method, alpha, rho, seed)
+        if partial and rid not in results:
+            continue
+        run = results[rid]
         idx = (seeds.index(seed), tasks.index(task.name), methods.index(method), alphas.index(alpha))
         for ir in range(len(rhos)) if rho is None else [rhos.index(rho)]:
             for k in METRICS:
@@ -544,7 +551,12 @@ def summarize(ds):
     """Mean, 95% half-width and seeds left (status ok) of every metric at every
     epoch: an `xarray.Dataset` with variables `<metric>_mean`, `<metric>_half`,
     dims (task, optimizer, alpha, rho, epoch), plus `n_ok`, `n_stuck`,
-    `n_nonfinite`, `n_run` (task, optimizer, alpha, rho)."""
+    `n_nonfinite`, `n_run` (task, optimizer, alpha, rho).
+
+    With GD in the study, also the paired difference method - GD over the
+    seeds where both runs are ok (same split, init directions and batches, so
+    what the seeds share cancels): `<metric>_diff_mean`, `<metric>_diff_half`
+    for the metrics of `PAIRED`, and `n_paired`."""
     import warnings
 
     import xarray as xr
@@ -558,6 +570,15 @@ def summarize(ds):
             mean, half, _ = t_interval(v.values, axis=0)
         out[f"{k}_mean"] = (v.dims[1:], mean)
         out[f"{k}_half"] = (v.dims[1:], half)
+    if "gd" in list(ds.optimizer.values):
+        gd = ds.sel(optimizer="gd")
+        both = ok & (gd.status == STATUS["ok"])
+        for k in PAIRED:
+            d = (ds[k] - gd[k]).where(both)
+            mean, half, n = t_interval(d.values, axis=0)
+            out[f"{k}_diff_mean"] = (d.dims[1:], mean)
+            out[f"{k}_diff_half"] = (d.dims[1:], half)
+        out["n_paired"] = (ds.status.dims[1:], both.sum("seed").values)
     dims = ds.status.dims[1:]
     for name, code in (("n_ok", 0), ("n_stuck", 1), ("n_nonfinite", 2)):
         out[name] = (dims, (ds.status == code).sum("seed").values)
@@ -590,6 +611,18 @@ def _rows(s, task: str):
             for a in s.alpha.values:
                 if int(s.n_run.sel(task=task, optimizer=m, alpha=a, rho=r)) > 0:
                     yield str(m), (None if m == "gd" else float(r)), float(a), r
+
+
+def compare_paired(s, task: str, method: str, rho: float, alpha: float, epoch: int, metric: str = "minor_share") -> str:
+    """The paired difference SAM - GD as "+0.012 ± 0.008" with a mark: "▲" when
+    its 95% interval lies above 0, "▼" below, nothing when it holds 0; "—"
+    with fewer than 2 paired seeds."""
+    c = s.sel(task=task, optimizer=method, rho=rho, alpha=alpha, epoch=epoch)
+    m, h = float(c[f"{metric}_diff_mean"]), float(c[f"{metric}_diff_half"])
+    if not (math.isfinite(m) and math.isfinite(h)):
+        return "—"
+    mark = " ▲" if m - h > 0 else " ▼" if m + h < 0 else ""
+    return f"{m:+.3f} ± {h:.3f}{mark}"
 
 
 def compare(s, task: str, method: str, rho: float, alpha: float, epoch: int, metric: str = "minor_share") -> str:
@@ -669,6 +702,30 @@ def format_tables(ds) -> str:
                     cells.append(" / ".join(compare(s, str(task), str(m), r, a, bands[b]) for b in ("early", "middle", "late")))
                 lines.append("| " + " | ".join([str(task), METHOD_LABELS.get(str(m), str(m)), f"{float(r):g}"] + cells) + " |")
     lines.append("")
+    if "minor_share_diff_mean" in s:
+        for metric, title, tasks_kind in (
+            ("minor_share", "minor share", ("digits", "faint")),
+            ("follow_faint", "share following a swapped patch", ("faint",)),
+        ):
+            lines.append(f"### Paired difference SAM - GD, {title} (same seed: split, init, batches): "
+                         "mean ± 95% t half-width; ▲ / ▼ interval above / below 0")
+            lines.append("")
+            head = ["task", "method", "rho", "band"] + [f"alpha {a:g}" for a in alphas]
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "---|" * len(head))
+            for task in s.task.values:
+                if kinds[str(task)] not in tasks_kind:
+                    continue
+                for m in s.optimizer.values:
+                    if m == "gd":
+                        continue
+                    for r in s.rho.values:
+                        for b in ("early", "late"):
+                            cells = [compare_paired(s, str(task), str(m), r, a, bands[b], metric)
+                                     if int(s.n_run.sel(task=task, optimizer=m, alpha=a, rho=r)) else "" for a in alphas]
+                            lines.append("| " + " | ".join([str(task), METHOD_LABELS.get(str(m), str(m)), f"{float(r):g}",
+                                                            f"{b} ({bands[b]})"] + cells) + " |")
+            lines.append("")
     rho0 = json.loads(ds.attrs.get("rho0_check", "{}"))
     for m, v in rho0.items():
         lines.append(

@@ -9,11 +9,12 @@ lower edge of the panel (at its alpha) instead of a point.
 - `plot_minor_share_vs_alpha`: the main figure: per task (rows: the "digits"
   and "faint" tasks), the minor share against alpha at the early, middle and
   late epochs, and the held-out accuracy at the late epoch beside them.
+- `plot_paired_difference`: SAM - GD minor share on the same seed against alpha.
 - `plot_ground_truth`: the faint tasks: share of predictions following a
   swapped patch (early, late), accuracy with the strokes removed and with the
   patch removed, Grad-CAM share on the patch places, against alpha.
 - `plot_curves`: minor share and accuracy over epochs at the middle alpha and rho.
-- `plot_study`: all three (PNG), returns the paths.
+- `plot_study`: all four (PNG), returns the paths.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-__all__ = ["plot_minor_share_vs_alpha", "plot_ground_truth", "plot_curves", "plot_study"]
+__all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]
 
 LABELS = {"gd": "GD", "sam_l2": r"$\ell_2$-SAM", "sam_linf": r"$\ell_\infty$-SAM"}
 CMAPS = {"sam_l2": "Reds", "sam_linf": "Greens"}
@@ -100,6 +101,29 @@ def plot_minor_share_vs_alpha(ds, path: "str | Path") -> list[Path]:
         "hollow: some seeds stuck at log 2 / non-finite (left out); x: none left".format(float(ds.attrs["threshold"])),
         fontsize=9,
     )
+    fig.tight_layout()
+    return _savefig_png(fig, Path(path))
+
+
+def plot_paired_difference(ds, path: "str | Path") -> list[Path]:
+    """SAM - GD minor share, paired by seed, against alpha at the early, middle
+    and late epochs, with the 95% t-band (GD's own line is 0)."""
+    from .cnn_study import summarize
+
+    s = summarize(ds)
+    if "minor_share_diff_mean" not in s:
+        return []
+    kinds = json.loads(ds.attrs["task_kinds"])
+    bands = json.loads(ds.attrs["bands"])
+    tasks = [str(t) for t in s.task.values if kinds[str(t)] != "faint_only"]
+    fig, axes = plt.subplots(len(tasks), 3, figsize=(11.5, 3.2 * len(tasks)), squeeze=False)
+    for row, task in zip(axes, tasks):
+        for i, (ax, band) in enumerate(zip(row, ("early", "middle", "late"))):
+            _panel(ax, s, task, "minor_share_diff", bands[band], legend=i == 2)
+            ax.axhline(0, color="grey", lw=0.8)
+            ax.set_title(f"{task}: SAM - GD minor share, {band} (epoch {bands[band]})", fontsize=9)
+            ax.set_ylabel("paired difference")
+    fig.suptitle("Minor share, SAM minus GD on the same seed (split, init, batches): mean and 95% t-band", fontsize=9)
     fig.tight_layout()
     return _savefig_png(fig, Path(path))
 
@@ -185,5 +209,6 @@ def plot_study(ds, out_dir: "str | Path") -> list[Path]:
     """Draw the three figures into `out_dir`; returns the written PNG paths."""
     out_dir = Path(out_dir)
     return (plot_minor_share_vs_alpha(ds, out_dir / "minor_share_vs_alpha.png")
+            + plot_paired_difference(ds, out_dir / "minor_share_difference.png")
             + plot_ground_truth(ds, out_dir / "ground_truth.png")
             + plot_curves(ds, out_dir / "curves.png"))
