@@ -63,7 +63,10 @@ def _panel(ax, s, task, metric, epoch, *, legend=False):
         style = "-" if m != "sam_linf" else "--"
         ax.plot(alphas[have], mean[have], style, color=colour, label=label, lw=1.2)
         band = have & np.isfinite(half)
-        ax.fill_between(alphas[band], (mean - half)[band], (mean + half)[band], color=colour, alpha=0.15, lw=0)
+        lo, hi = mean - half, mean + half
+        if not metric.endswith("_diff"):  # shares and accuracies live in [0, 1]
+            lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+        ax.fill_between(alphas[band], lo[band], hi[band], color=colour, alpha=0.15, lw=0)
         full = have & (ok == run)
         ax.plot(alphas[full], mean[full], "o", color=colour, ms=3)
         part = have & (ok < run)
@@ -177,7 +180,8 @@ def plot_curves(ds, path: "str | Path", alpha: "float | None" = None, rho: "floa
                 ax.plot(epochs[ok], mean[ok], "-" if m != "sam_linf" else "--", color=colour, marker="o", ms=2.5,
                         label=f"{LABELS.get(m, m)} ({int(c.n_ok)}/{int(c.n_run)} seeds)")
                 b = ok & np.isfinite(half)
-                ax.fill_between(epochs[b], (mean - half)[b], (mean + half)[b], color=colour, alpha=0.15, lw=0)
+                ax.fill_between(epochs[b], np.clip(mean - half, 0, 1)[b], np.clip(mean + half, 0, 1)[b], color=colour,
+                                alpha=0.15, lw=0)
             ax.set_xscale("symlog", linthresh=1)
             ax.set_xlabel("epoch")
             ax.set_title(rf"{task}: {name}, $\alpha$={alpha:g}, $\rho$={rho:g}", fontsize=9)
