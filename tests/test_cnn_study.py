@@ -114,7 +114,7 @@ def _setup(cfg, task_index=0, seed=0, alpha=2.0):
 _COMPILED: dict = {}
 
 
-def _train(cfg, a, params, static, method, *, lr=None, rho=0.05, epochs=None, measured=None):
+def _train(cfg, a, params, static, method, *, lr=None, rho=0.05, epochs=None, measured=None, batch_size=0, seed=0):
     """`train_run` with the step and measurement compiled once per (method, lr) (every model here shares `static`'s shape)."""
     from samflow.experiments import cnn_study as cs
 
@@ -128,7 +128,7 @@ def _train(cfg, a, params, static, method, *, lr=None, rho=0.05, epochs=None, me
     return cs.train_run(
         _COMPILED[key], _COMPILED["m"], params,
         cs._optimizer(method, lr, rho).init(params), a, rho=rho, epochs=epochs,
-        measured=measured or [0, epochs], batch_size=0, seed=0, threshold=0.5, n_cam=8, stuck_tol=0.01,
+        measured=measured or [0, epochs], batch_size=batch_size, seed=seed, threshold=0.5, n_cam=8, stuck_tol=0.01,
     )
 
 
@@ -220,6 +220,25 @@ def test_a_run_that_never_leaves_log2_is_marked_stuck():
     assert abs(run["train_loss"][-1] - math.log(2)) < 1e-3
     ok = _train(cfg, a, *_setup(cfg, alpha=2.0)[1:], "gd", lr=0.5, epochs=30)
     assert ok["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_sgd_batch_order_comes_from_the_seed():
+    """batch_size > 0: SGD over a permutation drawn from (seed, epoch): the same
+    seed repeats the run exactly, another seed or full batch differs."""
+    need("sklearn")
+    need("optax")
+    cfg = _cfg()
+    a, params, static = _setup(cfg)
+    kw = dict(epochs=2, measured=[0, 2])
+    one = _train(cfg, a, params, static, "sam_l2", batch_size=20, seed=5, **kw)
+    again = _train(cfg, a, params, static, "sam_l2", batch_size=20, seed=5, **kw)
+    other = _train(cfg, a, params, static, "sam_l2", batch_size=20, seed=6, **kw)
+    full = _train(cfg, a, params, static, "sam_l2", batch_size=len(a["x_train"]), seed=5, **kw)
+    full0 = _train(cfg, a, params, static, "sam_l2", batch_size=0, seed=5, **kw)
+    np.testing.assert_array_equal(one["train_loss"], again["train_loss"])
+    assert one["train_loss"][-1] != other["train_loss"][-1] and one["train_loss"][-1] != full["train_loss"][-1]
+    np.testing.assert_array_equal(full["train_loss"], full0["train_loss"])  # a batch of n is full batch
 
 
 def test_t_interval_matches_scipy_and_leaves_out_nans():
