@@ -74,7 +74,7 @@ METRICS = {
     "zero_maps": "Grad-CAM maps that are zero everywhere (left out of the shares)",
     "param_norm": "l2 norm of all parameters",
 }
-PAIRED = ("minor_share", "faint_share", "follow_faint", "test_accuracy")
+PAIRED = ("minor_share", "faint_share", "follow_faint", "acc_no_strokes", "test_accuracy")
 RESULT_FILES = ("results.nc", "summary.csv", "tables.md")
 
 
@@ -706,6 +706,8 @@ def format_tables(ds) -> str:
         for metric, title, tasks_kind in (
             ("minor_share", "minor share", ("digits", "faint")),
             ("follow_faint", "share following a swapped patch", ("faint",)),
+            ("acc_no_strokes", "accuracy with the strokes removed (the patch alone)", ("faint",)),
+            ("test_accuracy", "held-out accuracy", ("digits", "faint")),
         ):
             lines.append(f"### Paired difference SAM - GD, {title} (same seed: split, init, batches): "
                          "mean ± 95% t half-width; ▲ / ▼ interval above / below 0")

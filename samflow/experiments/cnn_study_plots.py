@@ -29,6 +29,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 
 __all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]
@@ -76,6 +77,8 @@ def _panel(ax, s, task, metric, epoch, *, legend=False):
             ax.plot(alphas[none], np.zeros(none.sum()), "x", color=colour, ms=6, clip_on=False,
                     transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
+    ax.set_xticks(alphas, [f"{a:g}" for a in alphas])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(r"init scale $\alpha$")
     ax.grid(alpha=0.3)
     if legend:
