@@ -575,7 +575,7 @@ def summarize(ds):
         both = ok & (gd.status == STATUS["ok"])
         for k in PAIRED:
             d = (ds[k] - gd[k]).where(both)
-            mean, half, n = t_interval(d.values, axis=0)
+            mean, half, _ = t_interval(d.values, axis=0)
             out[f"{k}_diff_mean"] = (d.dims[1:], mean)
             out[f"{k}_diff_half"] = (d.dims[1:], half)
         out["n_paired"] = (ds.status.dims[1:], both.sum("seed").values)
@@ -668,8 +668,11 @@ def format_tables(ds) -> str:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for m, rho, a, r in _rows(s, task):
-            c = lambda metric, e: _cell(float(s[f"{metric}_mean"].sel(task=task, optimizer=m, alpha=a, rho=r, epoch=e)),  # noqa: E731
-                                        float(s[f"{metric}_half"].sel(task=task, optimizer=m, alpha=a, rho=r, epoch=e)))
+            cell = s.sel(task=task, optimizer=m, alpha=a, rho=r)
+
+            def c(metric, e, cell=cell):
+                return _cell(float(cell[f"{metric}_mean"].sel(epoch=e)), float(cell[f"{metric}_half"].sel(epoch=e)))
+
             first = [METHOD_LABELS.get(m, m), "—" if rho is None else f"{rho:g}", f"{a:g}"]
             if kind == "digits":
                 cells = [c("minor_share", bands["early"]), c("minor_share", bands["middle"]), c("minor_share", late),
