@@ -17,6 +17,10 @@ With `noise > 0` separability is checked with the l1 max-margin linear program
 (`samflow.analysis.max_margin_direction`) and a `ValueError` says when it fails.
 
 The same `seed` always gives the same data (NumPy `default_rng`).
+
+`faint_patch_images` is the image analogue with a ground truth (docs/cnn.md): it
+adds to given digit images (the major feature, bright strokes) a faint patch
+whose place carries the label too (the minor feature, by construction).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from jaxtyping import ArrayLike, Int
 
 from .data import Dataset
 
-__all__ = ["increasing_scale", "banded", "balanced_labels", "save_dataset"]
+__all__ = ["increasing_scale", "banded", "balanced_labels", "save_dataset", "faint_patch_masks", "faint_patch_images"]
 
 
 def balanced_labels(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -211,3 +215,77 @@ def save_dataset(path: "str | Path", data: Dataset) -> Path:
     else:
         np.savetxt(p, np.column_stack([X, y]), delimiter=",", fmt="%.17g")
     return p
+
+
+def faint_patch_masks(shape: tuple[int, int], size: int = 3) -> np.ndarray:
+    """The two places of the faint feature of `faint_patch_images`, (2, H, W) booleans.
+
+    Mask 0 (label y = -1) is the `size` x `size` square in the top-left corner,
+    mask 1 (y = +1) the one in the top-right corner: on centred digits (MNIST
+    keeps a margin of 4 of 28 pixels) both lie on the background.
+
+    **Raises:** `ValueError` when two squares of `size` do not fit side by side in `shape`.
+    """
+    h, w = (int(v) for v in shape)
+    if not (isinstance(size, (int, np.integer)) and size >= 1 and size <= h and 2 * size <= w):
+        raise ValueError(f"size must be an integer in 1..{min(h, w // 2)} for images of shape {(h, w)}, got {size!r}")
+    masks = np.zeros((2, h, w), dtype=bool)
+    masks[0, :size, :size] = True
+    masks[1, :size, w - size :] = True
+    return masks
+
+
+def faint_patch_images(
+    images: ArrayLike,
+    y: ArrayLike,
+    *,
+    contrast: float = 0.3,
+    size: int = 3,
+    strokes: bool = True,
+    swap: bool = False,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> np.ndarray:
+    """Digits whose label is carried twice: by the strokes and by a faint patch.
+
+    The ground-truth image task of docs/cnn.md. Every image keeps its digit (the
+    major feature: bright strokes, intensity up to 1) and gets a `size` x `size`
+    patch of raw intensity `contrast` at the place of its label
+    (`faint_patch_masks`: top-left for y = -1, top-right for y = +1), a minor
+    feature by construction (`contrast` below the major-pixel threshold).
+    Pixels under the patch become max(digit, contrast). The test-time
+    interventions of the study are the same function:
+
+    - remove the faint feature: `contrast = 0` (both places stay background);
+    - remove the strokes: `strokes = False` (only the patch on a black image;
+      also the "faint feature alone" training set);
+    - swap: `swap = True` puts the patch at the other label's place.
+
+    **Arguments:** `images` (n, H, W) raw intensities in [0, 1]; `y` (n,) labels
+    in {-1, +1}; `contrast` in [0, 1]; `size` the patch side in pixels; `noise`
+    the standard deviation of Gaussian pixel noise added last (then clipped to
+    [0, 1]), drawn from `seed` (the same seed gives the same images).
+
+    **Returns:** float32 (n, H, W) in [0, 1].
+
+    **Raises:** `ValueError` for images that are not (n, H, W), labels that are
+    not +-1 or of another length, contrast outside [0, 1], a negative noise or a
+    patch that does not fit (`faint_patch_masks`).
+    """
+    x = np.asarray(images, dtype=np.float32)
+    lab = np.asarray(y, dtype=np.float64).reshape(-1)
+    if x.ndim != 3:
+        raise ValueError(f"images must have shape (n, H, W), got {x.shape}")
+    if lab.shape != (x.shape[0],) or not np.all(np.isin(lab, (-1.0, 1.0))):
+        raise ValueError(f"y must hold {x.shape[0]} labels, each -1 or +1")
+    if not (np.isfinite(contrast) and 0.0 <= contrast <= 1.0):
+        raise ValueError(f"contrast must be in [0, 1], got {contrast!r}")
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    masks = faint_patch_masks(x.shape[1:], size)
+    place = (lab > 0) != bool(swap)  # True: the +1 place
+    patch = np.where(place[:, None, None], masks[1], masks[0]).astype(np.float32) * np.float32(contrast)
+    out = np.maximum(x if strokes else np.zeros_like(x), patch)
+    if noise > 0:
+        out = np.clip(out + np.random.default_rng(seed).normal(0.0, noise, out.shape), 0.0, 1.0)
+    return out.astype(np.float32)

@@ -14,6 +14,9 @@ pixels (minor features). The modules, one concept each:
 | `cnn_config` | the TOML config of the experiment, validated in full before anything runs |
 | `cnn_plots`  | the Grad-CAM figure (input, GD, SAM) and the share-over-epochs curves |
 | `cnn`        | the experiment engine and its command line: `python -m samflow.experiments.cnn CONFIG` |
+| `cnn_study_config` | the study's TOML config (seeds, alpha x rho grid, tasks, measured epochs and bands) |
+| `cnn_study`  | the study: seeds x alpha x rho x method with 95% intervals, the faint-patch ground truth (`samflow.datasets.faint_patch_images`), resume; `python -m samflow.experiments.cnn_study CONFIG` (docs/cnn.md) |
+| `cnn_study_plots` | the study's figures: minor share against alpha per epoch band with t-bands, paired SAM - GD, ground truth, curves |
 
 Nothing here is imported by `import samflow`; `convnet` and `gradcam` need only
 JAX and equinox (core dependencies); `train` needs optax, and the MNIST / digits

@@ -1,0 +1,848 @@
+"""The CNN study: seeds, an init-scale and rho sweep, and a ground-truth task.
+
+    python -m samflow.experiments.cnn_study CONFIG [--out DIR] [--resume] [--overwrite] [--quick] [--no-figures] [--quiet]
+
+docs/theory.md section 6 claims that at an intermediate init scale alpha SAM
+attends to minor features (low-intensity pixels) where GD attends to major ones
+(bright strokes). `samflow.experiments.cnn` shows one run; this module makes the
+question answerable (docs/cnn.md has the answer):
+
+- every (task, method, alpha, rho) runs for every seed of `seeds`; the seed
+  draws the train / held-out split, the init directions and the batch order,
+  and is shared by every method, alpha and rho (paired runs);
+- methods "gd", "sam_l2", "sam_linf" (`train.make_optimizer`'s algorithms; SAM
+  is `optax.contrib.sam`); GD does not depend on rho and runs once per (alpha,
+  seed); linf-SAM runs at rho / sqrt(P) per coordinate (P parameters), so its
+  perturbation has the l2 norm rho of the l2 one;
+- tasks: "digits" (real images; minor pixel = raw intensity < threshold),
+  "faint" (the digits plus a faint patch whose place also carries the label,
+  `samflow.datasets.faint_patch_images`: minor and major features known by
+  construction) and "faint_only" (the patch alone: the faint feature is
+  learnable);
+- after each measured epoch, on held-out images: losses, accuracy, the
+  Grad-CAM share on minor pixels and on the patch places, and (faint tasks)
+  the accuracy with the patch removed, with the strokes removed, and the share
+  of images whose prediction follows a swapped patch;
+- a run whose loss, parameters, logits or maps turn non-finite stops there
+  (one line on stderr; status "nonfinite", its later epochs NaN); a run whose
+  training loss never goes below log 2 - stuck_tol is "stuck". Both are
+  marked in the tables and figures and left out of the means and intervals;
+- the interval is the 95% Student-t interval over the seeds left in
+  (mean +- t_{0.975, n-1} s / sqrt(n)); none with fewer than 2 seeds;
+- a check that SAM at rho = 0 gives GD's parameters (`rho0_max_abs_diff`).
+
+Writes into `<output.dir>/<name>/`: `runs/` (one .npz per finished run:
+`--resume` skips them), `results.nc` (dims seed, task, optimizer, alpha, rho,
+epoch; "optimizer" because xarray's `.sel` takes `method` as its own keyword),
+`summary.csv` (mean, interval, seeds left, per band), `tables.md` and the
+figures `minor_share_vs_alpha.png`, `minor_share_difference.png`,
+`ground_truth.png`, `curves.png`
+(`cnn_study_plots`). Float32 in the CNN.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ConfigError
+from .cnn_study_config import StudyConfig, StudyTask, load_study_config, quick
+
+__all__ = ["METRICS", "STATUS", "run_study", "assemble", "summarize", "format_tables", "main"]
+
+METHOD_LABELS = {"gd": "GD", "sam_l2": "l2-SAM", "sam_linf": "linf-SAM"}
+STATUS = {"ok": 0, "stuck": 1, "nonfinite": 2, "not run": -1}
+METRICS = {
+    "train_loss": "logistic loss on the training set",
+    "test_loss": "logistic loss on the held-out set",
+    "test_accuracy": "accuracy on the held-out set",
+    "minor_share": "share of Grad-CAM mass on minor pixels (raw intensity < threshold), mean over maps",
+    "faint_share": "share of Grad-CAM mass on the two patch places (faint tasks)",
+    "acc_no_faint": "held-out accuracy with the faint patch removed (faint tasks)",
+    "acc_no_strokes": "held-out accuracy with the strokes removed (faint tasks)",
+    "follow_faint": "share of held-out images whose prediction follows a swapped patch (faint tasks)",
+    "zero_maps": "Grad-CAM maps that are zero everywhere (left out of the shares)",
+    "param_norm": "l2 norm of all parameters",
+}
+PAIRED = ("minor_share", "faint_share", "follow_faint", "acc_no_strokes", "test_accuracy")
+RESULT_FILES = ("results.nc", "summary.csv", "tables.md")
+
+
+# ------------------------------------------------------------------ data
+
+
+def _digits(cfg: StudyConfig):
+    """The two classes of the data set, downsampled: an `ImageSet`."""
+    from .images import ImageSet, load_dataset
+
+    data = load_dataset(cfg.data.dataset)
+    keep = np.isin(data.labels, cfg.data.classes)
+    images, labels = data.images[keep], data.labels[keep]
+    k = cfg.data.downsample
+    if k > 1:
+        n, h, w, c = images.shape
+        images = images[:, : h // k * k, : w // k * k].reshape(n, h // k, k, w // k, k, c).mean(axis=(2, 4))
+    return ImageSet(images.astype(np.float32), labels, f"{data.name}/{k}")
+
+
+def task_arrays(cfg: StudyConfig, task: StudyTask, digits, seed: int) -> dict:
+    """The arrays of one task and seed, normalized with the training mean and std.
+
+    **Returns:** a dict of float32 arrays: `x_train` (n, 1, H, W), `y_train`
+    (n,) in {-1, +1}, `x_test`, `y_test`, the test-time interventions
+    `x_no_faint`, `x_no_strokes`, `x_swap` (each like `x_test`; for "digits"
+    tasks the clean images), `raw_test` (n_test, H, W) raw intensities (the
+    minor-pixel mask) and `patch` (H, W) booleans, the two patch places.
+    """
+    from ..datasets import faint_patch_images, faint_patch_masks
+    from .images import make_task
+
+    split = make_task(
+        digits, list(cfg.data.classes), test_fraction=cfg.data.test_fraction, normalize=False,
+        limit=cfg.data.limit, seed=seed,
+    )
+    tr, te = split.x_train[:, 0], split.x_test[:, 0]
+    ytr, yte = split.y_train, split.y_test
+    kw = dict(contrast=task.contrast, size=task.patch)
+    if task.kind == "digits":
+        train, test = tr, te
+        no_faint = no_strokes = swap = te
+    else:
+        strokes = task.kind == "faint"
+        train = faint_patch_images(tr, ytr, strokes=strokes, **kw)
+        test = faint_patch_images(te, yte, strokes=strokes, **kw)
+        no_faint = te if strokes else np.zeros_like(te)
+        no_strokes = faint_patch_images(te, yte, strokes=False, **kw)
+        swap = faint_patch_images(te, yte, strokes=strokes, swap=True, **kw)
+    if cfg.data.normalize:
+        mean, std = float(train.mean()), float(train.std()) + 1e-6
+    else:
+        mean, std = 0.0, 1.0
+    norm = lambda a: ((a[:, None] - mean) / std).astype(np.float32)  # noqa: E731
+    return dict(
+        x_train=norm(train), y_train=ytr.astype(np.float32), x_test=norm(test), y_test=yte.astype(np.float32),
+        x_no_faint=norm(no_faint), x_no_strokes=norm(no_strokes), x_swap=norm(swap),
+        raw_test=test.astype(np.float32), patch=faint_patch_masks(train.shape[1:], task.patch).any(axis=0),
+    )
+
+
+# ------------------------------------------------------------------ training
+
+
+def _loss(static, p, x, y):
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    f = jax.vmap(eqx.combine(p, static))(x)
+    return jnp.mean(jax.nn.softplus(-y * f))
+
+
+def _optimizer(method: str, lr: float, rho):
+    """`train.make_optimizer`'s algorithm with a rho that may be traced (one
+    compilation serves every rho)."""
+    import optax
+
+    from .train import normalize_safe
+
+    outer = optax.sgd(lr)
+    if method == "gd":
+        return outer
+    ascent = normalize_safe() if method == "sam_l2" else optax.scale_by_sign()
+    return optax.contrib.sam(outer, optax.chain(ascent, optax.sgd(rho)), sync_period=2, opaque_mode=True)
+
+
+def _make_step(static, method: str, lr: float):
+    """One jitted step `(params, state, x, y, rho) -> (params, state, loss, ok)`."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    loss = lambda p, x, y: _loss(static, p, x, y)  # noqa: E731
+
+    @jax.jit
+    def step(p, s, x, y, rho):
+        value, g = jax.value_and_grad(loss)(p, x, y)
+        opt = _optimizer(method, lr, rho)
+        u, s = opt.update(g, s, p, grad_fn=lambda q, _: jax.grad(loss)(q, x, y))
+        p = optax.apply_updates(p, u)
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(p)]))
+        return p, s, value, jnp.isfinite(value) & finite
+
+    return step
+
+
+def _make_measure(static):
+    """One jitted measurement of a model on the arrays of `task_arrays`."""
+    from functools import partial
+
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    from .gradcam import gradcam
+
+    @partial(jax.jit, static_argnums=2)
+    def measure(p, a, n_cam):
+        model = eqx.combine(p, static)
+        f = lambda x: jax.vmap(model)(x)  # noqa: E731
+        ftr, fte = f(a["x_train"]), f(a["x_test"])
+        out = dict(
+            train_loss=jnp.mean(jax.nn.softplus(-a["y_train"] * ftr)),
+            test_loss=jnp.mean(jax.nn.softplus(-a["y_test"] * fte)),
+            test_accuracy=jnp.mean(jnp.where(fte >= 0, 1.0, -1.0) == a["y_test"]),
+            acc_no_faint=jnp.mean(jnp.where(f(a["x_no_faint"]) >= 0, 1.0, -1.0) == a["y_test"]),
+            acc_no_strokes=jnp.mean(jnp.where(f(a["x_no_strokes"]) >= 0, 1.0, -1.0) == a["y_test"]),
+            follow_faint=jnp.mean(jnp.where(f(a["x_swap"]) >= 0, 1.0, -1.0) == -a["y_test"]),
+            finite=jnp.all(jnp.isfinite(ftr)) & jnp.all(jnp.isfinite(fte)),
+        )
+        xs, ys = a["x_test"][:n_cam], a["y_test"][:n_cam]
+        out["cams"] = jax.vmap(lambda x, t: gradcam(model, x, t))(xs, ys)
+        return out
+
+    return measure
+
+
+def _shares(cams: np.ndarray, raw: np.ndarray, patch: np.ndarray, threshold: float) -> tuple[float, float, int]:
+    """(minor share, patch share, number of zero maps) of maps (n, H, W)."""
+    from .gradcam import major_mask, mass_shares
+
+    major_share, zero = mass_shares(cams, major_mask(raw, threshold))
+    patch_share, _ = mass_shares(cams, np.broadcast_to(patch, cams.shape))
+    if zero.all():
+        return math.nan, math.nan, int(zero.sum())
+    return float(1 - np.nanmean(major_share)), float(np.nanmean(patch_share)), int(zero.sum())
+
+
+def train_run(step, measure, p0, state0, arrays: dict, *, rho: float, epochs: int, measured: list[int],
+              batch_size: int, seed: int, threshold: float, n_cam: int, stuck_tol: float) -> dict:
+    """Train one model and measure it; never raises on non-finite numbers.
+
+    **Returns:** a dict with every metric of `METRICS` as float64 (len(measured),)
+    (NaN after a non-finite stop), `status` (a key of `STATUS`, "ok" / "stuck"
+    / "nonfinite"), `message` (one line, why it stopped; "" otherwise),
+    `wall_s` and `final_params` (the parameters after the last step).
+    """
+    import jax.numpy as jnp
+
+    t0 = time.perf_counter()
+    n = len(arrays["x_train"])
+    dev = {k: jnp.asarray(v) for k, v in arrays.items() if k.startswith(("x_", "y_"))}
+    raw_cam = arrays["raw_test"][:n_cam]
+    rows = {k: np.full(len(measured), np.nan) for k in METRICS}
+    p, s = p0, state0
+    rho_j = jnp.float32(rho)
+    status, message = "ok", ""
+    oks: list = []
+    bs = n if batch_size in (0, None) or batch_size >= n else int(batch_size)
+    for i, epoch in enumerate(measured):
+        while len(oks) < epoch * (n // bs) and status == "ok":
+            e = len(oks) // (n // bs) + 1
+            if bs == n:
+                xb, yb = dev["x_train"], dev["y_train"]
+                p, s, _, ok = step(p, s, xb, yb, rho_j)
+                oks.append(ok)
+            else:
+                perm = np.random.default_rng([seed, e]).permutation(n)
+                for b in range(n // bs):
+                    idx = jnp.asarray(perm[b * bs : (b + 1) * bs])
+                    p, s, _, ok = step(p, s, dev["x_train"][idx], dev["y_train"][idx], rho_j)
+                    oks.append(ok)
+        flags = np.asarray(jnp.stack(oks)) if oks else np.ones(0, bool)
+        if not flags.all():
+            k = int(np.flatnonzero(~flags)[0])
+            status, message = "nonfinite", f"the loss or a parameter became non-finite at step {k + 1}"
+            break
+        from .train import nonfinite_params
+
+        if (bad := nonfinite_params(p)) is not None:
+            status, message = "nonfinite", f"{bad} at epoch {epoch}"
+            break
+        m = measure(p, dev, n_cam)
+        cams = np.asarray(m.pop("cams"))
+        vals = {k: float(v) for k, v in m.items()}
+        if not (vals.pop("finite") and np.isfinite(cams).all() and all(map(math.isfinite, vals.values()))):
+            status, message = "nonfinite", f"a logit, loss or Grad-CAM map is not finite at epoch {epoch}"
+            break
+        minor, faint, zero = _shares(cams, raw_cam, arrays["patch"], threshold)
+        vals.update(minor_share=minor, faint_share=faint, zero_maps=float(zero), param_norm=_norm(p))
+        for k, v in vals.items():
+            rows[k][i] = v
+    if status == "ok":
+        losses = rows["train_loss"][np.asarray(measured) > 0]
+        if losses.size and np.nanmin(losses) >= math.log(2) - stuck_tol:
+            status = "stuck"
+            message = f"the training loss never went below log 2 - {stuck_tol:g} (min {np.nanmin(losses):.4f})"
+    return dict(rows, status=status, message=message, wall_s=time.perf_counter() - t0, final_params=p)
+
+
+def _norm(p) -> float:
+    import jax
+
+    return float(np.sqrt(sum(float(np.sum(np.asarray(v, np.float64) ** 2)) for v in jax.tree_util.tree_leaves(p))))
+
+
+# ------------------------------------------------------------------ the sweep
+
+
+def _run_id(task: str, method: str, alpha: float, rho: "float | None", seed: int) -> str:
+    r = "gd" if rho is None else f"r{rho:g}"
+    return f"{task}/{method}/a{alpha:g}_{r}_s{seed}"
+
+
+def _fingerprint(cfg: StudyConfig) -> str:
+    """What makes a stored run reusable: everything but the name, description and output."""
+    raw = cfg.model_dump(mode="json")
+    for k in ("name", "description", "output"):
+        raw.pop(k, None)
+    return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _save_run(path: Path, run: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"])
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _load_run(path: Path) -> dict:
+    with np.load(path) as z:
+        out = {k: z[k].astype(np.float64) for k in METRICS}
+        out.update(status=str(z["status"]), message=str(z["message"]), wall_s=float(z["wall_s"]))
+    return out
+
+
+def _planned(cfg: StudyConfig) -> list[tuple]:
+    """Every run: (task, method, alpha, rho or None for GD, seed), seeds outermost per task."""
+    runs = []
+    for task in cfg.tasks:
+        for seed in cfg.seeds:
+            for method in cfg.train.methods:
+                for rho in ([None] if method == "gd" else cfg.train.rhos):
+                    for alpha in cfg.task_alphas(task):
+                        runs.append((task, method, alpha, rho, seed))
+    return runs
+
+
+def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, progress: bool = True) -> dict:
+    """Run every planned run not yet in `out_dir/runs` (with `resume`), store each
+    as it finishes, and return `{run_id: run}` for all of them plus the rho = 0
+    check under the key "rho0".
+
+    **Raises:** `ConfigError` when `out_dir/runs` holds runs of another config
+    (or any runs without `resume`); `MissingExtraError` without optax / mlxtend.
+    """
+    import equinox as eqx
+    import jax
+    import jax.random as jr
+    from tqdm.auto import tqdm
+
+    from .convnet import count_params, make_convnet, scale_init
+
+    out_dir = Path(out_dir)
+    runs_dir = out_dir / "runs"
+    stamp = runs_dir / "fingerprint.json"
+    fp = _fingerprint(cfg)
+    if runs_dir.exists() and any(runs_dir.rglob("*.npz")):
+        old = json.loads(stamp.read_text()).get("fingerprint") if stamp.exists() else None
+        if not resume:
+            raise ConfigError(f"{runs_dir} holds runs already; pass --resume to continue them or --overwrite to start over")
+        if old != fp:
+            raise ConfigError(
+                f"{runs_dir} holds runs of another config (fingerprint {old} != {fp}); use another --out or --overwrite"
+            )
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"fingerprint": fp, "config": cfg.model_dump(mode="json")}, indent=1))
+
+    digits = _digits(cfg)
+    measured = cfg.measured_epochs()
+    plan = _planned(cfg)
+    results, todo = {}, []
+    for r in plan:
+        rid = _run_id(r[0].name, *r[1:])
+        path = runs_dir / f"{rid}.npz"
+        if resume and path.exists():
+            results[rid] = _load_run(path)
+        else:
+            todo.append(r)
+    say = (lambda m: tqdm.write(m, file=sys.stderr)) if progress else (lambda m: None)
+    if results:
+        say(f"resume: {len(results)} of {len(plan)} runs already done in {runs_dir}")
+    steps, measures, arrays, bases = {}, {}, {}, {}
+    n_params = None
+    t_start = time.perf_counter()
+    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, file=sys.stderr) as bar:
+        for task, method, alpha, rho, seed in todo:
+            key = (task.name, seed)
+            if key not in arrays:
+                arrays.clear()  # one task and seed at a time: the loop keeps seeds outermost per task
+                arrays[key] = task_arrays(cfg, task, digits, seed)
+            a = arrays[key]
+            if seed not in bases:
+                bases[seed] = make_convnet(
+                    1, 1, channels=cfg.model.channels, strides=cfg.model.strides, kernel_size=cfg.model.kernel_size,
+                    bias=cfg.model.bias, padding_mode=cfg.model.padding_mode, key=jr.PRNGKey(seed),
+                )
+            base = bases[seed]
+            params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
+            n_params = n_params or count_params(base)
+            if method not in steps:
+                steps[method] = _make_step(static, method, cfg.train.learning_rate)
+            if "m" not in measures:
+                measures["m"] = _make_measure(static)
+            rho_eff = 0.0 if rho is None else (rho if method == "sam_l2" else rho / math.sqrt(n_params))
+            state = _optimizer(method, cfg.train.learning_rate, rho_eff).init(params)
+            run = train_run(
+                steps[method], measures["m"], params, state, a, rho=rho_eff, epochs=cfg.train.epochs,
+                measured=measured, batch_size=cfg.train.batch_size, seed=seed, threshold=cfg.measure.threshold,
+                n_cam=min(cfg.measure.num_images, len(a["x_test"])), stuck_tol=cfg.measure.stuck_tol,
+            )
+            rid = _run_id(task.name, method, alpha, rho, seed)
+            if run["status"] == "nonfinite":
+                say(f"stopped {rid}: {run['message']}")
+            _save_run(runs_dir / f"{rid}.npz", run)
+            run.pop("final_params")
+            results[rid] = run
+            bar.set_postfix_str(
+                f"{rid} {run['status']} acc {run['test_accuracy'][-1]:.3f} minor {run['minor_share'][-1]:.3f}",
+                refresh=False,
+            )
+            bar.update(1)
+    results["rho0"] = _rho0_check(cfg, digits) if cfg.measure.rho0_epochs and "gd" in cfg.train.methods else {}
+    results["_wall_s"] = time.perf_counter() - t_start
+    jax.clear_caches()
+    return results
+
+
+def _rho0_check(cfg: StudyConfig, digits) -> dict:
+    """max |theta_SAM - theta_GD| after `rho0_epochs` epochs at rho = 0, over
+    the seeds, on the first task at its middle alpha, for each SAM method."""
+    import equinox as eqx
+    import jax.random as jr
+
+    from .convnet import make_convnet, scale_init
+
+    task = cfg.tasks[0]
+    alphas = cfg.task_alphas(task)
+    alpha = alphas[len(alphas) // 2]
+    K = cfg.measure.rho0_epochs
+    out = {}
+    for method in [m for m in cfg.train.methods if m != "gd"]:
+        worst = 0.0
+        for seed in cfg.seeds:
+            a = task_arrays(cfg, task, digits, seed)
+            base = make_convnet(1, 1, channels=cfg.model.channels, strides=cfg.model.strides,
+                                kernel_size=cfg.model.kernel_size, bias=cfg.model.bias,
+                                padding_mode=cfg.model.padding_mode, key=jr.PRNGKey(seed))
+            params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
+            measure = _make_measure(static)
+            finals = []
+            for m in ("gd", method):
+                run = train_run(
+                    _make_step(static, m, cfg.train.learning_rate), measure, params,
+                    _optimizer(m, cfg.train.learning_rate, 0.0).init(params), a, rho=0.0, epochs=K, measured=[0, K],
+                    batch_size=cfg.train.batch_size, seed=seed, threshold=cfg.measure.threshold, n_cam=1,
+                    stuck_tol=cfg.measure.stuck_tol,
+                )
+                finals.append(run["final_params"])
+            import jax
+
+            diff = jax.tree_util.tree_map(lambda u, v: float(np.max(np.abs(np.asarray(u) - np.asarray(v)))), *finals)
+            worst = max(worst, max(jax.tree_util.tree_leaves(diff)))
+        out[method] = dict(alpha=alpha, epochs=K, max_abs_diff=worst)
+    return out
+
+
+# ------------------------------------------------------------------ results
+
+
+def assemble(cfg: StudyConfig, results: dict, *, partial: bool = False):
+    """The results as an `xarray.Dataset` with dims (seed, task, optimizer,
+    alpha, rho, epoch): every metric of `METRICS`, `status` (codes of `STATUS`)
+    and `wall_time_s` per run. GD's runs (no rho) are stored at every rho.
+    Cells a task does not run are NaN with status -1; so are runs missing
+    from `results` with `partial` (a look at an unfinished study), which
+    otherwise raise `KeyError`."""
+    import xarray as xr
+
+    seeds, tasks, methods = list(cfg.seeds), [t.name for t in cfg.tasks], list(cfg.train.methods)
+    alphas = sorted({a for t in cfg.tasks for a in cfg.task_alphas(t)})
+    rhos, epochs = list(cfg.train.rhos), cfg.measured_epochs()
+    shape = (len(seeds), len(tasks), len(methods), len(alphas), len(rhos), len(epochs))
+    data = {k: np.full(shape, np.nan) for k in METRICS}
+    status = np.full(shape[:-1], STATUS["not run"], np.int8)
+    wall = np.full(shape[:-1], np.nan)
+    messages = []
+    for task, method, alpha, rho, seed in _planned(cfg):
+        rid = _run_id(task.name, method, alpha, rho, seed)
+        if partial and rid not in results:
+            continue
+        run = results[rid]
+        idx = (seeds.index(seed), tasks.index(task.name), methods.index(method), alphas.index(alpha))
+        for ir in range(len(rhos)) if rho is None else [rhos.index(rho)]:
+            for k in METRICS:
+                data[k][idx + (ir,)] = run[k]
+            status[idx + (ir,)] = STATUS[run["status"]]
+            wall[idx + (ir,)] = run["wall_s"]
+        if run["status"] == "nonfinite":
+            messages.append(f"{_run_id(task.name, method, alpha, rho, seed)}: {run['message']}")
+    dims = ("seed", "task", "optimizer", "alpha", "rho", "epoch")
+    variables = {k: (dims, v, {"long_name": d}) for k, v in ((k, data[k]) for k in METRICS) for d in [METRICS[k]]}
+    variables["status"] = (dims[:-1], status, {"long_name": "0 ok, 1 stuck at log 2, 2 non-finite, -1 not run"})
+    variables["wall_time_s"] = (dims[:-1], wall, {"long_name": "training + measuring time of the run"})
+    ds = xr.Dataset(
+        {k: xr.Variable(*v) for k, v in variables.items()},
+        coords={"seed": seeds, "task": tasks, "optimizer": methods, "alpha": alphas, "rho": rhos, "epoch": epochs},
+    )
+    ds.attrs.update(
+        title=f"samflow CNN study '{cfg.name}'",
+        config=json.dumps(cfg.model_dump(mode="json")),
+        task_kinds=json.dumps({t.name: t.kind for t in cfg.tasks}),
+        bands=json.dumps(cfg.measure.bands),
+        threshold=cfg.measure.threshold,
+        stuck_below=math.log(2) - cfg.measure.stuck_tol,
+        interval="95% Student-t over the seeds with status 0 (ok)",
+        rho_note="rho is the l2 radius; linf-SAM runs at rho / sqrt(#parameters) per coordinate; GD is stored at every rho",
+        rho0_check=json.dumps(results.get("rho0", {})),
+        nonfinite_runs=json.dumps(messages),
+        wall_time_s=float(results.get("_wall_s", float("nan"))),
+        dtype="float32",
+    )
+    return ds
+
+
+def t_interval(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, half-width of the 95% Student-t interval, count) over `axis`, NaNs left out.
+
+    The half-width is t_{0.975, n-1} s / sqrt(n) with s the sample standard
+    deviation; NaN when fewer than 2 values remain (no interval from one seed).
+    """
+    import warnings
+
+    from scipy import stats
+
+    v = np.asarray(values, dtype=np.float64)
+    n = np.sum(np.isfinite(v), axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells and single seeds: NaN by design
+        mean = np.where(n > 0, np.nanmean(np.where(np.isfinite(v), v, np.nan), axis=axis) if v.size else np.nan, np.nan)
+        sd = np.nanstd(v, axis=axis, ddof=1) if v.shape[axis] > 1 else np.full(mean.shape, np.nan)
+        half = np.where(n >= 2, stats.t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1)), np.nan)
+    return mean, half, n
+
+
+def summarize(ds):
+    """Mean, 95% half-width and seeds left (status ok) of every metric at every
+    epoch: an `xarray.Dataset` with variables `<metric>_mean`, `<metric>_half`,
+    dims (task, optimizer, alpha, rho, epoch), plus `n_ok`, `n_stuck`,
+    `n_nonfinite`, `n_run` (task, optimizer, alpha, rho).
+
+    With GD in the study, also the paired difference method - GD over the
+    seeds where both runs are ok (same split, init directions and batches, so
+    what the seeds share cancels): `<metric>_diff_mean`, `<metric>_diff_half`
+    for the metrics of `PAIRED`, and `n_paired`."""
+    import warnings
+
+    import xarray as xr
+
+    ok = ds.status == STATUS["ok"]
+    out = {}
+    for k in METRICS:
+        v = ds[k].where(ok)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, half, _ = t_interval(v.values, axis=0)
+        out[f"{k}_mean"] = (v.dims[1:], mean)
+        out[f"{k}_half"] = (v.dims[1:], half)
+    if "gd" in list(ds.optimizer.values):
+        gd = ds.sel(optimizer="gd")
+        both = ok & (gd.status == STATUS["ok"])
+        for k in PAIRED:
+            d = (ds[k] - gd[k]).where(both)
+            mean, half, _ = t_interval(d.values, axis=0)
+            out[f"{k}_diff_mean"] = (d.dims[1:], mean)
+            out[f"{k}_diff_half"] = (d.dims[1:], half)
+        out["n_paired"] = (ds.status.dims[1:], both.sum("seed").values)
+    dims = ds.status.dims[1:]
+    for name, code in (("n_ok", 0), ("n_stuck", 1), ("n_nonfinite", 2)):
+        out[name] = (dims, (ds.status == code).sum("seed").values)
+    out["n_run"] = (dims, (ds.status >= 0).sum("seed").values)
+    coords = {c: ds[c].values for c in ("task", "optimizer", "alpha", "rho", "epoch")}
+    return xr.Dataset({k: xr.Variable(*v) for k, v in out.items()}, coords=coords, attrs=dict(ds.attrs))
+
+
+def _cell(mean: float, half: float) -> str:
+    if not math.isfinite(mean):
+        return "—"
+    return f"{mean:.3f} ± {half:.3f}" if math.isfinite(half) else f"{mean:.3f}"
+
+
+def _mark(s, **sel) -> str:
+    c = s.sel(**sel)
+    n_ok, n_run = int(c.n_ok), int(c.n_run)
+    marks = []
+    if int(c.n_stuck):
+        marks.append(f"{int(c.n_stuck)} stuck")
+    if int(c.n_nonfinite):
+        marks.append(f"{int(c.n_nonfinite)} non-finite")
+    return f"{n_ok}/{n_run}" + (f" ({', '.join(marks)})" if marks else "")
+
+
+def _rows(s, task: str):
+    """(optimizer, rho or None, alpha) of the table rows of `task`: GD once, SAM per rho."""
+    for m in s.optimizer.values:
+        for r in ([s.rho.values[0]] if m == "gd" else s.rho.values):
+            for a in s.alpha.values:
+                if int(s.n_run.sel(task=task, optimizer=m, alpha=a, rho=r)) > 0:
+                    yield str(m), (None if m == "gd" else float(r)), float(a), r
+
+
+def compare_paired(s, task: str, method: str, rho: float, alpha: float, epoch: int, metric: str = "minor_share") -> str:
+    """The paired difference SAM - GD as "+0.012 ± 0.008" with a mark: "▲" when
+    its 95% interval lies above 0, "▼" below, nothing when it holds 0; "—"
+    with fewer than 2 paired seeds."""
+    c = s.sel(task=task, optimizer=method, rho=rho, alpha=alpha, epoch=epoch)
+    m, h = float(c[f"{metric}_diff_mean"]), float(c[f"{metric}_diff_half"])
+    if not (math.isfinite(m) and math.isfinite(h)):
+        return "—"
+    mark = " ▲" if m - h > 0 else " ▼" if m + h < 0 else ""
+    return f"{m:+.3f} ± {h:.3f}{mark}"
+
+
+def compare(s, task: str, method: str, rho: float, alpha: float, epoch: int, metric: str = "minor_share") -> str:
+    """">" when SAM's interval lies above GD's, "<" below, "=" when they overlap,
+    "?" when either has no interval (fewer than 2 seeds left)."""
+    sam = s.sel(task=task, optimizer=method, rho=rho, alpha=alpha, epoch=epoch)
+    gd = s.sel(task=task, optimizer="gd", rho=rho, alpha=alpha, epoch=epoch)
+    ms, hs, mg, hg = (float(v) for v in (sam[f"{metric}_mean"], sam[f"{metric}_half"], gd[f"{metric}_mean"], gd[f"{metric}_half"]))
+    if not all(map(math.isfinite, (ms, hs, mg, hg))):
+        return "?"
+    if ms - hs > mg + hg:
+        return ">"
+    if ms + hs < mg - hg:
+        return "<"
+    return "="
+
+
+def format_tables(ds) -> str:
+    """The study's tables as Markdown: per task, minor share (mean ± 95%
+    half-width) at the early / middle / late epochs, final accuracy and the
+    seeds left; for faint tasks the ground-truth measures; then where SAM's
+    minor share lies above / below GD's with non-overlapping intervals."""
+    s = summarize(ds)
+    bands = json.loads(ds.attrs["bands"])
+    kinds = json.loads(ds.attrs["task_kinds"])
+    late = bands["late"]
+    lines = [
+        f"Mean ± half-width of the 95% Student-t interval over the seeds left (ok / run; "
+        f"stuck = training loss never below {float(ds.attrs['stuck_below']):.4f}, left out). "
+        f"Bands: early = epoch {bands['early']}, middle = epoch {bands['middle']}, late = epoch {late}.",
+        "",
+    ]
+    for task in s.task.values:
+        task = str(task)
+        kind = kinds[task]
+        lines.append(f"### task {task} ({kind})")
+        lines.append("")
+        if kind == "digits":
+            head = ["method", "rho", "alpha", "minor early", "minor middle", "minor late", "test acc late", "seeds ok"]
+        else:
+            head = ["method", "rho", "alpha", "minor late", "patch share late", "follows swapped patch early",
+                    "follows swapped patch late", "acc no strokes late", "acc no patch late", "test acc late", "seeds ok"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for m, rho, a, r in _rows(s, task):
+            cell = s.sel(task=task, optimizer=m, alpha=a, rho=r)
+
+            def c(metric, e, cell=cell):
+                return _cell(float(cell[f"{metric}_mean"].sel(epoch=e)), float(cell[f"{metric}_half"].sel(epoch=e)))
+
+            first = [METHOD_LABELS.get(m, m), "—" if rho is None else f"{rho:g}", f"{a:g}"]
+            if kind == "digits":
+                cells = [c("minor_share", bands["early"]), c("minor_share", bands["middle"]), c("minor_share", late),
+                         c("test_accuracy", late)]
+            else:
+                cells = [c("minor_share", late), c("faint_share", late), c("follow_faint", bands["early"]),
+                         c("follow_faint", late), c("acc_no_strokes", late), c("acc_no_faint", late), c("test_accuracy", late)]
+            lines.append("| " + " | ".join(first + cells + [_mark(s, task=task, optimizer=m, alpha=a, rho=r)]) + " |")
+        lines.append("")
+    lines.append("### SAM vs GD, minor share: > SAM's interval above GD's, < below, = overlapping, ? no interval")
+    lines.append("")
+    lines.append("Each cell: early / middle / late.")
+    lines.append("")
+    alphas = [float(a) for a in s.alpha.values]
+    head = ["task", "method", "rho"] + [f"alpha {a:g}" for a in alphas]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for task in s.task.values:
+        if kinds[str(task)] == "faint_only":
+            continue
+        for m in s.optimizer.values:
+            if m == "gd" or "gd" not in s.optimizer.values:
+                continue
+            for r in s.rho.values:
+                cells = []
+                for a in alphas:
+                    if int(s.n_run.sel(task=task, optimizer=m, alpha=a, rho=r)) == 0:
+                        cells.append("")
+                        continue
+                    cells.append(" / ".join(compare(s, str(task), str(m), r, a, bands[b]) for b in ("early", "middle", "late")))
+                lines.append("| " + " | ".join([str(task), METHOD_LABELS.get(str(m), str(m)), f"{float(r):g}"] + cells) + " |")
+    lines.append("")
+    if "minor_share_diff_mean" in s:
+        for metric, title, tasks_kind in (
+            ("minor_share", "minor share", ("digits", "faint")),
+            ("follow_faint", "share following a swapped patch", ("faint",)),
+            ("acc_no_strokes", "accuracy with the strokes removed (the patch alone)", ("faint",)),
+            ("test_accuracy", "held-out accuracy", ("digits", "faint")),
+        ):
+            lines.append(f"### Paired difference SAM - GD, {title} (same seed: split, init, batches): "
+                         "mean ± 95% t half-width; ▲ / ▼ interval above / below 0")
+            lines.append("")
+            head = ["task", "method", "rho", "band"] + [f"alpha {a:g}" for a in alphas]
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "---|" * len(head))
+            for task in s.task.values:
+                if kinds[str(task)] not in tasks_kind:
+                    continue
+                for m in s.optimizer.values:
+                    if m == "gd":
+                        continue
+                    for r in s.rho.values:
+                        for b in ("early", "late"):
+                            cells = [compare_paired(s, str(task), str(m), r, a, bands[b], metric)
+                                     if int(s.n_run.sel(task=task, optimizer=m, alpha=a, rho=r)) else "" for a in alphas]
+                            lines.append("| " + " | ".join([str(task), METHOD_LABELS.get(str(m), str(m)), f"{float(r):g}",
+                                                            f"{b} ({bands[b]})"] + cells) + " |")
+            lines.append("")
+    rho0 = json.loads(ds.attrs.get("rho0_check", "{}"))
+    for m, v in rho0.items():
+        lines.append(
+            f"rho = 0 check: {METHOD_LABELS.get(m, m)} vs GD at alpha {v['alpha']:g}, {v['epochs']} epochs, every seed: "
+            f"max |theta_SAM - theta_GD| = {v['max_abs_diff']:.3g}"
+        )
+    for msg in json.loads(ds.attrs.get("nonfinite_runs", "[]")):
+        lines.append(f"non-finite: {msg}")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary_csv(ds, path: "str | Path") -> Path:
+    """The summary (mean, 95% half-width, seeds ok) at every band epoch, one row per cell, atomically."""
+    import csv
+
+    s = summarize(ds)
+    bands = json.loads(ds.attrs["bands"])
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["task", "optimizer", "rho", "alpha", "band", "epoch", "metric", "mean", "half_width_95", "n_ok", "n_stuck", "n_nonfinite", "n_run"])
+    for task in s.task.values:
+        for m, rho, a, r in _rows(s, str(task)):
+            c = s.sel(task=task, optimizer=m, alpha=a, rho=r)
+            for band, e in bands.items():
+                for k in METRICS:
+                    w.writerow([str(task), m, "" if rho is None else f"{rho:g}", f"{a:g}", band, e, k,
+                                f"{float(c[f'{k}_mean'].sel(epoch=e)):.6g}", f"{float(c[f'{k}_half'].sel(epoch=e)):.6g}",
+                                int(c.n_ok), int(c.n_stuck), int(c.n_nonfinite), int(c.n_run)])
+    return _atomic_write(buf.getvalue().encode(), Path(path))
+
+
+def _atomic_write(data: bytes, path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """Command line; returns 0 ok, 2 bad input (config, data, output folder,
+    missing extra: one line). Non-finite runs do not fail the study: each is
+    one line on stderr and marked in the results."""
+    parser = argparse.ArgumentParser(prog="python -m samflow.experiments.cnn_study", description=__doc__.split("\n")[0])
+    parser.add_argument("config", help="TOML config (see configs/cnn_study.toml)")
+    parser.add_argument("--out", help="output folder (default: output.dir/<name>)")
+    parser.add_argument("--resume", action="store_true", help="keep the finished runs in <out>/runs and run the rest")
+    parser.add_argument("--overwrite", action="store_true", help="delete earlier results and runs in <out> first")
+    parser.add_argument("--quick", action="store_true", help="2 seeds, 2 alphas, 1 rho, 6 epochs, 120 images (tests)")
+    parser.add_argument("--no-figures", action="store_true", help="write results and tables only")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+
+    def fail(msg: str) -> int:
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+
+    if args.resume and args.overwrite:
+        return fail("--resume and --overwrite exclude each other: keep the finished runs or delete them")
+    try:
+        cfg = load_study_config(args.config)
+        if args.quick:
+            cfg = quick(cfg)
+    except ConfigError as err:
+        return fail(str(err).replace("\n", "\nerror: "))
+    out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
+    existing = [f for f in RESULT_FILES if (out_dir / f).exists()]
+    if existing and not (args.overwrite or args.resume):
+        return fail(f"{out_dir / existing[0]} exists; pass --resume to finish it or --overwrite to replace it")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if args.overwrite:
+            import shutil
+
+            shutil.rmtree(out_dir / "runs", ignore_errors=True)
+        probe = out_dir / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return fail(f"--out / output.dir: cannot write to {out_dir}: {err.strerror}")
+
+    from .images import DataNotFoundError, MissingExtraError
+
+    try:
+        results = run_study(cfg, out_dir, resume=args.resume, progress=not args.quiet)
+    except (ConfigError, MissingExtraError, DataNotFoundError) as err:
+        return fail(str(err))
+
+    from ..store import write_results
+
+    ds = assemble(cfg, results)
+    print(f"results: {write_results(ds, out_dir / 'results.nc')}")
+    print(f"summary: {write_summary_csv(ds, out_dir / 'summary.csv')}")
+    tables = format_tables(ds)
+    print(f"tables:  {_atomic_write(tables.encode(), out_dir / 'tables.md')}")
+    print()
+    print(tables)
+    if cfg.output.figures and not args.no_figures:
+        from .cnn_study_plots import plot_study
+
+        for path in plot_study(ds, out_dir):
+            print(f"figure: {path}")
+    print(f"done in {ds.attrs['wall_time_s']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

