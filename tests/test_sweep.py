@@ -12,7 +12,7 @@ import xarray as xr
 import samflow as sf
 import importlib
 
-solve_mod = importlib.import_module("samflow.solve")  # the module; samflow.solve is the function
+solve_mod = importlib.import_module("samflow._integrate")  # where solve_cell lives (the sweep calls it there)
 from samflow.analysis import dominant_index, regime_label
 from samflow.config import ConfigError, load_config, parse_config
 from samflow.store import read_results
