@@ -58,13 +58,12 @@ import datetime
 import hashlib
 import importlib.metadata
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from ._io import atomic_path
 from .status import STATUS_MESSAGES, Status
 
 __all__ = ["to_dataset", "write_results", "read_results", "package_versions", "code_stamp", "source_hash"]
@@ -290,17 +289,8 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it owner-only; results are for sharing
-    try:
+    with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

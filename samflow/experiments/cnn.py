@@ -45,12 +45,12 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_write_bytes
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
 from .images import DataNotFoundError, MissingExtraError, EXTRA_HINT
@@ -376,26 +376,6 @@ def format_table(ds) -> str:
     return "\n".join(lines)
 
 
-def _public(path: "str | Path") -> None:
-    """Give a file the permissions of a normally created one (mkstemp makes it 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
-
-
-def _atomic_write_bytes(data: bytes, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        _public(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_csv(ds, path: "str | Path") -> Path:
     """The tidy table (one row per task, optimizer, alpha and measured epoch that ran), written atomically."""
     buf = io.StringIO()
@@ -416,7 +396,7 @@ def write_csv(ds, path: "str | Path") -> Path:
                         [task, m, f"{float(a):g}", int(e), *[v if isinstance(v, int) else f"{v:.6g}" for v in vals],
                          f"{float(t.uniform_minor_share):.6g}", int(t.n_images)]
                     )
-    return _atomic_write_bytes(buf.getvalue().encode(), Path(path))
+    return atomic_write_bytes(buf.getvalue().encode(), Path(path))
 
 
 def _remove_if_empty(folder: Path) -> None:
@@ -478,8 +458,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
     from ..store import write_results
 
-    results_path = write_results(ds, out_dir / "results.nc")
-    _public(results_path)
+    results_path = write_results(ds, out_dir / "results.nc")  # atomic, with the usual permissions
     print(f"results: {results_path}")
     print(f"table:   {write_csv(ds, out_dir / 'shares.csv')}")
     print()

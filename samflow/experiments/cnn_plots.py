@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -24,6 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from .._io import atomic_path  # noqa: E402
 
 __all__ = ["plot_gradcam_grid", "plot_minor_share", "plot_cnn"]
 
@@ -36,17 +36,8 @@ def _savefig(fig, path: Path) -> list[Path]:
     """Save `fig` as `path` (.png) and its .pdf twin, each via a temporary file and a rename."""
     out = []
     for p, fmt in ((path.with_suffix(".png"), "png"), (path.with_suffix(".pdf"), "pdf")):
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        os.close(fd)
-        try:
+        with atomic_path(p) as tmp:
             fig.savefig(tmp, format=fmt, dpi=130, bbox_inches="tight")
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         out.append(p)
     plt.close(fig)
     return out

@@ -49,12 +49,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_path
+from .._io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
 from .cnn_study_config import StudyConfig, StudyTask, load_study_config, quick
 from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public names)
@@ -307,15 +308,8 @@ def _fingerprint(cfg: StudyConfig) -> str:
 
 def _save_run(path: Path, run: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"])
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"])
 
 
 def _load_run(path: Path) -> dict:
@@ -539,21 +533,6 @@ def write_summary_csv(ds, path: "str | Path") -> Path:
                                 f"{float(c[f'{k}_mean'].sel(epoch=e)):.6g}", f"{float(c[f'{k}_half'].sel(epoch=e)):.6g}",
                                 int(c.n_ok), int(c.n_stuck), int(c.n_nonfinite), int(c.n_run)])
     return _atomic_write(buf.getvalue().encode(), Path(path))
-
-
-def _atomic_write(data: bytes, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def main(argv: "list[str] | None" = None) -> int:

@@ -20,8 +20,6 @@ lower edge of the panel (at its alpha) instead of a point.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -30,6 +28,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
+
+from .._io import atomic_path  # noqa: E402
 
 
 __all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]
@@ -196,17 +196,9 @@ def plot_curves(ds, path: "str | Path", alpha: "float | None" = None, rho: "floa
 
 def _savefig_png(fig, path: Path) -> list[Path]:
     """Save `fig` as a PNG (small, for docs/) via a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
     return [path]

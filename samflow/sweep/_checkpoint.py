@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from .._io import atomic_path, atomic_write_text
 from ..config import ConfigError, SweepConfig
 from ..flows import Method
 from ..solve import Summary, Trajectory
@@ -79,9 +79,7 @@ class ChunkCheckpoint:
         have = _chunk_stamps(self.folder)
         self.other_stamps = [s for s in have if s != stamp] if stamp is not None else []
         if stamp is not None and stamp not in have:
-            tmp = self.folder / f".{_STAMP_FILE}.{os.getpid()}.tmp"
-            tmp.write_text("".join(f"{line}\n" for line in have + [stamp]))
-            os.replace(tmp, self.folder / _STAMP_FILE)
+            atomic_write_text("".join(f"{line}\n" for line in have + [stamp]), self.folder / _STAMP_FILE)
 
     def _path(self, method: Method, k: int) -> Path:
         return self.folder / f"{method.value}-{k:06d}.npz"
@@ -99,10 +97,8 @@ class ChunkCheckpoint:
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
         """Store chunk k of `method` atomically."""
         path = self._path(method, k)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **{f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)})
-        os.replace(tmp, path)
 
 
 def config_key(cfg: SweepConfig) -> str:
