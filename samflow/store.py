@@ -32,7 +32,7 @@ the full run, `loss`, `real_time` and the per-cell variables are equal, and
 `beta_norm` is ||beta|| to the last bit or two. The regime labels follow from
 `dominant` and `tied` (`samflow.analysis.regime_label_from_dominant`).
 
-A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`,
+A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-slices K --slice-index i`,
 see `samflow.merge`) has the same variables with the two axes (alpha, rho)
 replaced by one axis `cell`, whose coordinate holds the flattened index
 `alpha index * n_rho + rho index` of each cell it solved; the `alpha` and `rho`

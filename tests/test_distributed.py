@@ -1,4 +1,4 @@
-"""A sweep on many machines: --num-chunks K --chunk-index i slices, and the merge.
+"""A sweep on many machines: --num-slices K --slice-index i slices, and the merge.
 
 The merged slices must equal a single run bit for bit (NaN positions included);
 the CLI must refuse bad slice arguments and incomplete or mixed slice sets with
@@ -44,7 +44,7 @@ K = 3
 
 
 def _slice(cfg: Path, out: Path, k: int, i: int, *extra: str) -> int:
-    return main([str(cfg), "--out", str(out), "--quiet", "--num-chunks", str(k), "--chunk-index", str(i), *extra])
+    return main([str(cfg), "--out", str(out), "--quiet", "--num-slices", str(k), "--slice-index", str(i), *extra])
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +135,13 @@ def test_merged_slices_equal_the_whole_run_bit_for_bit(runs, capsys, monkeypatch
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--num-chunks", "0", "--chunk-index", "0"], "--num-chunks must be >= 1"),
-        (["--num-chunks", "3", "--chunk-index", "3"], "--chunk-index must be in 0..2"),
-        (["--num-chunks", "3", "--chunk-index", "-1"], "--chunk-index must be in 0..2"),
-        (["--num-chunks", "9", "--chunk-index", "0"], "more than the 8 (alpha, rho) cell(s)"),
-        (["--num-chunks", "3"], "go together"),
-        (["--chunk-index", "1"], "go together"),
-        (["--num-chunks", "two", "--chunk-index", "1"], "whole numbers"),
+        (["--num-slices", "0", "--slice-index", "0"], "--num-slices must be >= 1"),
+        (["--num-slices", "3", "--slice-index", "3"], "--slice-index must be in 0..2"),
+        (["--num-slices", "3", "--slice-index", "-1"], "--slice-index must be in 0..2"),
+        (["--num-slices", "9", "--slice-index", "0"], "more than the 8 (alpha, rho) cell(s)"),
+        (["--num-slices", "3"], "go together"),
+        (["--slice-index", "1"], "go together"),
+        (["--num-slices", "two", "--slice-index", "1"], "whole numbers"),
     ],
 )
 def test_bad_slice_arguments_one_line_exit_2_no_files(runs, tmp_path, capsys, args, message):

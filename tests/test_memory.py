@@ -172,7 +172,7 @@ def test_oversized_run_is_refused_in_one_line_naming_the_fixes():
         check_memory(**BIG, **kw, available_bytes=125 * GiB)
     msg = str(err.value)
     assert "\n" not in msg and "388 GiB" in msg and "125 GiB available" in msg
-    assert 'output.save = "summary"' in msg and "time.num" in msg and "--num-chunks 4 or more" in msg
+    assert 'output.save = "summary"' in msg and "time.num" in msg and "--num-slices 4 or more" in msg
     # The summary run the message offers fits (14.1 GiB): only the budget note remains.
     note = check_memory(**{**BIG}, **{**kw, "summary": True}, available_bytes=125 * GiB)
     assert note is not None and "memory_budget_mb = 1024" in note
@@ -224,7 +224,7 @@ def test_cli_refuses_an_oversized_run_before_any_folder_or_compilation(tmp_path,
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the results need about 388 GiB"), err
-    assert 'output.save = "summary"' in err and "--num-chunks" in err
+    assert 'output.save = "summary"' in err and "--num-slices" in err
     assert not out.exists()
     # One slice of 64 fits in 125 GiB: the pure check passes it (with the budget note, 1 device).
     loaded = load_config(cfg)
