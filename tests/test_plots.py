@@ -349,3 +349,24 @@ def test_trajectories_pick_the_longest_staircase_of_regime_2():
     np.testing.assert_array_equal(reg, [3, 2, 2, 3])
     picks = plots._representative_alphas(ds, 0)
     assert 2 in picks and 1 not in picks and 3 in picks  # regime 2: index 2, not the shorter 1
+
+
+def test_minor_share_legend_is_below_the_panels(tmp_path, kept_figures):
+    """Issue 17: the legend of minor_share.png sat inside a panel and hid points."""
+    from samflow.experiments.cnn_plots import plot_minor_share
+
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset(
+        {"minor_share": (("task", "optimizer", "alpha", "epoch"), rng.uniform(0.6, 0.9, (2, 2, 2, 4))),
+         "uniform_minor_share": (("task",), [0.7, 0.75])},
+        coords={"task": ["3v8", "10class"], "optimizer": ["gd", "sam_l2"], "alpha": [2.0, 3.0], "epoch": np.arange(4)},
+        attrs={"threshold": 0.5},
+    )
+    plot_minor_share(ds, tmp_path / "minor_share.png")
+    fig = kept_figures[-1]
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 2 * 2 + 1  # method x alpha, and the uniform map, once
+    box = legend.get_window_extent()
+    assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)
