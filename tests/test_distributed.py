@@ -167,7 +167,7 @@ def test_slice_rerun_needs_overwrite_and_resume_is_per_slice(runs, tmp_path, cap
     partial.mkdir()
     assert _slice(cfg, out, K, 1) == 2
     err = capsys.readouterr().err
-    assert "slice 1 of 3" in err and "--resume" in err
+    assert "slice 2 of 3 (--slice-index 1)" in err and "--resume" in err  # messages count from 1
     # ... and refuses chunks kept for another slice or config.
     (partial / "sweep.key").write_text("something else")
     assert _slice(cfg, out, K, 1, "--resume") == 2
@@ -203,7 +203,7 @@ def test_merge_refuses_missing_duplicated_and_foreign_slices(runs, tmp_path, cap
     # Duplicated (a copy under another name).
     shutil.copy(second, slices / "slice-0001-of-0003-copy.nc")
     err = _merge_error(out, capsys)
-    assert "slice 1 of 3 appears twice" in err
+    assert "slice 2 of 3 (--slice-index 1) appears twice" in err
     (slices / "slice-0001-of-0003-copy.nc").unlink()
 
     # From another config: slice 1 rerun with another horizon (same shapes, no new compilation).
