@@ -9,7 +9,7 @@
 | real_time            | flow, alpha, rho, time                | t at each save time (= time for clock t) |
 | status               | flow, alpha, rho                      | `samflow.Status` code (flag_meanings) |
 | event_time           | flow, alpha, rho                      | collapse / blow-up / failure time, clock units |
-| event_real_time      | flow, alpha, rho                      | the same in real time |
+| event_real_time      | flow, alpha, rho                      | the same in real time (`Trajectory.event_t`) |
 | collapse_direction   | flow, alpha, rho, coord               | beta/||beta|| just before collapse |
 | slide_time           | flow, alpha, rho, layer, coord        | time from which a weight slid at 0 |
 | num_steps            | flow, alpha, rho                      | solver steps |
