@@ -211,8 +211,8 @@ def main(argv: "list[str] | None" = None) -> int:
                   file=sys.stderr)
         return code
     finally:
-        if on_main:
-            signal.signal(signal.SIGTERM, previous)
+        if on_main:  # None: the previous handler was not set from Python
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 
