@@ -76,7 +76,9 @@ def test_signal_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, capsys, 
     assert int(m.group(2)) == N_CHUNKS
     assert not (out / "results.nc").exists()
     if sig == signal.SIGINT:  # the resume, once, in this process (no second JAX start)
+        before = signal.getsignal(signal.SIGTERM)
         assert main(_cmd(cfg, out, "--resume")[3:]) == 0
+        assert signal.getsignal(signal.SIGTERM) is before  # main() put the caller's handler back
         assert f"resumed: {n_done} of {N_CHUNKS} chunks already done" in capsys.readouterr().out
         assert not (out / ".partial").exists()
         with xr.open_dataset(out / "results.nc") as ds:
