@@ -535,7 +535,10 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
                 else:
                     entries.append((where, line))
             continue
-        entries.append((where, msg + f" (got {value!r})"))
+        # A validator's message may name its field and value itself ("grid.rho must be >= 0,
+        # got -0.01"): say each once.
+        msg = msg.removeprefix(where + " ") if loc else msg
+        entries.append((where, msg if ", got " in msg or "(got " in msg else msg + f" (got {value!r})"))
     # A value that fits no member of a union (list | {start, stop, num}) reports
     # one line per member: keep the specific lines, merge the generic ones.
     out = []
@@ -586,6 +589,12 @@ def read_toml(path: "str | Path") -> dict:
     **Raises:** `ConfigError` (one line) for a missing or unreadable file or invalid TOML.
     """
     path = Path(path)
+    if path.is_dir():
+        tomls = sorted(path.glob("*.toml"), key=lambda f: (f.name != "default.toml", f.name))
+        raise ConfigError(
+            f"{path}: is a folder; give the path of one .toml file"
+            + (f" in it, e.g. {tomls[0]}" if tomls else " (see configs/)")
+        )
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; give the path of a .toml file (see configs/)")
     try:

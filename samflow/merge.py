@@ -1,6 +1,6 @@
 """A sweep on many machines: slices of the grid, and the merge of the slices.
 
-    python -m samflow.sweep CONFIG --num-chunks K --chunk-index i [--out DIR]   # K times, i = 0..K-1
+    python -m samflow.sweep CONFIG --num-slices K --slice-index i [--out DIR]   # K times, i = 0..K-1
     python -m samflow.merge DIR [--overwrite] [--no-figures]                    # once, after all of them
 
 Each slice is an independent process (a SLURM array task, a Ray task, ...). It
@@ -105,7 +105,7 @@ def main(argv: "list[str] | None" = None) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="python -m samflow.merge",
-        description="Merge the slices of a sweep run with --num-chunks/--chunk-index into one results.nc.",
+        description="Merge the slices of a sweep run with --num-slices/--slice-index into one results.nc.",
     )
     parser.add_argument("out_dir", help="the output folder of the sliced sweep (holds slices/)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing results.nc")

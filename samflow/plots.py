@@ -2,10 +2,12 @@
 
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
   (time, alpha) at one rho, one panel per method (docs/theory.md section 6). Discrete
-  colours 1 (minor) .. d (major); collapsed cells (beta = 0) and cells without a
-  value have colours of their own; the legend names the statuses of the latter.
-- `plot_trajectories`: the normalized predictor beta/||beta|| (scaled first, no
-  overflow up to the float64 range) and the loss for a few alphas, per method.
+  colours 1 (minor) .. d (major); cells at beta = 0 (grey) and cells without a
+  value (black) have colours of their own, each in the legend only when drawn and
+  named by its cells' statuses ("collapsed" for l2-SAM, "slid to 0" for linf-SAM;
+  "blew up", "step limit", ... for black).
+- `plot_trajectories`: |beta_j| on a log axis with the switches of the dominant
+  feature marked, and the loss, for a few alphas (one per l2-SAM regime), per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
   failed are drawn "no value" (not "undetermined"), naming their status.
 - `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
@@ -35,7 +37,15 @@ from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.scale import LogTransform, SymmetricalLogTransform  # noqa: E402
 
-from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant  # noqa: E402
+from .analysis import (  # noqa: E402
+    _unit,
+    dominant_index,
+    regime_label,
+    regime_label_from_dominant,
+    switching_times,
+    tied,
+    visited_sequence,
+)
 from .flows import METHOD_LABELS, Method  # noqa: E402
 from .status import Status  # noqa: E402
 
@@ -52,6 +62,7 @@ __all__ = [
     "regime_image",
     "status_text",
     "no_value_label",
+    "zero_label",
     "regime_cmap",
     "regime_chart_edges",
 ]
@@ -70,7 +81,7 @@ NO_VALUE = -1  # regime_image / dominant index of a cell without a value
 _COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID), int(Status.CRITICAL)})
 _STATUS_WORDS = {
     "BLEW_UP": "blew up",
-    "MAX_STEPS": "hit solver.max_steps",
+    "MAX_STEPS": "step limit, solver.max_steps",
     "NONFINITE_INPUT": "non-finite input",
     "FAILED": "solver failed",
     "SURFACE": "linf slid on two switching surfaces (not followed)",
@@ -233,6 +244,24 @@ def no_value_label(statuses, what: str = "non-finite $\\beta$") -> str:
     return "no value (" + "; ".join(status_text(v) for v in ss) + ")"
 
 
+_ZERO_WORDS = {int(Status.COLLAPSED): "collapsed", int(Status.SLID): "slid to 0", int(Status.CRITICAL): "held at a critical point"}
+
+
+def zero_label(statuses_by_method: dict) -> str:
+    """Legend text of the beta = 0 colour of the heat map, naming how each method got there.
+
+    **Arguments:** `statuses_by_method` method name -> the statuses of its cells that
+    have a beta = 0 pixel. **Returns:** e.g. r"$\\beta = 0$: collapsed ($\\ell_2$-SAM);
+    slid to 0 ($\\ell_\\infty$-SAM)" (l2-SAM collapses to W = 0, docs/theory.md s.4; linf-SAM
+    coordinates slide to 0 and stay there, a Filippov sliding mode).
+    """
+    parts = []
+    for m, sts in statuses_by_method.items():
+        words = sorted({_ZERO_WORDS.get(int(v), _status_name(v)) for v in sts})
+        parts.append(f"{' / '.join(words)} ({_method_label(m)})")
+    return r"$\beta = 0$: " + "; ".join(parts)
+
+
 def regime_image(reg, status) -> np.ndarray:
     """Regime labels to draw: `reg`, with `NO_VALUE` (-1) where a cell has no value.
 
@@ -328,10 +357,13 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     axes = axes[0]
     mesh = None
     missing = []  # statuses of the cells with a "no value" pixel
+    zero = {}  # method -> statuses of the cells with a beta = 0 pixel
     for ax, m in zip(axes, methods):
         dom = _dominant(ds, m, ir)
         st = np.asarray(ds["status"].sel(flow=m).isel(rho=ir).values)
         missing += st[np.any(dom == NO_VALUE, axis=-1)].tolist()
+        if np.any(dom == 0):
+            zero[m] = st[np.any(dom == 0, axis=-1)].tolist()
         mesh = ax.pcolormesh(te, ae, dom, cmap=cmap, norm=norm, shading="flat", rasterized=True)
         _set_scale(ax, "x", t_sc, t_lt)
         _set_scale(ax, "y", a_sc, a_lt)
@@ -348,8 +380,14 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
         labels[-1] += " (major)"
     cbar.ax.set_yticklabels(labels)
     cbar.set_label(r"dominant feature $\arg\max_j |\beta_j|$")
-    handles = [Patch(color=COLLAPSED_COLOR, label=r"collapsed ($\beta = 0$)"), Patch(color=MISSING_COLOR, label=no_value_label(missing))]
-    fig.legend(handles=handles, loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.45, -0.02))
+    # Only the colours that appear, each named by what its cells did.
+    handles = []
+    if zero:
+        handles.append(Patch(color=COLLAPSED_COLOR, label=zero_label(zero)))
+    if missing:
+        handles.append(Patch(color=MISSING_COLOR, label=no_value_label(missing)))
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, bbox_to_anchor=(0.45, -0.02))
     depth = ds.attrs.get("depth", "?")
     fig.suptitle(rf"Dominant feature over time, depth $L={depth}$, $\rho={rho_v:g}$, $d={d}$")
     fig.subplots_adjust(bottom=0.2, top=0.85, right=0.86)
@@ -359,16 +397,27 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     return path
 
 
+def _sequence(beta: np.ndarray) -> np.ndarray:
+    """Dominant index (time,) of one trajectory, 0 where the lead is tied (rel. 1e-9) or beta = 0."""
+    return np.where(tied(beta, 1e-9), 0, dominant_index(beta))
+
+
 def _representative_alphas(ds, ir: int, k: int = 3) -> list[int]:
-    """Indices of alphas showing each regime of the first SAM method (or spread)."""
-    sam = [m for m in ds["flow"].values if m != "gd"]
+    """Indices of alphas showing each regime of l2-SAM (regimes are an l2-SAM notion), or spread.
+
+    In regime 2 the init that visits the most dominant features is taken (the middle
+    one of those): it shows "minor first, major last" best.
+    """
     picks = []
-    if sam:
-        beta = ds["beta"].sel(flow=sam[0]).isel(rho=ir).values
-        status = ds["status"].sel(flow=sam[0]).isel(rho=ir).values
+    if "l2" in ds["flow"].values:
+        beta = ds["beta"].sel(flow="l2").isel(rho=ir).values
+        status = ds["status"].sel(flow="l2").isel(rho=ir).values
         reg = regime_label(beta, status)
         for r in (1, 2, 3):
             idx = np.flatnonzero(reg == r)
+            if r == 2 and idx.size:
+                n_seen = np.array([len(visited_sequence(_sequence(beta[i]))) for i in idx])
+                idx = idx[n_seen == n_seen.max()]
             if idx.size:
                 picks.append(int(idx[idx.size // 2]))
     if len(picks) < min(k, ds.sizes["alpha"]):
@@ -377,13 +426,55 @@ def _representative_alphas(ds, ir: int, k: int = 3) -> list[int]:
     return sorted(set(picks))
 
 
-def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=None) -> Path:
-    """beta_j/||beta||_2 and the loss over time for a few alphas: rows methods, columns alphas.
+def _end_text(m: str, status: int, t_ev: float) -> str:
+    """How a trajectory ended, in words (empty when it ran to the horizon untouched)."""
+    if status == int(Status.COLLAPSED):
+        return f"collapsed to 0 at t = {t_ev:.3g}"
+    if status == int(Status.SLID):
+        return "slid to 0" if m == "linf" else "some weights slid to 0"
+    if status in _COMPLETED:
+        return "at a critical point" if status == int(Status.CRITICAL) else ""
+    word = _STATUS_WORDS.get(_status_name(status), _status_name(status).lower())
+    return f"{word} at t = {t_ev:.3g}" if np.isfinite(t_ev) else word
 
-    A dotted vertical line marks the collapse / blow-up time when there is one.
+
+def _time_window(times, dom, loss, t_ev, slides) -> tuple[float, float]:
+    """The x range of one trajectory panel: from the first save time to 1.6 x the time of its
+    last change (last switch of the dominant feature, event, last slide to 0, or the loss
+    falling to half its start), within the save times and holding at least 8 of them."""
+    times = np.asarray(times, dtype=float)
+    marks = [t for t, _, _ in switching_times(dom, times)]
+    if np.isfinite(t_ev):
+        marks.append(float(t_ev))
+    slides = np.asarray(slides, dtype=float)
+    if np.any(np.isfinite(slides)):
+        marks.append(float(np.nanmax(slides)))
+    loss = np.asarray(loss, dtype=float)
+    if loss.size and np.isfinite(loss[0]) and loss[0] > 0:
+        fell = np.flatnonzero(loss <= loss[0] / 2)
+        if fell.size:
+            marks.append(float(times[fell[0]]))
+    lo = min(0.0, float(times[0]))
+    hi = 1.6 * max(marks) if marks else float(times[-1])
+    hi = float(np.clip(hi, times[min(7, times.size - 1)], times[-1]))
+    return lo, hi if hi > lo else lo + 1.0
+
+
+def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=None) -> Path:
+    """|beta_j| (log scale) and the loss over time for a few alphas: rows methods, columns alphas.
+
+    Each panel draws |beta_j(t)| of every feature on a log axis (so features that
+    start equal, as with w(0) = alpha 1, separate visibly), a dotted line with
+    "a->b" at every switch of the dominant feature argmax_j |beta_j| (leads tied
+    to 1e-9 are not switches), a dashed line at a collapse / blow-up / stall
+    (`event_time`), and the loss on a second, linear axis (grey, dashed). Its
+    title names the method and alpha, the order of the dominant features
+    (docs/theory.md s.5) and how the trajectory ended; only l2-SAM panels name a
+    regime (regimes 1/2/3 are defined for l2-SAM, docs/theory.md s.3).
 
     **Arguments:** `alphas` values on the sweep's alpha axis (nearest grid points
-    are used); default one per regime of the first SAM method.
+    are used); default one per regime of l2-SAM (in regime 2 the init that
+    visits the most features), or three spread alphas.
 
     **Returns:** the PNG path (a PDF is written next to it).
 
@@ -406,50 +497,69 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     d = ds.sizes["coord"]
     cols = feature_colors(d)
     times = ds["time"].values
-    # Log time as before; a grid with t = 0 gets a symlog axis so t = 0 stays drawn.
-    t_sc, t_lt = ("symlog", float(np.min(times[times > 0]))) if np.any(times <= 0) and np.any(times > 0) else ("log", None)
-    if np.all(times <= 0):
-        t_sc = "linear"
-    fig, axes = plt.subplots(len(methods), len(ia), figsize=(3.6 * len(ia) + 0.8, 2.8 * len(methods)), squeeze=False, sharex=True)
+    relative = bool(int(ds.attrs.get("alpha_relative_to_rho", 0)))
+    fig, axes = plt.subplots(len(methods), len(ia), figsize=(3.9 * len(ia) + 0.9, 2.9 * len(methods)), squeeze=False)
     for i, m in enumerate(methods):
         for j, a in enumerate(ia):
             ax = axes[i, j]
-            beta = ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values
+            beta = np.asarray(ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values, dtype=float)
             loss = ds["loss"].sel(flow=m).isel(rho=ir, alpha=a).values
-            unit = normalized_beta(beta)  # scaled first: |beta| = 5e177 gives 1, not 0
+            mag = np.abs(beta)
+            with np.errstate(invalid="ignore"):
+                shown = np.where(np.isfinite(mag) & (mag > 0), mag, np.nan)
             for k in range(d):
-                ax.plot(times, unit[:, k], color=cols[k], lw=1.4, label=rf"$\beta_{{{k + 1}}}/\|\beta\|$")
-            _set_scale(ax, "x", t_sc, t_lt)
-            if np.sum(np.all(np.isfinite(unit), axis=-1)) < 2 and times.size > 1:
-                ax.set_xlim(times[0], times[-1])  # a failed cell: keep the time axis of the others
-            ax.set_ylim(min(-0.05, float(np.nanmin(unit, initial=0.0)) - 0.05), 1.05)
-            t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
-            if np.isfinite(t_ev):
-                if t_sc == "log" and t_ev <= 0:  # not on a log axis: say so instead of dropping it
-                    ax.text(0.01, 0.02, f"event at t = {t_ev:g}", transform=ax.transAxes, fontsize=7, color="0.3")
-                else:
-                    ax.axvline(t_ev, color="0.4", lw=0.8, ls=":")
-            ax2 = ax.twinx()
-            ax2.plot(times, loss, "k--", lw=1.0, label="loss")
-            ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
-            if j == len(ia) - 1:
-                ax2.set_ylabel("loss (dashed)")
+                ax.plot(times, shown[:, k], color=cols[k], lw=1.5, label=rf"$|\beta_{{{k + 1}}}|$")
+            ax.set_yscale("log")
+            pos = shown[np.isfinite(shown)]
+            if pos.size:  # at most 12 decades below the largest value: a collapse dives to 1e-300
+                ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
+            dom = _sequence(beta)
+            for t_sw, f, to in switching_times(dom, times):
+                ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
+                ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
+                        ha="right", va="bottom", color="0.3")
             status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
-            reg = int(regime_label(beta[None], np.asarray([status]))[0])
+            t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
+            if np.isfinite(t_ev) and status != int(Status.SLID):
+                ax.axvline(t_ev, color="k", lw=0.9, ls="--")
+            slides = ds["slide_time"].sel(flow=m).isel(rho=ir, alpha=a).values if "slide_time" in ds else np.array([])
+            ax.set_xlim(*_time_window(times, dom, loss, t_ev, slides))
+            ax2 = ax.twinx()
+            ax2.plot(times, loss, color="0.45", ls="--", lw=1.0)
+            ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
+            ax2.tick_params(axis="y", colors="0.45", labelsize=8)
+            if j == len(ia) - 1:
+                ax2.set_ylabel("loss (grey, dashed)", color="0.45")
             a_v = float(ds["alpha"].values[a])
-            ax.set_title(f"{_method_label(m)}, " + (rf"$\alpha/\rho$={a_v:.3g}" if int(ds.attrs.get('alpha_relative_to_rho', 0)) else rf"$\alpha$={a_v:.3g}") + (f", regime {reg}" if reg else "")
-                         + ("" if status in _COMPLETED else f", {_status_name(status)}"), fontsize=9)
+            head = f"{_method_label(m)}, " + (rf"$\alpha/\rho$ = {a_v:.3g}" if relative else rf"$\alpha$ = {a_v:.3g}")
+            if m == "l2":
+                reg = int(regime_label(beta[None], np.asarray([status]))[0])
+                head += f": regime {reg}" if reg else ": regime undetermined"
+            seq = visited_sequence(dom)
+            lines = [head] + (["dominant " + r" $\to$ ".join(map(str, seq))] if seq else [])
+            end = _end_text(m, status, t_ev)
+            if end:
+                lines.append(end)
+            ax.set_title("\n".join(lines), fontsize=8.5)
+            ax.grid(True, which="major", alpha=0.2)
             if j == 0:
-                ax.set_ylabel(r"normalized predictor $\beta_j/\|\beta\|_2$")
+                ax.set_ylabel(r"$|\beta_j(t)|$ (log)")
             if i == len(methods) - 1:
-                ax.set_xlabel(_time_label(ds) + _scale_note(t_sc, t_lt, "t"))
+                ax.set_xlabel(_time_label(ds))
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    handles.append(plt.Line2D([], [], color="k", ls="--"))
-    labels.append("loss")
-    fig.legend(handles, labels, loc="upper center", ncol=min(d + 1, 8), frameon=False, bbox_to_anchor=(0.5, 1.0))
-    fig.suptitle(rf"Trajectories at $\rho={rho_v:g}$ (depth {ds.attrs.get('depth', '?')})", y=1.04)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    handles += [plt.Line2D([], [], color="0.45", ls="--"), plt.Line2D([], [], color="0.55", ls=":"),
+                plt.Line2D([], [], color="k", ls="--")]
+    labels += ["loss", r"switch of the dominant feature $a \to b$", "collapse / blow-up / stall"]
+    fig.suptitle(
+        rf"$|\beta_j(t)|$ at $\rho={rho_v:g}$, depth {ds.attrs.get('depth', '?')}: feature 1 is the most minor, "
+        f"{d} the major one\n(linear time, each panel up to 1.6 x the time of its last change: "
+        "switch, collapse, slide or the fall of the loss)",
+        y=1.02, fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 5), frameon=False,
+               bbox_to_anchor=(0.5, 0.0), fontsize=8.5)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     fig.savefig(path.with_suffix(".pdf"), bbox_inches="tight")
     plt.close(fig)
     return path

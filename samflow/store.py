@@ -9,7 +9,7 @@
 | real_time            | flow, alpha, rho, time                | t at each save time (= time for clock t) |
 | status               | flow, alpha, rho                      | `samflow.Status` code (flag_meanings) |
 | event_time           | flow, alpha, rho                      | collapse / blow-up / failure time, clock units |
-| event_real_time      | flow, alpha, rho                      | the same in real time |
+| event_real_time      | flow, alpha, rho                      | the same in real time (`Trajectory.event_t`) |
 | collapse_direction   | flow, alpha, rho, coord               | beta/||beta|| just before collapse |
 | slide_time           | flow, alpha, rho, layer, coord        | time from which a weight slid at 0 |
 | num_steps            | flow, alpha, rho                      | solver steps |
@@ -32,7 +32,7 @@ the full run, `loss`, `real_time` and the per-cell variables are equal, and
 `beta_norm` is ||beta|| to the last bit or two. The regime labels follow from
 `dominant` and `tied` (`samflow.analysis.regime_label_from_dominant`).
 
-A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`,
+A *slice* of a sweep (`python -m samflow.sweep CONFIG --num-slices K --slice-index i`,
 see `samflow.merge`) has the same variables with the two axes (alpha, rho)
 replaced by one axis `cell`, whose coordinate holds the flattened index
 `alpha index * n_rho + rho index` of each cell it solved; the `alpha` and `rho`

@@ -107,7 +107,7 @@ CONFIG_KEYS = {
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
-RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer"}
+RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample"}  # README's list
 RESULT_VARS = {
     "beta": ("flow", "alpha", "rho", "time", "coord"),
     "loss": ("flow", "alpha", "rho", "time"),

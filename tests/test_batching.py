@@ -30,6 +30,7 @@ A5 = np.array([0.9, 0.6, 0.3, 0.55, 0.2])  # (d,)
 # ------------------------------------------------------------------ the two cases of the issue
 
 
+@pytest.mark.slow  # the (d,) form and run_discrete's (L, d) form stay in the default run
 def test_shared_LxD_init_with_two_radii_starts_every_cell_at_W0():
     """Case 1a: an (L, d) alpha with len(rho) = L. Before: cell 0 started with
     both layers = W0[0] (0.45, 0.3, 0.52, 0.38, 0.33), cell 1 at W0[1]."""

@@ -480,3 +480,35 @@ def test_figure_configs_checked_before_any_figure(tmp_path):
         figures.run_all(out, quick=True, only=["depth1_directions"], config_dir=cdir)
     assert str(info.value) == f"{path}: rel_band: {NON_FINITE_MESSAGE} (got nan)"
     assert not out.exists()
+
+
+def test_messages_name_the_field_and_value_once(tmp_path, capsys):
+    """Issue 17: `rho = [-0.01]` said 'grid.rho: grid.rho must be >= 0, got -0.01 (got [-0.01])'."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(edit("rho = [1.0]", "rho = [-0.01]"))
+    assert main([str(cfg), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {cfg}: grid.rho: must be >= 0, got -0.01"
+
+
+def test_a_folder_given_as_config_is_named_a_folder(tmp_path, capsys):
+    (tmp_path / "a.toml").write_text(GOOD)
+    (tmp_path / "default.toml").write_text(GOOD)
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {tmp_path}: is a folder; give the path of one .toml file in it, e.g. {tmp_path / 'default.toml'}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder" in err and "(see configs/)" in err and "not found" not in err
+
+
+def test_existing_results_refusal_names_resume_and_overwrite(tmp_path, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(GOOD)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.nc").write_text("")
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "exists" in err and "--overwrite" in err and "--resume" in err

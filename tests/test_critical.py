@@ -28,6 +28,7 @@ MIXED = sf.Dataset(
 )
 
 
+@pytest.mark.slow  # a long solve; test_depth1_field_points_into_the_critical_point is the fast check
 def test_depth1_l2_reaches_minimiser_and_stays():
     ts = np.linspace(0.0, 10.0, 11)
     tr = sf.solve("l2", SYMMETRIC, alpha=1.0, rho=0.5, ts=ts, depth=1)
@@ -59,7 +60,7 @@ def test_depth1_field_points_into_the_critical_point():
         assert abs(abs(v) - 0.5 * np.tanh(0.25)) < 1e-3
 
 
-@pytest.mark.parametrize("alpha", [1e-4, 1e-2, 1.0])
+@pytest.mark.parametrize("alpha", [pytest.param(1e-4, marks=pytest.mark.slow), 1e-2, 1.0])
 def test_mixed_labels_l2_stops_at_nonzero_critical_point(alpha):
     """Case 10 (alpha/rho = 1e-2, 1, 1e2): every cell was MAX_STEPS (stalled at a
     nonzero point, |W| about alpha); now CRITICAL at the time solve_model gives."""
@@ -98,6 +99,7 @@ def test_mixed_labels_event_time_converges():
     assert abs(t_default - t_ref) < 1e-7 * t_ref
 
 
+@pytest.mark.slow  # multi-sample; the mixed-label cases check the CRITICAL event by default
 def test_separable_gaussian_critical_point():
     """A separable 4 x 5 Gaussian data set: small inits collapse to 0 (COLLAPSED), a
     larger one reaches a nonzero critical point (W on a non-separable subset of
@@ -116,6 +118,7 @@ def test_separable_gaussian_critical_point():
     np.testing.assert_allclose(np.asarray(tr.event_time), np.asarray(tm.event_time), rtol=1e-6)
 
 
+@pytest.mark.slow  # a bit-for-bit pin, like tests/test_pin.py
 def test_collapse_times_unchanged_bitwise():
     """The critical-point event must leave the collapse to W = 0 exactly as it was
     (event times recorded with the code before the change, these batches exactly:

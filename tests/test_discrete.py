@@ -84,7 +84,7 @@ ETAS = (0.04, 0.02, 0.01)
 TS_GAP = 0.04 * np.rint(np.linspace(0.0, 125.0, N_SAVE))
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", [m if m == "l2" else pytest.param(m, marks=pytest.mark.slow) for m in METHODS])  # l2 by default
 def test_gap_to_flow_is_first_order_in_eta(mu12, method):
     gaps = np.array([float(flow_gap(method, mu12, 0.3, 0.1, eta, TS_GAP)) for eta in ETAS])
     assert np.all(np.isfinite(gaps)) and np.all(gaps > 0)

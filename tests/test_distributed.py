@@ -1,4 +1,4 @@
-"""A sweep on many machines: --num-chunks K --chunk-index i slices, and the merge.
+"""A sweep on many machines: --num-slices K --slice-index i slices, and the merge.
 
 The merged slices must equal a single run bit for bit (NaN positions included);
 the CLI must refuse bad slice arguments and incomplete or mixed slice sets with
@@ -44,7 +44,7 @@ K = 3
 
 
 def _slice(cfg: Path, out: Path, k: int, i: int, *extra: str) -> int:
-    return main([str(cfg), "--out", str(out), "--quiet", "--num-chunks", str(k), "--chunk-index", str(i), *extra])
+    return main([str(cfg), "--out", str(out), "--quiet", "--num-slices", str(k), "--slice-index", str(i), *extra])
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +135,13 @@ def test_merged_slices_equal_the_whole_run_bit_for_bit(runs, capsys, monkeypatch
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--num-chunks", "0", "--chunk-index", "0"], "--num-chunks must be >= 1"),
-        (["--num-chunks", "3", "--chunk-index", "3"], "--chunk-index must be in 0..2"),
-        (["--num-chunks", "3", "--chunk-index", "-1"], "--chunk-index must be in 0..2"),
-        (["--num-chunks", "9", "--chunk-index", "0"], "more than the 8 (alpha, rho) cell(s)"),
-        (["--num-chunks", "3"], "go together"),
-        (["--chunk-index", "1"], "go together"),
-        (["--num-chunks", "two", "--chunk-index", "1"], "whole numbers"),
+        (["--num-slices", "0", "--slice-index", "0"], "--num-slices must be >= 1"),
+        (["--num-slices", "3", "--slice-index", "3"], "--slice-index must be in 0..2"),
+        (["--num-slices", "3", "--slice-index", "-1"], "--slice-index must be in 0..2"),
+        (["--num-slices", "9", "--slice-index", "0"], "more than the 8 (alpha, rho) cell(s)"),
+        (["--num-slices", "3"], "go together"),
+        (["--slice-index", "1"], "go together"),
+        (["--num-slices", "two", "--slice-index", "1"], "whole numbers"),
     ],
 )
 def test_bad_slice_arguments_one_line_exit_2_no_files(runs, tmp_path, capsys, args, message):
@@ -167,7 +167,7 @@ def test_slice_rerun_needs_overwrite_and_resume_is_per_slice(runs, tmp_path, cap
     partial.mkdir()
     assert _slice(cfg, out, K, 1) == 2
     err = capsys.readouterr().err
-    assert "slice 1 of 3" in err and "--resume" in err
+    assert "slice 2 of 3 (--slice-index 1)" in err and "--resume" in err  # messages count from 1
     # ... and refuses chunks kept for another slice or config.
     (partial / "sweep.key").write_text("something else")
     assert _slice(cfg, out, K, 1, "--resume") == 2
@@ -203,7 +203,7 @@ def test_merge_refuses_missing_duplicated_and_foreign_slices(runs, tmp_path, cap
     # Duplicated (a copy under another name).
     shutil.copy(second, slices / "slice-0001-of-0003-copy.nc")
     err = _merge_error(out, capsys)
-    assert "slice 1 of 3 appears twice" in err
+    assert "slice 2 of 3 (--slice-index 1) appears twice" in err
     (slices / "slice-0001-of-0003-copy.nc").unlink()
 
     # From another config: slice 1 rerun with another horizon (same shapes, no new compilation).

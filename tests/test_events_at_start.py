@@ -39,8 +39,9 @@ def test_blowup_inside_threshold_at_start_issue_case():
     assert np.all(np.isnan(np.asarray(tr.beta)))
 
 
-@pytest.mark.parametrize("coords, blowup_log10", [("linear", 2.0), ("log", 1.99)])
-@pytest.mark.parametrize("method", ["gd", "l2"])
+# Default run: gd in linear coordinates; the other three variants are slow (one compilation each).
+@pytest.mark.parametrize("coords, blowup_log10", [("linear", 2.0), pytest.param("log", 1.99, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method", ["gd", pytest.param("l2", marks=pytest.mark.slow)])
 def test_blowup_on_or_inside_threshold_at_start(method, coords, blowup_log10):
     """|beta(0)| = 10**2: exactly on blowup_log10 = 2 in linear coordinates; inside it
     in log coordinates (there log10|beta| = 2 log(10) / log(10) is not exact)."""
@@ -56,6 +57,7 @@ def test_blowup_on_threshold_issue_values():
     _blown_at_start(tr, np.full((2, 2), np.sqrt(10)))
 
 
+@pytest.mark.slow  # depth 3; depth 2 is in the default run
 def test_blowup_depth3_at_start_and_just_outside():
     """Depth 3 (pole event present too): inside the threshold stops at 0; just outside
     it integrates and blows up at a small positive time."""
@@ -70,7 +72,7 @@ def test_blowup_depth3_at_start_and_just_outside():
     assert 1e-4 < float(tr.event_time) < 1e-3
 
 
-@pytest.mark.parametrize("capture_radius", [0.5, 0.6])  # exactly on, inside
+@pytest.mark.parametrize("capture_radius", [0.5, pytest.param(0.6, marks=pytest.mark.slow)])  # exactly on, inside
 def test_collapse_at_start(capture_radius):
     """||W(0)|| = 1.5 exactly (0.75 in 4 weights), rho = 3, capture 0.5 x 3 = 1.5:
     COLLAPSED at 0, W(0) saved at time 0 (it was NaN), 0 after."""
@@ -101,7 +103,7 @@ def test_critical_point_at_start_depth1():
     np.testing.assert_array_equal(np.asarray(tr.t), TS)
 
 
-@pytest.mark.parametrize("factor", [1.0, 2.0])  # exactly on, inside
+@pytest.mark.parametrize("factor", [1.0, pytest.param(2.0, marks=pytest.mark.slow)])  # exactly on, inside
 def test_critical_point_on_threshold_at_start(factor):
     W0 = jnp.full((1, 1), 1e-8)
     R, ok = _critical_ratio(W0, jnp.asarray(0.5), _SYMMETRIC, sf.get_loss("logistic"))
@@ -130,7 +132,7 @@ def test_t_range_exceeded_at_start():
     assert np.all(np.isinf(np.asarray(tr.t[1:])))
 
 
-@pytest.mark.parametrize("factor", [1.0 + 1e-12, 2.0])  # on (to the rounding of R under jit), inside
+@pytest.mark.parametrize("factor", [1.0 + 1e-12, pytest.param(2.0, marks=pytest.mark.slow)])  # on (to the rounding of R under jit), inside
 def test_solve_model_collapse_at_start(factor):
     """The generic-model solver's critical-point event at t0: COLLAPSED at 0, held."""
     m = diagonal_network(2)

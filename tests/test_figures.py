@@ -197,7 +197,7 @@ def test_no_value_legends_name_the_status():
 
     colors = figures._staircase_cmap(5)[2]
     labels = [h.get_label() for h in figures._staircase_handles(5, colors, [int(Status.MAX_STEPS), int(Status.BLEW_UP)])]
-    assert labels[-1] == "no value (BLEW_UP: blew up; MAX_STEPS: hit solver.max_steps)"
+    assert labels[-1] == "no value (BLEW_UP: blew up; MAX_STEPS: step limit, solver.max_steps)"
 
 
 def test_linf_limit_map_draws_unmeasured_cells_black():

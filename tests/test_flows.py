@@ -71,7 +71,8 @@ def test_perturbation_zero_at_zero_weights(method, depth, multi_data, loss):
     np.testing.assert_array_equal(sf.unit_l2(jnp.zeros((depth, 3))), 0.0)
 
 
-@pytest.mark.parametrize("method", METHODS)
+# gd (the slowest to differentiate, and no singular point) is marked slow; the SAM flows run by default.
+@pytest.mark.parametrize("method", [m if m != "gd" else pytest.param(m, marks=pytest.mark.slow) for m in METHODS])
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_jacobians_finite_at_and_near_zero(method, depth, mu12, multi_data):
     m = Method(method)

@@ -13,7 +13,11 @@ MU = np.array([0.5, 1.0, 1.5])
 TS = np.geomspace(1e-2, 1e3, 10)
 
 
-@pytest.mark.parametrize("method", ["gd", "l2", "linf", "usam"])
+# l2-SAM in the default run; gd, linf and usam (one compilation each) are marked slow.
+METHODS_L2_FAST = [pytest.param(m, marks=pytest.mark.slow) if m != "l2" else m for m in ("gd", "l2", "linf", "usam")]
+
+
+@pytest.mark.parametrize("method", METHODS_L2_FAST)
 def test_rho_zero_equals_gd_exactly(method):
     data = sf.single_sample(MU)
     alphas = np.array([0.01, 0.3, 2.0])
@@ -23,7 +27,7 @@ def test_rho_zero_equals_gd_exactly(method):
     np.testing.assert_array_equal(np.asarray(sam.num_steps), np.asarray(gd.num_steps))
 
 
-@pytest.mark.parametrize("method", ["gd", "l2", "linf", "usam"])
+@pytest.mark.parametrize("method", METHODS_L2_FAST)
 def test_tiny_and_huge_inits(method):
     data = sf.single_sample(MU)
     tr = sf.solve(method, data, np.array([1e-300, 1e150]), np.full(2, 0.1), TS, depth=2, alpha_batched=True)
@@ -55,7 +59,7 @@ def test_tiny_init_keeps_relative_accuracy():
     np.testing.assert_allclose(np.asarray(tr.W)[:, 0, :], expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize("method", ["gd", "l2", "linf", "usam"])
+@pytest.mark.parametrize("method", METHODS_L2_FAST)
 def test_zero_data_point_leaves_the_weights_alone(method):
     data = sf.single_sample(np.zeros(3))
     tr = sf.solve(method, data, 0.4, 0.1, TS, depth=2)

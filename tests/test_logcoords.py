@@ -105,17 +105,27 @@ def test_tiny_coordinate_keeps_its_relative_accuracy():
     np.testing.assert_allclose(out.W[ok, 1, :], out.W[ok, 0, :], rtol=1e-12)
 
 
-def test_sweep_config_coords_key(tmp_path):
+def _coords_config() -> dict:
     raw = read_toml(Path(__file__).parent.parent / "configs" / "default.toml")
     raw["grid"]["alpha"] = [0.2, 0.5, 2.0]
     raw["time"]["num"] = N_SAVE
     raw["methods"] = ["l2"]
     raw["solver"]["coords"] = "log"
+    return raw
+
+
+@pytest.mark.slow  # two sweeps; the refusals below run by default
+def test_sweep_config_coords_key(tmp_path):
+    raw = _coords_config()
     ds = run_sweep(SweepConfig.model_validate(raw), progress=False)
     raw["solver"]["coords"] = "linear"
     ds_lin = run_sweep(SweepConfig.model_validate(raw), progress=False)
     np.testing.assert_array_equal(ds["status"].values, ds_lin["status"].values)
     assert int((ds["status"].values == int(sf.Status.COLLAPSED)).sum()) == 1
+
+
+def test_sweep_config_coords_key_refusals():
+    raw = _coords_config()
     raw["methods"] = ["l2", "linf"]
     raw["solver"]["coords"] = "log"
     with pytest.raises(ConfigError, match="solver.coords = 'log' does not apply to linf"):

@@ -143,7 +143,7 @@ def test_regime_chart_case9_grid_draws_geometric_cells_and_rho_zero(tmp_path, ke
     assert np.all(img[img != plots.NO_VALUE] == 3)
     assert mesh.cmap(mesh.norm(plots.NO_VALUE)) == BLACK
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "no value (MAX_STEPS: hit solver.max_steps)" in labels
+    assert "no value (MAX_STEPS: step limit, solver.max_steps)" in labels
     assert fig._suptitle.get_text() == "Regimes over (alpha, rho), depth 2"
 
 
@@ -158,7 +158,7 @@ def test_all_failed_regime_chart_says_so_in_its_title(tmp_path, kept_figures):
     (mesh,) = meshes(fig)
     assert np.all(np.asarray(mesh.get_array()) == plots.NO_VALUE)
     assert fig._suptitle.get_text() == (
-        "Regimes over (alpha, rho), depth 2: every cell failed, no regime (MAX_STEPS: hit solver.max_steps)"
+        "Regimes over (alpha, rho), depth 2: every cell failed, no regime (MAX_STEPS: step limit, solver.max_steps)"
     )
     assert mesh.axes.get_title() == "$\\ell_2$-SAM\nno value in any cell (MAX_STEPS)"
 
@@ -186,7 +186,7 @@ def test_regime_image_unknown_status_is_no_value():
                    Status.CRITICAL])
     np.testing.assert_array_equal(plots.regime_image(reg, st), [0, 0, -1, 2, -1, -1, 0])
     assert plots.status_text(42) == "status 42 (unknown)"
-    assert plots.no_value_label([42, 4, 4]) == "no value (MAX_STEPS: hit solver.max_steps; status 42 (unknown))"
+    assert plots.no_value_label([42, 4, 4]) == "no value (MAX_STEPS: step limit, solver.max_steps; status 42 (unknown))"
     assert plots.no_value_label([]) == r"no value (non-finite $\beta$)"
 
 
@@ -219,7 +219,32 @@ def test_heatmap_edges_and_no_value_legend_name_the_status(tmp_path, kept_figure
     dom = np.asarray(ms[1].get_array()).reshape(A, T)
     assert np.all(dom[2, 3:] == -1) and ms[1].cmap(ms[1].norm(-1)) == BLACK
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == [r"collapsed ($\beta = 0$)", "no value (BLEW_UP: blew up)"]
+    assert labels == ["no value (BLEW_UP: blew up)"]  # no cell at beta = 0: no grey entry
+
+
+def test_heatmap_legend_names_each_colour_by_its_cells(tmp_path, kept_figures):
+    """Grey (beta = 0) says "collapsed" for l2-SAM and "slid to 0" for linf-SAM; black names the
+    statuses of its cells (step limit, not "blow-up / failed"); a colour that is not drawn has
+    no legend entry."""
+    F, A, R, T = 3, 3, 1, 4
+    beta = major_first_beta(F, A, R, T)
+    status = np.zeros((F, A, R), dtype=int)
+    beta[1, 0, 0, 2:] = 0.0  # l2 collapsed
+    status[1, 0, 0] = Status.COLLAPSED
+    beta[2, 0, 0, 1:] = 0.0  # linf slid to 0
+    status[2, 0, 0] = Status.SLID
+    beta[2, 1, 0, 3:] = np.nan  # linf stalled at the step limit
+    status[2, 1, 0] = Status.MAX_STEPS
+    ds = make_ds(beta, status, alpha=[0.1, 1.0, 10.0], rho=[0.1], times=np.logspace(-2, 1, T), flows=("gd", "l2", "linf"))
+    plots.plot_dominant_heatmap(ds, tmp_path / "heat.png")
+    labels = [t.get_text() for t in kept_figures[-1].legends[0].get_texts()]
+    assert labels == [r"$\beta = 0$: collapsed ($\ell_2$-SAM); slid to 0 ($\ell_\infty$-SAM)",
+                      "no value (MAX_STEPS: step limit, solver.max_steps)"]
+    # Nothing missing, nothing at 0: no legend at all.
+    ok = make_ds(major_first_beta(1, 2, 1, T), np.zeros((1, 2, 1)), alpha=[0.1, 1.0], rho=[0.1],
+                 times=np.logspace(-2, 1, T), flows=("gd",))
+    plots.plot_dominant_heatmap(ok, tmp_path / "heat2.png")
+    assert kept_figures[-1].legends == []
 
 
 def test_heatmap_time_axis_with_zero_is_symlog_and_keeps_t0(tmp_path, kept_figures):
@@ -247,9 +272,9 @@ def test_normalized_beta_without_overflow():
     np.testing.assert_allclose(u[3], [0.6, 0.8, 0, 0, 0], rtol=1e-15)
 
 
-def test_trajectories_stay_at_one_when_beta_reaches_5e177(tmp_path, kept_figures):
-    """configs/rescaled_tau.toml: beta_5 grows to 5e177 by tau = 200; before, beta**2 overflowed
-    and beta_5/||beta|| dropped from 1 to 0 at the end (with a RuntimeWarning)."""
+def test_trajectories_draw_beta_up_to_5e177_on_a_log_axis(tmp_path, kept_figures):
+    """configs/rescaled_tau.toml: beta_5 grows to 5e177 by tau = 200 (its square overflows);
+    the panel draws |beta_j| itself on a log axis, without a warning."""
     T, d = 8, 5
     times = np.logspace(-2, np.log10(200.0), T)
     b5 = np.logspace(0, np.log10(5e177), T)
@@ -261,17 +286,87 @@ def test_trajectories_stay_at_one_when_beta_reaches_5e177(tmp_path, kept_figures
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[1.0])
-    fig = kept_figures[-1]
-    ax = fig.axes[0]
-    y5 = next(line for line in ax.get_lines() if line.get_label() == r"$\beta_{5}/\|\beta\|$").get_ydata()
-    np.testing.assert_allclose(y5, 1.0 / np.sqrt(1.0 + 1e-6), rtol=1e-12)
-    assert abs(y5[-1] - 1.0) < 1e-6
+    ax = kept_figures[-1].axes[0]
+    assert ax.get_yscale() == "log"
+    y5 = next(line for line in ax.get_lines() if line.get_label() == r"$|\beta_{5}|$").get_ydata()
+    np.testing.assert_array_equal(y5, b5)
+    y2 = next(line for line in ax.get_lines() if line.get_label() == r"$|\beta_{2}|$").get_ydata()
+    assert np.all(np.isnan(y2))  # beta_2 = 0: no point on a log axis
+    assert ax.get_ylim()[1] >= 5e177
 
 
-def test_trajectories_with_t0_keep_it_on_a_symlog_axis(tmp_path, kept_figures):
+def test_trajectories_with_t0_keep_it(tmp_path, kept_figures):
     times = np.r_[0.0, np.logspace(-2, 1, 4)]
     beta = major_first_beta(1, 1, 1, times.size)
     ds = make_ds(beta, np.zeros((1, 1, 1)), alpha=[1.0], rho=[1.0], times=times, flows=("l2",))
     plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[1.0])
     ax = kept_figures[-1].axes[0]
-    assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] <= 0.0
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] <= 0.0
+
+
+LEAD = np.array([0, 0, 0, 1, 1, 2, 2, 2])  # the dominant feature (0-based) at each of 8 save times
+
+
+def _staircase(lead=LEAD, d: int = 3) -> np.ndarray:
+    """|beta_j| (T, d): 2e-3 for the leading feature, 1e-3 for the others (minor first, major last)."""
+    beta = np.full((lead.size, d), 1e-3)
+    beta[np.arange(lead.size), lead] = 2e-3
+    return beta
+
+
+def test_trajectories_mark_switches_and_name_regimes_only_for_l2(tmp_path, kept_figures):
+    """Every switch of the dominant feature gets a dotted line at its save time with "a -> b"; the
+    title gives the visited order; "regime" appears on l2-SAM panels only (an l2-SAM notion)."""
+    T = 8
+    times = np.linspace(0.5, 4.0, T)
+    beta = np.broadcast_to(_staircase(), (3, 1, 1, T, 3)).copy()
+    ds = make_ds(beta, np.zeros((3, 1, 1)), alpha=[0.5], rho=[1.0], times=times, flows=("gd", "l2", "linf"))
+    plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[0.5])
+    axes = [ax for ax in kept_figures[-1].axes if ax.get_ylabel() != "loss (grey, dashed)" and ax.get_title()]
+    titles = [ax.get_title() for ax in axes]
+    assert "regime" not in titles[0] and "regime" not in titles[2]
+    assert titles[1].startswith(r"$\ell_2$-SAM, $\alpha$ = 0.5: regime 2")
+    assert all(r"dominant 1 $\to$ 2 $\to$ 3" in t for t in titles)
+    # |beta_2| passes |beta_1| between t index 2 and 3, |beta_3| passes |beta_2| between 4 and 5.
+    switch_at = times[[3, 5]]  # dated at the first save time with the new lead
+    dotted = [line.get_xdata()[0] for line in axes[1].get_lines() if line.get_linestyle() == ":"]
+    np.testing.assert_allclose(dotted, switch_at)
+    texts = [t.get_text().strip() for t in axes[1].texts]
+    assert texts == [r"1$\to$2", r"2$\to$3"]
+
+
+def test_trajectories_pick_the_longest_staircase_of_regime_2():
+    """Default columns: one alpha per l2-SAM regime; in regime 2 the init visiting the most features."""
+    T = 8
+    times = np.linspace(0.5, 4.0, T)
+    A = 4
+    beta = np.broadcast_to(np.arange(1.0, 4.0), (1, A, 1, T, 3)).copy()  # regime 3 everywhere ...
+    beta[0, 1, 0] = _staircase(np.array([1, 1, 1, 1, 2, 2, 2, 2]))  # alpha index 1: 2 -> 3
+    beta[0, 2, 0] = _staircase()  # alpha index 2: 1 -> 2 -> 3, the longest staircase
+    ds = make_ds(beta, np.zeros((1, A, 1)), alpha=[0.1, 0.2, 0.3, 0.4], rho=[1.0], times=times, flows=("l2",))
+    from samflow.analysis import regime_label
+    reg = regime_label(beta[0, :, 0], np.zeros(A, int))
+    np.testing.assert_array_equal(reg, [3, 2, 2, 3])
+    picks = plots._representative_alphas(ds, 0)
+    assert 2 in picks and 1 not in picks and 3 in picks  # regime 2: index 2, not the shorter 1
+
+
+def test_minor_share_legend_is_below_the_panels(tmp_path, kept_figures):
+    """Issue 17: the legend of minor_share.png sat inside a panel and hid points."""
+    from samflow.experiments.cnn_plots import plot_minor_share
+
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset(
+        {"minor_share": (("task", "optimizer", "alpha", "epoch"), rng.uniform(0.6, 0.9, (2, 2, 2, 4))),
+         "uniform_minor_share": (("task",), [0.7, 0.75])},
+        coords={"task": ["3v8", "10class"], "optimizer": ["gd", "sam_l2"], "alpha": [2.0, 3.0], "epoch": np.arange(4)},
+        attrs={"threshold": 0.5},
+    )
+    plot_minor_share(ds, tmp_path / "minor_share.png")
+    fig = kept_figures[-1]
+    fig.canvas.draw()
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 2 * 2 + 1  # method x alpha, and the uniform map, once
+    box = legend.get_window_extent()
+    assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)

@@ -185,11 +185,11 @@ def test_resume_on_finished_slices_is_already_complete(cfg, tmp_path, monkeypatc
     _stamp(monkeypatch, OLD)
     out = tmp_path / "o"
     for i in range(3):
-        assert _run(cfg, out, "--num-chunks", "3", "--chunk-index", str(i)) == 0
+        assert _run(cfg, out, "--num-slices", "3", "--slice-index", str(i)) == 0
     path = out / "slices" / slice_file_name(1, 3)
     before = _fingerprint(path)
     capsys.readouterr()
-    assert _run(cfg, out, "--num-chunks", "3", "--chunk-index", "1", "--resume") == 0
+    assert _run(cfg, out, "--num-slices", "3", "--slice-index", "1", "--resume") == 0
     assert "already complete" in capsys.readouterr().out
     assert _fingerprint(path) == before
     # The afterok merge, resubmitted: also a no-op once done.
@@ -232,9 +232,9 @@ def test_merge_refuses_slices_of_different_stamps(cfg, tmp_path, monkeypatch, ca
     out = tmp_path / "o"
     _stamp(monkeypatch, OLD)
     for i in (0, 2):
-        assert _run(cfg, out, "--num-chunks", "3", "--chunk-index", str(i)) == 0
+        assert _run(cfg, out, "--num-slices", "3", "--slice-index", str(i)) == 0
     _stamp(monkeypatch, NEW)
-    assert _run(cfg, out, "--num-chunks", "3", "--chunk-index", "1") == 0
+    assert _run(cfg, out, "--num-slices", "3", "--slice-index", "1") == 0
     capsys.readouterr()
     assert merge_main([str(out), "--no-figures"]) == 2
     line = _one_line_error(capsys)

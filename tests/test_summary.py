@@ -140,7 +140,7 @@ def test_merged_summary_slices_equal_the_whole_summary_run(runs):
     K = 2
     for i in range(K):
         assert main([str(root / "summary.toml"), "--out", str(sliced), "--quiet",
-                     "--num-chunks", str(K), "--chunk-index", str(i)]) == 0
+                     "--num-slices", str(K), "--slice-index", str(i)]) == 0
     parts = [read_results(sliced / "slices" / slice_file_name(i, K)) for i in range(K)]
     assert parts[0]["dominant"].dims == ("flow", "cell", "time") and "beta" not in parts[0]
     merged, whole = merge_slices(parts), read_results(root / "summary" / "results.nc")

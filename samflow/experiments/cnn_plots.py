@@ -122,7 +122,10 @@ def plot_minor_share(ds, path: "str | Path") -> list[Path]:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("Grad-CAM mass on minor pixels")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="best", ncol=2)
+    # One legend below the panels: inside, it hid points (issue 17).
+    entries = {lab: h for ax in axes[0] for h, lab in zip(*ax.get_legend_handles_labels())}
+    fig.legend(entries.values(), entries.keys(), fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               frameon=False)
     fig.suptitle(
         f"Share of Grad-CAM mass on minor pixels (intensity < {float(ds.attrs.get('threshold', 0.5)):g}), held-out images",
         fontsize=9,

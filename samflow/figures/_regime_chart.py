@@ -185,7 +185,7 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
 
-    fig, ax = plt.subplots(figsize=(8.2, 6.4))
+    fig, ax = plt.subplots(figsize=(11.5, 6.4))
     cmap, norm, _ = regime_cmap()
     img = regime_image(reg, st_chart)  # failed cells: "no value", not "undetermined"
     ax.pcolormesh(_log_edges(r_ax), _log_edges(a_ax), img, cmap=cmap, norm=norm, rasterized=True)
@@ -214,7 +214,9 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     if np.any(img == NO_VALUE):
         handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3))
         labels.append(no_value_label(st_chart[img == NO_VALUE]))
-    ax.legend(handles, labels, fontsize=8, loc="upper left", framealpha=0.9)
+    # Outside the axes, to the right: inside it covered the top-left cells (issue 17).
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              frameon=False)
     ax.set_title(r"$\ell_2$-SAM, depth 2, one sample: regimes over $(\alpha, \rho)$" "\n"
                  r"boundaries are lines $\alpha \propto \rho$ (slope 1 on log axes)", fontsize=11)
     png = _save(fig, ctx, "regime_chart")

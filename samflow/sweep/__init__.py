@@ -1,13 +1,13 @@
 """The sweep engine and its command line: config -> grid -> batched solve -> results -> figures.
 
     python -m samflow.sweep CONFIG [--out DIR] [--overwrite] [--resume] [--resume-any-version]
-                                   [--no-figures] [--quiet] [--num-chunks K --chunk-index i]
+                                   [--no-figures] [--quiet] [--num-slices K --slice-index i]
 
 reads a TOML config (see `configs/default.toml`), solves every (method, alpha, rho)
 cell with one jitted, vmapped diffrax solve per chunk of cells, writes a netCDF
 results file and draws the figures. From Python, `run_sweep(config)` returns the
 results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
-With `--num-chunks K --chunk-index i` it solves slice i of K of the grid and
+With `--num-slices K --slice-index i` it solves slice i of K of the grid and
 writes `<out>/slices/...nc`; `python -m samflow.merge <out>` assembles the
 slices (`samflow.merge`).
 

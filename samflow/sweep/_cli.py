@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +18,31 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
-from ._run import build_data, memory_preflight, run_sweep
+from ._run import build_data, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) during a sweep: stops it like Ctrl-C, remembering the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+#: Exit codes of an interrupted sweep: 128 + the signal number, the shell's convention for a
+#: process ended by a signal, so a job script (or a scheduler's epilogue) can tell a Ctrl-C
+#: (SIGINT, 130) from the scheduler's notice before it kills a job (SIGTERM, 143).
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
+def _chunks_done(partial: Path) -> int:
+    """Finished chunks kept in a checkpoint folder (written atomically: a `.tmp` is not one)."""
+    return len(list(partial.glob("*.npz"))) if partial.is_dir() else 0
 
 
 def _default_out(cfg: SweepConfig, config_path: Path) -> Path:
@@ -56,12 +81,17 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
-        "--num-chunks", metavar="K",
-        help="split the grid into K slices and run one of them (with --chunk-index), e.g. as a "
+        "--num-slices", metavar="K", dest="num_slices",
+        help="split the grid into K slices and run one of them (with --slice-index), e.g. as a "
         "SLURM array task; writes <out>/slices/slice-000i-of-000K.nc, no figures; then run "
         "python -m samflow.merge <out>",
     )
-    parser.add_argument("--chunk-index", metavar="I", help="the slice to run, 0..K-1 (with --num-chunks)")
+    parser.add_argument("--slice-index", metavar="I", dest="slice_index",
+                        help="the slice to run, 0..K-1 (with --num-slices)")
+    # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
+    # unit inside a run); kept, unlisted, so job scripts keep working for a release.
+    parser.add_argument("--num-chunks", dest="num_slices", help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-index", dest="slice_index", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     resume = args.resume or args.resume_any_version
 
@@ -69,16 +99,16 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"error: {msg}", file=sys.stderr)
         return 2
 
-    sliced = args.num_chunks is not None or args.chunk_index is not None
+    sliced = args.num_slices is not None or args.slice_index is not None
     if sliced:
-        if args.num_chunks is None or args.chunk_index is None:
-            return fail("--num-chunks and --chunk-index go together: give both")
+        if args.num_slices is None or args.slice_index is None:
+            return fail("--num-slices and --slice-index go together: give both")
         try:
-            n_chunks, chunk_index = int(args.num_chunks), int(args.chunk_index)
+            n_slices, slice_index = int(args.num_slices), int(args.slice_index)
         except ValueError:
             return fail(
-                "--num-chunks and --chunk-index take whole numbers "
-                f"(got {args.num_chunks!r}, {args.chunk_index!r})"
+                "--num-slices and --slice-index take whole numbers "
+                f"(got {args.num_slices!r}, {args.slice_index!r})"
             )
     config_path = Path(args.config)
     try:
@@ -87,14 +117,16 @@ def main(argv: "list[str] | None" = None) -> int:
         return fail(str(err).replace("\n", "\nerror: "))
     out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
+    # Messages count slices from 1; the file names and --slice-index from 0.
+    slice_text = f"{slice_index + 1} of {n_slices} (--slice-index {slice_index})" if sliced else None
     if sliced:
         try:
-            check_slice_args(n_chunks, chunk_index, cfg.grid.alpha_values().size * cfg.grid.rho_values().size)
+            check_slice_args(n_slices, slice_index, cfg.grid.alpha_values().size * cfg.grid.rho_values().size)
         except ValueError as err:
             return fail(str(err))
-        grid_slice = (chunk_index, n_chunks)
+        grid_slice = (slice_index, n_slices)
         work_dir = out_dir / SLICES_DIR
-        results_path = work_dir / slice_file_name(chunk_index, n_chunks)
+        results_path = work_dir / slice_file_name(slice_index, n_slices)
         partial = work_dir / f".partial-{results_path.stem}"
     key = config_key(cfg)
     stamp = store.code_stamp()
@@ -109,7 +141,10 @@ def main(argv: "list[str] | None" = None) -> int:
             if not args.overwrite:
                 return fail(problem)
         elif not args.overwrite:
-            return fail(f"{results_path} exists; pass --overwrite to replace it (or another --out)")
+            return fail(
+                f"{results_path} exists; pass --overwrite to replace it, --resume to keep it if it holds "
+                "this config's complete results, or another --out"
+            )
     # Before any folder is made or changed, and before JAX compiles: do the results fit?
     try:
         data = build_data(cfg, config_path.parent)
@@ -126,7 +161,7 @@ def main(argv: "list[str] | None" = None) -> int:
         elif not resume:
             return fail(
                 f"{partial.parent} holds partial results of an interrupted run"
-                + (f" of slice {chunk_index} of {n_chunks}" if sliced else "")
+                + (f" of slice {slice_text}" if sliced else "")
                 + "; pass --resume to continue it or --overwrite to start over"
             )
         else:
@@ -144,17 +179,46 @@ def main(argv: "list[str] | None" = None) -> int:
     except OSError as err:
         return fail(f"--out / output.dir: cannot write to {work_dir}: {err.strerror}")
 
-    t_start = time.perf_counter()
+    n_total = chunk_count(cfg, data, grid_slice)
+    if resume and _chunks_done(partial):
+        print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    # SIGTERM (a scheduler's notice before it kills a job) stops the run as Ctrl-C does.
+    # Only the main thread may set a handler (main() can be called from a worker thread).
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if on_main else None
+    stage = "solve"
     try:
+        t_start = time.perf_counter()
         ds = run_sweep(
             cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial,
             grid_slice=grid_slice, code_stamp=stamp, accept_other_stamp=args.resume_any_version,
         )
+        wall = time.perf_counter() - t_start
+        ds.attrs["wall_time_s"] = wall
+        stage = "write"
+        write_results(ds, results_path)  # atomic: the file is whole or absent
+        stage = "figures"
+        _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall)
     except ConfigError as err:
         return fail(str(err))
-    wall = time.perf_counter() - t_start
-    ds.attrs["wall_time_s"] = wall
-    write_results(ds, results_path)
+    except KeyboardInterrupt as err:
+        code = EXIT_SIGTERM if getattr(err, "signum", signal.SIGINT) == signal.SIGTERM else EXIT_SIGINT
+        if stage == "figures" or (stage == "write" and results_path.exists()):
+            print(f"interrupted after the results were written ({results_path}); some figures may be missing",
+                  file=sys.stderr)
+        else:
+            print(f"interrupted after {_chunks_done(partial)} of {n_total} chunks; rerun with --resume to continue",
+                  file=sys.stderr)
+        return code
+    finally:
+        if on_main:  # None: the previous handler was not set from Python
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    return 0
+
+
+def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall) -> None:
+    """After the results are written: drop the checkpoints, print the notes, draw the figures."""
+    sliced = slice_text is not None
     shutil.rmtree(partial, ignore_errors=True)
     if "resumed_code_stamps" in ds.attrs:
         print(
@@ -163,7 +227,7 @@ def main(argv: "list[str] | None" = None) -> int:
             file=sys.stderr,
         )
     if sliced:
-        print(f"slice: {results_path} ({chunk_index} of {n_chunks}; merge with python -m samflow.merge {out_dir})")
+        print(f"slice: {results_path} ({slice_text}; merge with python -m samflow.merge {out_dir})")
     else:
         print(f"results: {results_path}")
     n_bad = int(np.isin(ds["status"].values, FAILED_STATUSES).sum())
@@ -175,4 +239,3 @@ def main(argv: "list[str] | None" = None) -> int:
         for path in plot_sweep(ds, out_dir, cfg):
             print(f"figure: {path}")
     print(f"done in {wall:.1f} s (solve incl. compilation)")
-    return 0

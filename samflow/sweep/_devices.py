@@ -233,11 +233,11 @@ def check_memory(
     """Check, before anything is compiled, that a sweep's results fit in memory.
 
     **Arguments:** `n_cells` the cells this process solves (one slice's, with
-    padding, under `--num-chunks`); `n_methods`; `L`, `d`, `n_save` the shape;
+    padding, under `--num-slices`); `n_methods`; `L`, `d`, `n_save` the shape;
     `summary` for `output.save = "summary"`; `batch_size`, `n_devices` the
     batching (`batch_width`); `memory_budget_mb` the config's budget;
     `available_bytes` the memory that can be allocated (`available_memory_bytes()`;
-    None skips the refusal); `num_slices` K under `--num-chunks K`, else None.
+    None skips the refusal); `num_slices` K under `--num-slices K`, else None.
 
     Needs `results_bytes(...) + in_flight_bytes(...)`.
 
@@ -246,7 +246,7 @@ def check_memory(
 
     **Raises:** `ValueError` (one line) when the need exceeds `available_bytes`,
     naming the fixes: `output.save = "summary"`, fewer save times (`time.num`),
-    or `--num-chunks` with a count that fits.
+    or `--num-slices` with a count that fits.
     """
     width = batch_width(batch_size, n_cells)
     flight = in_flight_bytes(L, d, n_save, summary=summary, width=width, n_devices=n_devices)
@@ -264,7 +264,7 @@ def check_memory(
         room = available_bytes - flight
         if room > 0:
             k = max(2, math.ceil(held / room)) * (num_slices or 1)
-            fixes.append(f"--num-chunks {k} or more (one slice per process)")
+            fixes.append(f"--num-slices {k} or more (one slice per process)")
         else:  # the batches in flight alone do not fit
             fixes.append(f"a smaller solver.batch_size ({width} cells per device now)")
         raise ValueError(

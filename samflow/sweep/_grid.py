@@ -30,6 +30,21 @@ from ._devices import (
 )
 
 
+def grid_chunk_size(
+    B: int, L: int, d: int, n_save: int, *, chunk_size: "int | None", batch_size: int,
+    memory_budget_mb: float, n_devices: int, summary: bool,
+) -> int:
+    """Cells per chunk of a `solve_grid` of B cells (the unit of memory and of checkpoints).
+
+    `chunk_size` when given, else the largest chunk under `memory_budget_mb`
+    (`chunk_cells`), and at most B. The number of chunks is `ceil(B / size)`.
+    """
+    if chunk_size is None:
+        out_b, tmp_b = cell_bytes(L, d, n_save, summary=summary)
+        chunk_size = chunk_cells(memory_budget_mb, batch_width(batch_size, B), n_devices, out_b, tmp_b)
+    return int(min(chunk_size, B))
+
+
 @in_float64
 def solve_grid(
     method: "str | Method",
@@ -111,11 +126,9 @@ def solve_grid(
     n_dev = len(devs)
     width = batch_width(batch_size, B)
     per_call = width * n_dev
-    if chunk_size is None:
-        L, d = W0.shape[1:]
-        out_b, tmp_b = cell_bytes(L, d, ts_np.size, summary=summary)
-        chunk_size = chunk_cells(memory_budget_mb, width, n_dev, out_b, tmp_b)
-    size = int(min(chunk_size, B))
+    L, d = W0.shape[1:]
+    size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
+                           memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
     fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]

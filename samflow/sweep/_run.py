@@ -19,7 +19,7 @@ from ..store import to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, config_key
 from ._devices import batch_width
-from ._grid import solve_grid
+from ._grid import grid_chunk_size, solve_grid
 from ._slices import slice_cells
 
 
@@ -160,6 +160,33 @@ def run_sweep(
     return ds
 
 
+def _n_cells(cfg: SweepConfig, grid_slice: "tuple[int, int] | None") -> int:
+    """Cells a run solves per method: the whole grid, or slice i of K padded to one batch."""
+    n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
+    if grid_slice is None:
+        return n_grid
+    i, K = grid_slice
+    return max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
+
+
+def chunk_count(
+    cfg: SweepConfig, data: Dataset, grid_slice: "tuple[int, int] | None" = None, n_devices: "int | None" = None
+) -> int:
+    """How many chunks (the checkpoint unit, one `.npz` each under `.partial/`)
+    a run of `cfg` (or of slice `grid_slice = (i, K)`) has, over all its methods:
+    `len(methods) * ceil(cells / chunk size)`, with the chunk size `solve_grid`
+    uses (`grid_chunk_size`). `n_devices` None counts the local JAX devices.
+    """
+    B = _n_cells(cfg, grid_slice)
+    size = grid_chunk_size(
+        B, cfg.depth, data.d, cfg.time.values().size, chunk_size=cfg.solver.chunk_size,
+        batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
+        n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+        summary=cfg.output.save == "summary",
+    )
+    return len(cfg.methods) * -(-B // size)
+
+
 def memory_preflight(
     cfg: SweepConfig,
     data: Dataset,
@@ -178,13 +205,9 @@ def memory_preflight(
     what the batches in flight need.
 
     **Raises:** `ConfigError` (one line naming `output.save = "summary"`,
-    `time.num` and `--num-chunks`) when the results cannot be held.
+    `time.num` and `--num-slices`) when the results cannot be held.
     """
-    n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
-    n_cells = n_grid
-    if grid_slice is not None:
-        i, K = grid_slice
-        n_cells = max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
+    n_cells = _n_cells(cfg, grid_slice)
     if available_bytes == "auto":
         available_bytes = _devices.available_memory_bytes()
     try:

@@ -24,30 +24,30 @@ class SliceError(ValueError):
     the message is one line."""
 
 
-def check_slice_args(num_chunks: int, chunk_index: int, n_cells: int) -> None:
-    """Check `--num-chunks K --chunk-index i` against a grid of `n_cells` cells.
+def check_slice_args(num_slices: int, slice_index: int, n_cells: int) -> None:
+    """Check `--num-slices K --slice-index i` against a grid of `n_cells` cells.
 
     **Raises:** `ValueError` (one line) unless 1 <= K <= n_cells and 0 <= i < K.
     """
-    if num_chunks < 1:
-        raise ValueError(f"--num-chunks must be >= 1 (got {num_chunks})")
-    if num_chunks > n_cells:
+    if num_slices < 1:
+        raise ValueError(f"--num-slices must be >= 1 (got {num_slices})")
+    if num_slices > n_cells:
         raise ValueError(
-            f"--num-chunks {num_chunks} is more than the {n_cells} (alpha, rho) cell(s) of the grid; "
+            f"--num-slices {num_slices} is more than the {n_cells} (alpha, rho) cell(s) of the grid; "
             f"use at most {n_cells}"
         )
-    if not 0 <= chunk_index < num_chunks:
+    if not 0 <= slice_index < num_slices:
         raise ValueError(
-            f"--chunk-index must be in 0..{num_chunks - 1} for --num-chunks {num_chunks} (got {chunk_index})"
+            f"--slice-index must be in 0..{num_slices - 1} for --num-slices {num_slices} (got {slice_index})"
         )
 
 
-def slice_cells(order: np.ndarray, num_chunks: int, chunk_index: int) -> np.ndarray:
-    """The cells of slice `chunk_index` of `num_chunks`.
+def slice_cells(order: np.ndarray, num_slices: int, slice_index: int) -> np.ndarray:
+    """The cells of slice `slice_index` of `num_slices`.
 
     **Arguments:** `order` (B,) a permutation of the flattened cell indices
     0..B-1 (the sweep passes its cost order, so that each slice gets cheap and
-    expensive cells alike); `num_chunks` K; `chunk_index` i.
+    expensive cells alike); `num_slices` K; `slice_index` i.
 
     **Returns:** (n_i,) int64 flattened indices, increasing: `order[i::K]`
     sorted, n_i = ceil((B - i) / K). The K slices partition 0..B-1.
@@ -58,18 +58,18 @@ def slice_cells(order: np.ndarray, num_chunks: int, chunk_index: int) -> np.ndar
     order = np.asarray(order, dtype=np.int64)
     if order.ndim != 1 or not np.array_equal(np.sort(order), np.arange(order.size)):
         raise ValueError("order must be a permutation of 0..B-1")
-    check_slice_args(num_chunks, chunk_index, order.size)
-    return np.sort(order[chunk_index::num_chunks])
+    check_slice_args(num_slices, slice_index, order.size)
+    return np.sort(order[slice_index::num_slices])
 
 
-def slice_file_name(chunk_index: int, num_chunks: int) -> str:
+def slice_file_name(slice_index: int, num_slices: int) -> str:
     """The file name of slice i of K, e.g. `slice-0003-of-0016.nc` (at least 4 digits)."""
-    w = max(4, len(str(num_chunks)))
-    return f"slice-{chunk_index:0{w}d}-of-{num_chunks:0{w}d}.nc"
+    w = max(4, len(str(num_slices)))
+    return f"slice-{slice_index:0{w}d}-of-{num_slices:0{w}d}.nc"
 
 
 def _describe(name: str, ds: xr.Dataset) -> str:
-    return f"{name} (slice {int(ds.attrs['slice_index'])} of {int(ds.attrs['num_slices'])})"
+    return f"{name} (slice {int(ds.attrs['slice_index']) + 1} of {int(ds.attrs['num_slices'])})"
 
 
 def merge_slices(
@@ -78,7 +78,7 @@ def merge_slices(
     """Assemble the K slices of a sweep into the results of the whole grid.
 
     **Arguments:** `slices` the slice datasets (as written by
-    `python -m samflow.sweep CONFIG --num-chunks K --chunk-index i`), in any
+    `python -m samflow.sweep CONFIG --num-slices K --slice-index i`), in any
     order; `names` how to name each in messages (default: its position);
     `accept_other_stamp` merges slices made under different code stamps
     (attribute `code_stamp`, `samflow.store.code_stamp`; a slice without one
@@ -130,14 +130,14 @@ def merge_slices(
         if not 0 <= i < K:
             raise SliceError(f"{_describe(name, ds)}: slice index out of range")
         if i in seen:
-            raise SliceError(f"slice {i} of {K} appears twice: {seen[i]} and {name}")
+            raise SliceError(f"slice {i + 1} of {K} (--slice-index {i}) appears twice: {seen[i]} and {name}")
         seen[i] = name
     absent = [i for i in range(K) if i not in seen]
     if absent:
         shown = ", ".join(slice_file_name(i, K) for i in absent[:8]) + (" ..." if len(absent) > 8 else "")
         raise SliceError(
             f"{len(absent)} of {K} slices missing: {shown} (still running, or failed? "
-            "run them with --chunk-index)"
+            "run them with --slice-index)"
         )
 
     order = sorted(range(len(slices)), key=lambda k: int(slices[k].attrs["slice_index"]))
@@ -219,8 +219,8 @@ def merge_dir(out_dir: "str | Path", *, accept_other_stamp: bool = False) -> xr.
     paths = sorted(folder.glob("slice-*.nc")) if folder.is_dir() else []
     if not paths:
         raise SliceError(
-            f"no slices in {folder}; run python -m samflow.sweep CONFIG --num-chunks K "
-            "--chunk-index i (with the same --out) first"
+            f"no slices in {folder}; run python -m samflow.sweep CONFIG --num-slices K "
+            "--slice-index i (with the same --out) first"
         )
     slices = []
     for p in paths:

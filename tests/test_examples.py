@@ -1,0 +1,64 @@
+"""Every script in examples/ runs as README shows it and prints what it promises."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def _run(name: str, *args: str, monkeypatch, capsys) -> str:
+    monkeypatch.setattr(sys, "argv", [str(EXAMPLES / name), *args])
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    return capsys.readouterr().out
+
+
+def test_every_example_is_tested():
+    tested = {"one_trajectory.py", "regime_chart.py", "gd_vs_sam.py", "read_results.py"}
+    assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_one_trajectory(monkeypatch, capsys):
+    out = _run("one_trajectory.py", "0.3", monkeypatch=monkeypatch, capsys=capsys)
+    # docs/figures/trajectories.png, regime-1 column: 2 -> 1, collapse at t = 14.17.
+    assert "regime 1, status COLLAPSED" in out and "dominant features in order: 2 -> 1" in out
+    t = float(out.split("collapsed to 0 at t = ")[1].split()[0])
+    assert abs(t - 14.17) < 0.01
+
+
+@pytest.mark.slow  # three methods, three compilations
+def test_gd_vs_sam(monkeypatch, capsys):
+    out = _run("gd_vs_sam.py", monkeypatch=monkeypatch, capsys=capsys).splitlines()
+    assert out[0].startswith("gd    FINISHED  dominant 5 ")
+    assert out[1].startswith("l2    FINISHED  dominant 2 -> 3 -> 4 -> 5")
+    assert out[2].startswith("linf  SLID")
+
+
+@pytest.mark.slow  # 24 cells over 64 save times
+def test_regime_chart(monkeypatch, capsys, tmp_path):
+    out = _run("regime_chart.py", "--png", str(tmp_path / "c.png"), monkeypatch=monkeypatch, capsys=capsys)
+    rows = [line.split() for line in out.splitlines()[1:13]]
+    regimes = [int(r[1]) for r in rows]
+    assert regimes == sorted(regimes) and {1, 2, 3} <= set(regimes)  # collapse, minor first, major first
+    assert all(r[1] == r[2] for r in rows)  # depth 2, small rho: the regime is a function of alpha/rho
+    assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_read_results(monkeypatch, capsys, tmp_path):
+    from samflow.sweep import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        'methods = ["l2"]\n[data]\nmu = [0.2, 1.0]\n[grid]\nalpha = [0.2, 0.5, 2.0]\nalpha_relative_to_rho = true\n'
+        "rho = [0.01]\n[time]\nt1 = 1e3\nnum = 16\n[output]\nfigures = false\n"
+    )
+    assert main([str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    capsys.readouterr()
+    out = _run("read_results.py", str(tmp_path / "o" / "results.nc"), monkeypatch=monkeypatch, capsys=capsys)
+    assert "'sample': 1" in out and "'coord': 2" in out and "methods: ['l2']" in out
+    assert "regime 1: 2 alphas, 0.2 to 0.5" in out and "regime 3: 1 alphas, 2 to 2" in out

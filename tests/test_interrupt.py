@@ -1,0 +1,85 @@
+"""Ctrl-C (SIGINT) or a scheduler's SIGTERM during a sweep: one line saying how far it got,
+exit 128 + the signal number, the finished chunks kept; --resume says how many it reuses."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from samflow.sweep import main
+
+# linf, 48 cells in chunks of 2: 24 checkpoints, each a padded call of the whole batch
+# width, so the run is still going when the first checkpoint appears.
+CONFIG = """\
+name = "interrupt"
+methods = ["linf"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = { start = 1e-2, stop = 1e1, num = 48 }
+alpha_relative_to_rho = true
+rho = [0.05]
+[time]
+t1 = 1e3
+num = 10
+[solver]
+chunk_size = 2
+[output]
+figures = false
+"""
+N_CHUNKS = 24
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cmd(cfg: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "samflow.sweep", str(cfg), "--out", str(out), "--quiet", *extra]
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _interrupt(tmp_path: Path, sig: int):
+    """Start a sweep, send `sig` once its first chunk is on disk; return (proc, stderr, out)."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    partial = out / ".partial"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not any(partial.glob("*.npz")):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.stderr.read()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=300)
+    return proc, stderr, out, cfg
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, capsys, sig, code):
+    proc, stderr, out, cfg = _interrupt(tmp_path, sig)
+    assert proc.returncode == code, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr  # no traceback
+    m = re.fullmatch(r"interrupted after (\d+) of (\d+) chunks; rerun with --resume to continue", lines[0])
+    assert m, lines[0]
+    n_done = len(list((out / ".partial").glob("*.npz")))
+    assert int(m.group(1)) == n_done and 1 <= n_done < N_CHUNKS
+    assert int(m.group(2)) == N_CHUNKS
+    assert not (out / "results.nc").exists()
+    if sig == signal.SIGINT:  # the resume, once, in this process (no second JAX start)
+        before = signal.getsignal(signal.SIGTERM)
+        assert main(_cmd(cfg, out, "--resume")[3:]) == 0
+        assert signal.getsignal(signal.SIGTERM) is before  # main() put the caller's handler back
+        assert f"resumed: {n_done} of {N_CHUNKS} chunks already done" in capsys.readouterr().out
+        assert not (out / ".partial").exists()
+        with xr.open_dataset(out / "results.nc") as ds:
+            assert ds.sizes["alpha"] == 48 and ds["status"].notnull().all()
