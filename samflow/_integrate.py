@@ -62,7 +62,7 @@ from .model import init_weights, loss_value
 from .status import Status
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._field import SamField, SegmentArgs
-from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
+from ._settings import _SOLVERS, STUCK_INIT, TAU_ONE_SAMPLE, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from ._singular import (
     _beta_direction,
     _critical_target,
@@ -460,7 +460,11 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
       rho must then be a vector.
 
     A shared alpha must be finite. A per-cell alpha may hold NaN or inf: that
-    cell gets status `NONFINITE_INPUT` and the rest of the batch runs.
+    cell gets status `NONFINITE_INPUT` and the rest of the batch runs. An init
+    from which no flow can move (depth >= 2 and every gradient entry, a product
+    of the other layers' weights, exactly 0 in float64: alpha = 0, or alpha^(L-1)
+    underflowing) is refused, shared or per cell (`samflow._settings.stuck_inits`,
+    the rule the config applies to its grid).
 
     **Raises:** `ValueError` (one line) for a depth < 1; a rho that is not a
     finite scalar or non-empty 1-D vector >= 0; an alpha whose shape fits none
@@ -498,6 +502,11 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
                 "may hold NaN: those cells get status NONFINITE_INPUT)"
             )
         W0 = np.broadcast_to(np.asarray(init_weights(a, depth, d)), (B, depth, d))
+    stuck = stuck_inits(np.asarray(W0))
+    if stuck.any():
+        i = int(np.argmax(stuck))
+        where = f"alpha[{i}] (cell {i})" if alpha_batched else "alpha"
+        raise ValueError(f"{where}: {STUCK_INIT.format(depth=depth)}")
     return jnp.asarray(W0), jnp.asarray(rho_b), batched
 
 

@@ -61,6 +61,27 @@ def bound_problem(name: str, value) -> "str | None":
     return f"solver.{name} must be {kind} {limits}, got {value!r}"
 
 
+STUCK_INIT = (
+    "the init cannot move at depth {depth}: each layer's gradient is a product of the other layers' "
+    "weights, exactly 0 in float64 (alpha = 0, or alpha^(L-1) underflowing), so W stays there under "
+    "every flow; use alpha > 0 large enough, or depth 1"
+)
+
+
+def stuck_inits(W0: np.ndarray) -> np.ndarray:
+    """Which inits (B, L, d) no flow can leave: at depth L >= 2, -grad L =
+    r * prod_{k != l} w^(k) and the SAM ascent step (0 when the gradient is 0)
+    vanish for every r exactly when every prod_excl entry is 0 in float64.
+    Returns (B,) bool (all False at depth 1, where the gradient is -r(beta))."""
+    W0 = np.asarray(W0, dtype=np.float64)
+    B, L, d = W0.shape
+    if L < 2:
+        return np.zeros(B, bool)
+    with np.errstate(under="ignore", invalid="ignore"):
+        excl = np.stack([np.prod(np.delete(W0, l, axis=1), axis=1) for l in range(L)], axis=1)
+    return np.all(excl == 0, axis=(1, 2))
+
+
 TAU_ONE_SAMPLE = "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
 
 

@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import samflow as sf
+from samflow._settings import stuck_inits
 from samflow.discrete import run_discrete
 from samflow.models import run_model_discrete, solve_model, two_layer_linear
 from samflow.status import Status
@@ -244,6 +245,10 @@ def test_run_discrete_valid_args_give_the_rule_init_and_finite_or_a_status(data)
     rho = data.draw(arrays((B,), radii))
     mu = data.draw(arrays((d,), st.floats(-2.0, 2.0)))
     eta = data.draw(st.sampled_from([0.05, 0.25, 0.5]))
+    if np.any(stuck_inits(np.where(np.isfinite(W0), W0, 1.0))):  # no flow leaves it: refused in one line
+        with pytest.raises(ValueError, match=r"^alpha(\[\d+\] \(cell \d+\))?: the init cannot move"):
+            run_discrete(method, sf.single_sample(mu), alpha, rho, eta, TS, depth=depth, alpha_batched=batched)
+        return
     tr = run_discrete(method, sf.single_sample(mu), alpha, rho, eta, TS, depth=depth, alpha_batched=batched)
     finite_in = np.all(np.isfinite(W0.reshape(B, -1)), axis=1)
     _check_cells(tr.status, np.asarray(tr.W), W0, finite_in, (np.asarray(tr.beta), np.asarray(tr.loss)))

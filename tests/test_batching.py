@@ -288,9 +288,31 @@ def test_solve_model_stacked_looking_theta0_is_shared():
     np.testing.assert_array_equal(np.asarray(tr.status), Status.FINISHED)
 
 
+def test_zero_init_is_refused_by_solve_in_one_line_as_by_the_config():
+    """Issue 17 item 6: `solve(alpha=0)` at depth >= 2 returned "collapsed at 0"
+    (l2), "slid" (linf) or "finished" (gd) although nothing can move; the config
+    refused it. Now both refuse; a zero coordinate beside nonzero ones is fine."""
+    data = sf.single_sample([1.0, 2.0])
+    for method in ("gd", "l2", "linf", "usam"):
+        with pytest.raises(ValueError, match=r"^alpha: the init cannot move at depth 2: .* or depth 1$"):
+            sf.solve(method, data, 0.0, 0.5, TS)
+    with pytest.raises(ValueError, match=r"^alpha: the init cannot move at depth 3"):
+        sf.solve("l2", data, 1e-200, 0.5, TS, depth=3)  # alpha^2 underflows
+    with pytest.raises(ValueError, match=r"^alpha\[1\] \(cell 1\): the init cannot move"):
+        sf.solve("l2", data, np.array([0.1, 0.0]), np.array([0.5, 0.5]), TS, alpha_batched=True)
+    with pytest.raises(ValueError, match=r"^alpha: the init cannot move"):
+        run_discrete("gd", data, 0.0, 0.5, 0.1, TS)
+    tr = sf.solve("gd", data, np.array([0.0, 0.3]), 0.5, TS)  # coordinate 1 at 0, coordinate 2 moves
+    assert int(tr.status) == Status.FINISHED and float(tr.beta[-1, 0]) == 0.0 and float(tr.beta[-1, 1]) > 0.09
+    assert int(sf.solve("gd", data, 0.0, 0.5, TS, depth=1).status) == Status.FINISHED  # depth 1 leaves 0
+
+
 def test_l2_zero_init_saves_zero_at_t0():
     """Found by tests/test_api_property.py: l2, W(0) = 0, ts[0] = 0 gives status
-    COLLAPSED, event_time 0, and W(0) saved as NaN (0 at the later save times)."""
-    tr = sf.solve("l2", sf.single_sample([1.0, 2.0]), 0.0, 0.5, TS, clock="t")
+    COLLAPSED, event_time 0, and W(0) saved as NaN (0 at the later save times).
+    `solve` refuses this init now; the engine (`solve_cell`) still handles it."""
+    cell = sf.solve_cell(jnp.zeros((2, 2)), jnp.asarray(0.5), sf.single_sample([1.0, 2.0]), jnp.asarray(TS),
+                         method="l2", clock="t", settings=sf.SolverSettings())
+    tr = cell
     assert int(tr.status) == Status.COLLAPSED and float(tr.event_time) == 0.0
     np.testing.assert_array_equal(np.asarray(tr.W), 0.0)
