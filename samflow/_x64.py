@@ -18,7 +18,7 @@ import functools
 
 import jax
 
-__all__ = ["float64", "in_float64", "require_float64", "use_float64"]
+__all__ = ["float64", "in_float64", "prepare_process", "require_float64", "use_float64"]
 
 HOW = 'call jax.config.update("jax_enable_x64", True) at the start of your program'
 
@@ -26,6 +26,16 @@ HOW = 'call jax.config.update("jax_enable_x64", True) at the start of your progr
 def use_float64() -> None:
     """Turn float64 on for this process (the entry points call it first)."""
     jax.config.update("jax_enable_x64", True)
+
+
+def prepare_process() -> None:
+    """What every command line and script does first, for its own process only:
+    float64 in JAX (`use_float64`) and matplotlib's Agg backend (files, no
+    display). Library modules set neither on import."""
+    use_float64()
+    import matplotlib
+
+    matplotlib.use("Agg")
 
 
 @contextlib.contextmanager

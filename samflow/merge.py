@@ -172,7 +172,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
-    from ._x64 import use_float64
+    from ._x64 import prepare_process
 
-    use_float64()
+    prepare_process()
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""Figures of a sweep, drawn from its results `xarray.Dataset` (matplotlib, Agg).
+"""Figures of a sweep, drawn from its results `xarray.Dataset` (matplotlib; the command lines choose Agg).
 
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
   (time, alpha) at one rho, one panel per method (docs/theory.md section 6). Discrete
@@ -28,16 +28,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.patches import Patch
+from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import BoundaryNorm, ListedColormap  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.scale import LogTransform, SymmetricalLogTransform  # noqa: E402
-
-from .analysis import (  # noqa: E402
+from .analysis import (
     _unit,
     dominant_index,
     regime_label,
@@ -46,8 +43,8 @@ from .analysis import (  # noqa: E402
     tied,
     visited_sequence,
 )
-from .flows import METHOD_LABELS, Method  # noqa: E402
-from .status import Status  # noqa: E402
+from .flows import METHOD_LABELS, Method
+from .status import Status
 
 __all__ = [
     "plot_dominant_heatmap",

@@ -10,7 +10,7 @@ when every check passes, 1 when one fails, 2 for bad arguments.
 Figures (names for --only): depth1_directions, linf_limit, regime_chart, staircase,
 trajectories, usam_ablation, discrete_gap, banded, generic_models. Their parameters: configs/figures/*.toml
 (each with a [quick] table for --quick, the small version the tests run).
-The logic lives in samflow/figures.py.
+The logic lives in the samflow/figures/ package.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
 
     from samflow import figures
-    from samflow._x64 import use_float64
+    from samflow._x64 import prepare_process
 
-    use_float64()  # the flows compute in float64
+    prepare_process()  # float64 for the flows, Agg for the figures
 
     only = [n for item in (args.only or []) for n in item.split(",") if n] or None
     if only:

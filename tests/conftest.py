@@ -1,8 +1,11 @@
-"""Shared test setup: float64 everywhere, common data sets and a seeded RNG."""
+"""Shared test setup: float64 and the Agg backend for the whole test process (as the
+command lines set them; `import samflow` sets neither), common data sets and a seeded RNG."""
 
 import jax
+import matplotlib
 
 jax.config.update("jax_enable_x64", True)
+matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -33,6 +33,18 @@ def test_import_leaves_jax_in_float32():
     assert p.stdout.strip() == "False"
 
 
+def test_import_leaves_the_matplotlib_backend_alone():
+    """plots.py, figures/ and the CNN plots used to call matplotlib.use("Agg") on import."""
+    code = (
+        "import matplotlib; matplotlib.use('svg')\n"
+        "import samflow.plots, samflow.figures, samflow.experiments.cnn_plots, samflow.experiments.cnn_study_plots\n"
+        "print(matplotlib.get_backend())"
+    )
+    p = _run(code)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "svg"
+
+
 def test_solve_in_a_float32_program_gives_the_float64_result_and_keeps_float32(tmp_path):
     out = tmp_path / "beta.npy"
     code = f"""

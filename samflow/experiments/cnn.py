@@ -473,7 +473,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
-    from .._x64 import use_float64
+    from .._x64 import prepare_process
 
-    use_float64()  # as before samflow stopped turning it on at import
+    prepare_process()  # float64 and Agg, as before samflow stopped setting them at import
     sys.exit(main())

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from .._io import atomic_path  # noqa: E402
+from .._io import atomic_path
 
 __all__ = ["plot_gradcam_grid", "plot_minor_share", "plot_cnn"]
 

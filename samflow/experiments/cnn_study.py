@@ -603,4 +603,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
+    from .._x64 import prepare_process
+
+    prepare_process()  # float64 and Agg, as when docs/cnn.md's numbers were made
     sys.exit(main())

@@ -22,14 +22,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import NullFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
-
-from .._io import atomic_path  # noqa: E402
+from .._io import atomic_path
 
 
 __all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]

@@ -29,11 +29,7 @@ save times, and `run_all` spreads the figures over worker processes in groups
 that share compilations.
 """
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-from ._context import (  # noqa: E402
+from ._context import (
     CONFIG_DIR as CONFIG_DIR,
     SETTINGS as SETTINGS,
     MultiSampleSpec as MultiSampleSpec,
@@ -42,7 +38,7 @@ from ._context import (  # noqa: E402
     Context as Context,
     MethodName as MethodName,
 )
-from ._report import (  # noqa: E402
+from ._report import (
     Check as Check,
     FigureResult as FigureResult,
     report_table as report_table,
@@ -50,56 +46,56 @@ from ._report import (  # noqa: E402
     write_report as write_report,
     write_index as write_index,
 )
-from ._draw import (  # noqa: E402
+from ._draw import (
     DPI as DPI,
     _staircase_cmap as _staircase_cmap,
     _staircase_handles as _staircase_handles,
 )
-from ._measure import (  # noqa: E402
+from ._measure import (
     TIED as TIED,
     MISSING as MISSING,
     staircase_ok as staircase_ok,
 )
-from ._directions import (  # noqa: E402
+from ._directions import (
     DirectionsConfig as DirectionsConfig,
     depth1_directions as depth1_directions,
 )
-from ._linf_limit import (  # noqa: E402
+from ._linf_limit import (
     LinfConfig as LinfConfig,
     _linf_cmap as _linf_cmap,
     linf_limit as linf_limit,
 )
-from ._regime_chart import (  # noqa: E402
+from ._regime_chart import (
     RegimeChartConfig as RegimeChartConfig,
     regime_edges as regime_edges,
     regime_chart as regime_chart,
 )
-from ._staircase import (  # noqa: E402
+from ._staircase import (
     StaircaseConfig as StaircaseConfig,
     staircase as staircase,
 )
-from ._trajectories import (  # noqa: E402
+from ._trajectories import (
     TrajectoriesConfig as TrajectoriesConfig,
     trajectories as trajectories,
 )
-from ._usam_ablation import (  # noqa: E402
+from ._usam_ablation import (
     UsamConfig as UsamConfig,
     usam_ablation as usam_ablation,
 )
-from ._discrete_gap import (  # noqa: E402
+from ._discrete_gap import (
     DiscreteGapConfig as DiscreteGapConfig,
     discrete_gap as discrete_gap,
 )
-from ._banded import (  # noqa: E402
+from ._banded import (
     BandedConfig as BandedConfig,
     BANDED_MODELS as BANDED_MODELS,
     banded_heatmaps as banded_heatmaps,
 )
-from ._generic_models import (  # noqa: E402
+from ._generic_models import (
     GenericModelsConfig as GenericModelsConfig,
     generic_models as generic_models,
 )
-from ._runner import (  # noqa: E402
+from ._runner import (
     FIGURES as FIGURES,
     GROUPS as GROUPS,
     FIGURE_CONFIGS as FIGURE_CONFIGS,
