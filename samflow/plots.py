@@ -32,19 +32,46 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
-from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
 from .analysis import (
-    _unit,
     dominant_index,
     regime_label,
-    regime_label_from_dominant,
     switching_times,
     tied,
     visited_sequence,
 )
-from .flows import METHOD_LABELS, Method
 from .status import Status
+from ._plot_common import (  # noqa: F401  (moved there; this module keeps the names)
+    COLLAPSED_COLOR as COLLAPSED_COLOR,
+    MISSING_COLOR as MISSING_COLOR,
+    REGIME_COLORS as REGIME_COLORS,
+    REGIME_NAMES as REGIME_NAMES,
+    NO_VALUE as NO_VALUE,
+    _COMPLETED as _COMPLETED,
+    _STATUS_WORDS as _STATUS_WORDS,
+    feature_colors as feature_colors,
+    _method_label as _method_label,
+    _time_label as _time_label,
+    _alpha_label as _alpha_label,
+    _is_log as _is_log,
+    axis_scale as axis_scale,
+    _transform as _transform,
+    cell_edges as cell_edges,
+    _set_scale as _set_scale,
+    _scale_note as _scale_note,
+    status_text as status_text,
+    _status_name as _status_name,
+    no_value_label as no_value_label,
+    _ZERO_WORDS as _ZERO_WORDS,
+    zero_label as zero_label,
+    regime_image as regime_image,
+    regime_cmap as regime_cmap,
+    normalized_beta as normalized_beta,
+    _nearest as _nearest,
+    is_summary as is_summary,
+    _dominant as _dominant,
+    _regimes as _regimes,
+)
 
 __all__ = [
     "plot_dominant_heatmap",
@@ -63,270 +90,6 @@ __all__ = [
     "regime_cmap",
     "regime_chart_edges",
 ]
-
-COLLAPSED_COLOR = "#d9d9d9"
-MISSING_COLOR = "#000000"
-REGIME_COLORS = ["#ffffff", "#bdbdbd", "#fdae61", "#2c7bb6"]  # undetermined, 1, 2, 3
-REGIME_NAMES = ["undetermined", "1: collapse", "2: minor first, major last", "3: major first"]
-NO_VALUE = -1  # regime_image / dominant index of a cell without a value
-
-# Statuses whose cells integrated to the final time (or to a collapse): a regime
-# label 0 there means "undetermined". Any other status (a failure, or one this
-# module does not know) leaves the cell without a value.
-# Cells that ended normally (their saved values are valid to the horizon); a CRITICAL
-# cell is held at a critical point of the loss and keeps its values.
-_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID), int(Status.CRITICAL)})
-_STATUS_WORDS = {
-    "BLEW_UP": "blew up",
-    "MAX_STEPS": "step limit, solver.max_steps",
-    "NONFINITE_INPUT": "non-finite input",
-    "FAILED": "solver failed",
-    "SURFACE": "linf slid on two switching surfaces (not followed)",
-}
-
-
-def feature_colors(d: int) -> list:
-    """d distinct colours from minor (1, purple) to major (d, yellow)."""
-    cmap = plt.get_cmap("viridis")
-    return [cmap(x) for x in (np.linspace(0.0, 1.0, d) if d > 1 else [0.5])]
-
-
-def _method_label(name: str) -> str:
-    try:
-        return METHOD_LABELS[Method(name)]
-    except ValueError:
-        return name
-
-
-def _time_label(ds) -> str:
-    return "real time $t$" if ds.attrs.get("clock", "t") == "t" else r"rescaled time $\tau$"
-
-
-def _alpha_label(ds) -> str:
-    return r"init scale $\alpha/\rho$" if int(ds.attrs.get("alpha_relative_to_rho", 0)) else r"init scale $\alpha$"
-
-
-def _is_log(x: np.ndarray) -> bool:
-    """Whether positive grid values x read as a log grid (geometric, or spanning > 50x)."""
-    x = np.asarray(x, dtype=float)
-    if x.size < 3 or np.any(x <= 0):
-        return bool(x.size >= 2 and np.all(x > 0) and x[-1] / x[0] > 50)
-    r = x[1:] / x[:-1]
-    return bool(np.allclose(r, r[0], rtol=1e-6)) or x[-1] / x[0] > 50
-
-
-def axis_scale(x) -> tuple[str, float | None]:
-    """The axis scale that shows every grid value x: `(name, linthresh)`.
-
-    - all x > 0: `("log", None)` for a log grid (geometric or spanning more than
-      50x), else `("linear", None)`.
-    - some x <= 0 (e.g. rho = 0, t = 0): an equally spaced grid stays
-      `("linear", None)`; otherwise, when the nonzero |x| form a log grid,
-      `("symlog", min |x| over x != 0)`: matplotlib's symlog axis, linear within
-      +-linthresh, so 0 is drawn as its own cell instead of turning a log grid
-      linear or vanishing from a log axis.
-
-    **Arguments:** `x` 1-D grid values (any order). **Returns:** the tuple above.
-    """
-    x = np.asarray(x, dtype=float).ravel()
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return ("linear", None)
-    if np.all(x > 0):
-        return ("log", None) if _is_log(np.sort(x)) else ("linear", None)
-    u = np.unique(x)
-    if u.size < 3:
-        return ("linear", None)
-    step = np.diff(u)
-    if np.allclose(step, step[0], rtol=1e-6):
-        return ("linear", None)
-    nz = np.unique(np.abs(u[u != 0]))
-    if nz.size >= 2 and _is_log(nz):
-        return ("symlog", float(nz[0]))
-    return ("linear", None)
-
-
-def _transform(scale: str, linthresh: float | None):
-    if scale == "log":
-        return LogTransform(10)
-    if scale == "symlog":
-        return SymmetricalLogTransform(10, linthresh, 1.0)  # matplotlib's defaults: base 10, linscale 1
-    if scale == "linear":
-        return None
-    raise ValueError(f"scale must be 'linear', 'log' or 'symlog', got {scale!r}")
-
-
-def cell_edges(x, scale: str = "linear", linthresh: float | None = None) -> np.ndarray:
-    """Cell edges around strictly monotone centres x, as drawn on an axis of `scale`.
-
-    Each interior edge is the midpoint of its neighbours in the axis's own
-    coordinate: the arithmetic midpoint on a linear axis, the geometric midpoint
-    sqrt(x_i x_{i+1}) on a log axis, the midpoint in matplotlib's symlog
-    coordinate on a symlog axis (geometric above `linthresh`, arithmetic below).
-    The outer edges lie half a neighbouring step beyond the end centres. One
-    centre gets [x/1.5, 1.5 x] on a log axis and [x - 0.5, x + 0.5] otherwise.
-
-    **Arguments:** `x` (n,) finite, strictly increasing or decreasing (> 0 for
-    "log"); `scale` "linear", "log" or "symlog"; `linthresh` > 0 for "symlog"
-    (see `axis_scale`).
-
-    **Returns:** float64 (n + 1,) edges, for `pcolormesh(..., shading="flat")`.
-
-    **Raises:** `ValueError` for an empty, non-finite or non-monotone x, x <= 0 on
-    a log axis, or an unknown scale.
-    """
-    x = np.asarray(x, dtype=float).ravel()
-    tr = _transform(scale, linthresh)
-    if x.size == 0 or not np.all(np.isfinite(x)):
-        raise ValueError(f"cell centres must be finite and non-empty, got {x!r}")
-    if scale == "log" and np.any(x <= 0):
-        raise ValueError(f"cell centres on a log axis must be > 0, got {x!r}")
-    if x.size == 1:
-        return np.array([x[0] / 1.5, x[0] * 1.5]) if scale == "log" else np.array([x[0] - 0.5, x[0] + 0.5])
-    dx = np.diff(x)
-    if not (np.all(dx > 0) or np.all(dx < 0)):
-        raise ValueError(f"cell centres must be strictly monotone, got {x!r}")
-    u = x if tr is None else tr.transform_non_affine(x)
-    mid = (u[1:] + u[:-1]) / 2
-    e = np.concatenate([[2 * u[0] - mid[0]], mid, [2 * u[-1] - mid[-1]]])
-    e = e if tr is None else tr.inverted().transform_non_affine(e)
-    return np.asarray(e, dtype=float)
-
-
-def _set_scale(ax, which: str, scale: str, linthresh: float | None) -> None:
-    setter = ax.set_xscale if which == "x" else ax.set_yscale
-    if scale == "symlog":
-        setter("symlog", linthresh=linthresh, linscale=1.0)
-    elif scale == "log":
-        setter("log")
-
-
-def _scale_note(scale: str, linthresh: float | None, name: str) -> str:
-    """An axis-label note for a symlog axis (empty otherwise)."""
-    return f"\n(symlog axis: linear below {linthresh:g}, so {name} = 0 is drawn)" if scale == "symlog" else ""
-
-
-def status_text(s: int) -> str:
-    """A short name of a status value, e.g. "MAX_STEPS: hit solver.max_steps".
-
-    A value that `samflow.Status` does not know gives "status 7 (unknown)"; a
-    known status without a short description gives its lower-cased name.
-    """
-    try:
-        st = Status(int(s))
-    except ValueError:
-        return f"status {int(s)} (unknown)"
-    return f"{st.name}: {_STATUS_WORDS.get(st.name, st.name.lower().replace('_', ' '))}"
-
-
-def _status_name(s: int) -> str:
-    try:
-        return Status(int(s)).name
-    except ValueError:
-        return f"status {int(s)}"
-
-
-def no_value_label(statuses, what: str = "non-finite $\\beta$") -> str:
-    """Legend text of the "no value" colour, naming the statuses of the cells drawn so.
-
-    **Arguments:** `statuses` the status values of the cells without a value
-    (any iterable of ints; duplicates are fine); `what` the text used when there
-    are none.
-
-    **Returns:** e.g. "no value (MAX_STEPS: hit solver.max_steps)".
-    """
-    ss = sorted({int(v) for v in (statuses.ravel() if isinstance(statuses, np.ndarray) else statuses)})
-    if not ss:
-        return f"no value ({what})"
-    return "no value (" + "; ".join(status_text(v) for v in ss) + ")"
-
-
-_ZERO_WORDS = {int(Status.COLLAPSED): "collapsed", int(Status.SLID): "slid to 0", int(Status.CRITICAL): "held at a critical point"}
-
-
-def zero_label(statuses_by_method: dict) -> str:
-    """Legend text of the beta = 0 colour of the heat map, naming how each method got there.
-
-    **Arguments:** `statuses_by_method` method name -> the statuses of its cells that
-    have a beta = 0 pixel. **Returns:** e.g. r"$\\beta = 0$: collapsed ($\\ell_2$-SAM);
-    slid to 0 ($\\ell_\\infty$-SAM)" (l2-SAM collapses to W = 0, docs/theory.md s.4; linf-SAM
-    coordinates slide to 0 and stay there, a Filippov sliding mode).
-    """
-    parts = []
-    for m, sts in statuses_by_method.items():
-        words = sorted({_ZERO_WORDS.get(int(v), _status_name(v)) for v in sts})
-        parts.append(f"{' / '.join(words)} ({_method_label(m)})")
-    return r"$\beta = 0$: " + "; ".join(parts)
-
-
-def regime_image(reg, status) -> np.ndarray:
-    """Regime labels to draw: `reg`, with `NO_VALUE` (-1) where a cell has no value.
-
-    A cell has no value when its label is 0 (undetermined) and its status is not
-    FINISHED, COLLAPSED, SLID or CRITICAL (it blew up, hit max_steps, had a non-finite
-    input, failed, or has a status this module does not know): it is not
-    "undetermined", it was never determined.
-
-    **Arguments:** `reg` int (...) from `samflow.analysis.regime_label`; `status`
-    int (...) of the same shape.
-
-    **Returns:** int8 (...), values in {-1, 0, 1, 2, 3}; draw with `regime_cmap`.
-    """
-    reg = np.asarray(reg)
-    st = np.asarray(status).astype(np.int64)
-    if reg.shape != st.shape:
-        raise ValueError(f"reg and status must have one shape, got {reg.shape} and {st.shape}")
-    done = np.isin(st, list(_COMPLETED))
-    return np.where((reg == 0) & ~done, NO_VALUE, reg).astype(np.int8)
-
-
-def regime_cmap():
-    """(cmap, norm, colors) for `regime_image`: -1 no value (black), 0 .. 3 as REGIME_COLORS."""
-    colors = [MISSING_COLOR] + REGIME_COLORS
-    return ListedColormap(colors), BoundaryNorm(np.arange(-1.5, 4.5, 1.0), len(colors)), colors
-
-
-def normalized_beta(beta) -> np.ndarray:
-    """beta / ||beta||_2 over the last axis, without overflow or underflow.
-
-    Scaled by max_j |beta_j| first (`samflow.analysis._unit`), so |beta| up to the
-    float64 range (e.g. 5e177, whose square overflows) gives unit vectors. An
-    all-zero beta (collapsed) or a non-finite one gives NaN (no direction).
-
-    **Arguments:** `beta` (..., d). **Returns:** float64 (..., d).
-    """
-    b = np.asarray(beta, dtype=np.float64)
-    ok = np.all(np.isfinite(b), axis=-1, keepdims=True) & np.any(b != 0, axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        u = _unit(np.where(ok, b, 0.0))
-    return np.where(ok, u, np.nan)
-
-
-def _nearest(values: np.ndarray, v: float) -> int:
-    values = np.asarray(values, dtype=float)
-    return int(np.argmin(np.abs(np.log(values / v)) if np.all(values > 0) and v > 0 else np.abs(values - v)))
-
-
-def is_summary(ds) -> bool:
-    """Whether `ds` holds the results of a sweep saved with `output.save = "summary"`."""
-    return "beta" not in ds and "dominant" in ds
-
-
-def _dominant(ds, m, ir: int) -> np.ndarray:
-    """Dominant index (alpha, time) of method m at rho index ir, from either kind of file."""
-    if is_summary(ds):
-        return ds["dominant"].sel(flow=m).isel(rho=ir).values.astype(np.int64)
-    return dominant_index(ds["beta"].sel(flow=m).isel(rho=ir).values)  # beta (alpha, time, d)
-
-
-def _regimes(ds, m) -> np.ndarray:
-    """Regime labels (alpha, rho) of method m, from either kind of file."""
-    status = ds["status"].sel(flow=m).values
-    if is_summary(ds):
-        return regime_label_from_dominant(
-            ds["dominant"].sel(flow=m).values, ds["tied"].sel(flow=m).values, status, ds.sizes["coord"]
-        )
-    return regime_label(ds["beta"].sel(flow=m).values, status)
 
 
 def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, methods=None) -> Path:
