@@ -9,6 +9,7 @@ the bad value and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -266,17 +267,8 @@ class SolverConfig(_Strict):
 
     def to_settings(self, loss: str = "logistic") -> SolverSettings:
         """The `samflow.SolverSettings` of these keys (the batching keys are the sweep's)."""
-        return SolverSettings(
-            solver=self.solver,
-            rtol=self.rtol,
-            atol=self.atol,
-            max_steps=self.max_steps,
-            capture_radius=self.capture_radius,
-            blowup_log10=self.blowup_log10,
-            max_segments=self.max_segments,
-            loss=loss,
-            coords=self.coords,
-        )
+        keys = [f.name for f in dataclasses.fields(SolverSettings) if f.name != "loss"]
+        return SolverSettings(loss=loss, **{k: getattr(self, k) for k in keys})
 
 
 class OutputConfig(_Strict):

@@ -56,7 +56,21 @@ __all__ = [
 ]
 
 
-class Method(str, enum.Enum):
+class _Named(str, enum.Enum):
+    """A str enum whose `parse` refuses an unknown name in one line naming the
+    allowed values (the kind is the class name: "method", "clock")."""
+
+    @classmethod
+    def parse(cls, name):
+        """The member named `name` (or `name` itself); `ValueError` otherwise."""
+        try:
+            return cls(name)
+        except ValueError:
+            allowed = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown {cls.__name__.lower()} {name!r}: allowed values are {allowed}") from None
+
+
+class Method(_Named):
     """The four flows. Values are the names used in configs and result files."""
 
     GD = "gd"
@@ -64,29 +78,12 @@ class Method(str, enum.Enum):
     LINF = "linf"
     USAM = "usam"
 
-    @classmethod
-    def parse(cls, name: "str | Method") -> "Method":
-        """Method from its name; `ValueError` naming the allowed names otherwise."""
-        try:
-            return cls(name)
-        except ValueError:
-            allowed = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown method {name!r}: allowed values are {allowed}") from None
 
-
-class Clock(str, enum.Enum):
+class Clock(_Named):
     """The time variable of a solve: real time `t` or rescaled time `tau`."""
 
     T = "t"
     TAU = "tau"
-
-    @classmethod
-    def parse(cls, name: "str | Clock") -> "Clock":
-        """Clock from its name; `ValueError` naming the allowed names otherwise."""
-        try:
-            return cls(name)
-        except ValueError:
-            raise ValueError(f"unknown clock {name!r}: allowed values are t, tau") from None
 
 
 METHOD_LABELS = {

@@ -242,6 +242,19 @@ def _solve_model_batch(method, f, theta0, rho, data, ts, settings, loss, predict
     return jax.vmap(fn, in_axes=(0 if theta0_batched else None, 0))(theta0, rho)
 
 
+def _model_cells(f, theta0, rho, data: Dataset, theta0_batched):
+    """The cells of a `solve_model` / `run_model_discrete` call, checked before
+    anything is compiled: (f, predictor or None, theta0, rho (B,), batched)."""
+    predictor = f.effective_predictor if isinstance(f, Model) else None
+    fn = f.f if isinstance(f, Model) else f
+    if not callable(fn):
+        raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
+    check_data(data)
+    r, batched = _check_rho(rho)
+    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
+    return fn, predictor, theta0, jnp.asarray(r), batched
+
+
 @in_float64
 def solve_model(
     method: "str | Method",
@@ -289,15 +302,8 @@ def solve_model(
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     loss = settings.loss if loss is None else loss
     get_loss(loss)
-    predictor = f.effective_predictor if isinstance(f, Model) else None
-    fn = f.f if isinstance(f, Model) else f
-    if not callable(fn):
-        raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
-    check_data(data)
     ts = jnp.asarray(check_save_times(ts))
-    r, batched = _check_rho(rho)
-    rb = jnp.asarray(r)
-    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
+    fn, predictor, theta0, rb, batched = _model_cells(f, theta0, rho, data, theta0_batched)
     out = _solve_model_batch(method, fn, theta0, rb, data, ts, settings, loss, predictor, theta0_batched)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
@@ -383,14 +389,7 @@ def run_model_discrete(
     get_loss(loss)
     ks, _ = save_iterations(ts, eta)
     ts = jnp.asarray(check_save_times(ts))
-    predictor = f.effective_predictor if isinstance(f, Model) else None
-    fn = f.f if isinstance(f, Model) else f
-    if not callable(fn):
-        raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
-    check_data(data)
-    r, batched = _check_rho(rho)
-    rb = jnp.asarray(r)
-    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
+    fn, predictor, theta0, rb, batched = _model_cells(f, theta0, rho, data, theta0_batched)
     out = _run_model_batch(
         method, fn, theta0, rb, jnp.asarray(eta, jnp.float64), data, ts, jnp.asarray(ks), loss, predictor, theta0_batched
     )
