@@ -112,6 +112,16 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("regime_chart", RegimeChartConfig)
+    m = _measure_regime_chart(ctx, cfg)
+    checks, fits = _check_regime_chart(ctx, cfg, m)
+    png = _draw_regime_chart(ctx, cfg, m, fits)
+    caption = _caption_regime_chart(ctx, cfg, m)
+    return _finish(ctx, FigureResult("regime_chart", "Figure 3: l2-SAM regime chart over (alpha, rho)", [png], caption,
+                                     [ctx.config_ref("regime_chart"), ctx.config_ref("common")], checks), t0)
+
+
+def _measure_regime_chart(ctx, cfg) -> dict:
+    """The chart's regimes over the (alpha, rho) grid and the measured 1/2 and 2/3 edges."""
     ts = ctx.log_times(cfg.tau_min, cfg.tau1)
     a_ax, r_ax = cfg.alpha.values(), cfg.rho.values()
     AA, RR = np.meshgrid(a_ax, r_ax, indexing="ij")
@@ -123,6 +133,14 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     res = float(np.nanmax(half))
     marks = theory.l2_alpha_marks(ctx.mu, 1.0)
     c_shrink, c_major = float(marks.all_shrink), float(marks.major_first)
+    return dict(ts=ts, a_ax=a_ax, r_ax=r_ax, AA=AA, RR=RR, reg=reg, tr=tr, st_chart=st_chart, er=er, e12=e12,
+                e23=e23, half=half, res=res, marks=marks, c_shrink=c_shrink, c_major=c_major)
+
+
+def _check_regime_chart(ctx, cfg, m: dict):
+    """The checks of Figure 3 (slope-1 edges, the marks, the chart cells, the worked
+    example, the switching order) and the log-log fits of the edges."""
+    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
     checks = []
     fits = {}
     for name, e in (("1/2", e12), ("2/3", e23)):
@@ -184,7 +202,12 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
                            if stepped else "none steps down")
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
+    return checks, fits
 
+
+def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
+    """The regime chart with the marks, the measured edges and their fits; the PNG path."""
+    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
     fig, ax = plt.subplots(figsize=(11.5, 6.4))
     cmap, norm, _ = regime_cmap()
     img = regime_image(reg, st_chart)  # failed cells: "no value", not "undetermined"
@@ -220,6 +243,12 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
     ax.set_title(r"$\ell_2$-SAM, depth 2, one sample: regimes over $(\alpha, \rho)$" "\n"
                  r"boundaries are lines $\alpha \propto \rho$ (slope 1 on log axes)", fontsize=11)
     png = _save(fig, ctx, "regime_chart")
+    return png
+
+
+def _caption_regime_chart(ctx, cfg, m: dict) -> str:
+    """The caption, from the config values it describes."""
+    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
     caption = (
         f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu, short=True)}, "
         f"w(0) = alpha 1) over a {a_ax.size} x {r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
@@ -231,5 +260,5 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
         "1/2 edge, the stable manifold of the saddle (rho/sqrt 2) e_1, lies well above the all-shrink mark. "
         "Both are lines of slope 1: the regime depends on alpha/rho only."
     )
-    return _finish(ctx, FigureResult("regime_chart", "Figure 3: l2-SAM regime chart over (alpha, rho)", [png], caption,
-                                     [ctx.config_ref("regime_chart"), ctx.config_ref("common")], checks), t0)
+    return caption
+
