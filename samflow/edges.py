@@ -18,7 +18,9 @@ data set, by vectorized bisection on the flow's outcome:
   the perturbation is a relative O(rho / |w|) change of the weights and the
   field is that of gradient flow, which grows every weight.
 - **major-first edge** (regime 2/3): the largest a at which the first dominant
-  feature (the leader right after t = 0) changes to d and stays d above. From an
+  feature (the leader right after t = 0) changes to d and stays d above. d is
+  the major feature: the last of a spectrum; for several samples, the largest
+  mean_i y_i x_ij (with noisy magnitudes it need not be the last one). From an
   equal init every |beta_j(0)| = alpha^L is tied, so the first leader is
   argmax_j d|beta_j|/dt at t = 0: this is read from the flow's own field
   (`samflow.flows.real_time_velocity` at W(0), pushed through beta by
@@ -192,7 +194,10 @@ def _padded(probs: list[_Problem]):
         X[i, :, : p.X.shape[1]] = p.X
         mask[i, : p.X.shape[1]] = 1.0
     y = np.stack([p.y for p in probs])
-    major = np.array([p.X.shape[1] - 1 for p in probs])
+    # The major feature: the largest mean_i y_i x_ij (the last one of a spectrum,
+    # checked in `_as_problems`); for several samples with noisy magnitudes it
+    # need not be the last, and it is the one every flow favours from a large init.
+    major = np.array([int(np.argmax(p.mu_bar)) for p in probs])
     return X, y, mask, major
 
 
@@ -301,9 +306,11 @@ def collapse_edge(
     - `bracket`, `scan`: the scanned range of a and its number of points.
     - `rtol`: relative half-width of the final bracket around the edge.
     - `max_rounds`: most bisection rounds.
-    - `horizon`: the clock's final time; default 200 L^((L-2)/2) / min_j mu_j
-      in tau (rho = 1), 2 / rho^(L-2) times that in real time (s.3: dt/dtau ~ 2
-      while the weights are small), with mu the mean of y_i x_i for several samples;
+    - `horizon`: the clock's final time; default 1e30 / min_j mu_j in tau
+      (rho = 1; a cell ends at its collapse or escape event, so only an
+      undecided cell runs that far), 2 / rho^(L-2) times that in real time
+      (s.3: dt/dtau ~ 2 while the weights are small; an escaped cell runs to
+      the horizon there), with mu the mean of y_i x_i for several samples;
       times rtol^-(L-2) for linf (from a = 1 - delta its weights reach 0 at
       tau ~ delta^-(L-2) / mu, s.3.2). A linf cell whose weights all slid at 0
       (`Trajectory.slide_time`) is collapsed.
@@ -355,9 +362,13 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
     r = 1.0 if tau else float(rho)
     mu_min = min(float(np.min(np.abs(p.mu_bar))) for p in sub)
     if horizon is None:
-        # Near the saddle w = rho / sqrt(L) e_1 (s.3.2) the slowest rate is
-        # mu_1 (rho / sqrt L)^(L-2); a cell 1e-8 from the edge stays ~20 / rate.
-        T = 200.0 * L ** ((L - 2) / 2) / mu_min
+        # Cells stop at their event (collapse, or escape by the blow-up event
+        # in tau), so a far horizon costs a decided cell nothing. Near the edge
+        # the time to decide grows fast with depth: for mu = j/5 a cell 1e-7
+        # from the edge decided at tau ~ 5e3 at depth 4, one 1e-4 away at
+        # tau ~ 1e12 at depth 6 (there the step budget, not the horizon, ends
+        # the bisection).
+        T = 1e30 / mu_min
         T = T if tau else 2.0 * T / r ** (L - 2)
         if method is Method.LINF:
             # linf from a = 1 -+ delta reaches 0 or blows up at tau ~ delta^-(L-2) / mu

@@ -72,7 +72,7 @@ def test_quick_atlas_writes_edges_and_figures(tmp_path):
     import xarray as xr
 
     ds = xr.open_dataset(out / "atlas.nc", engine="h5netcdf")
-    s = ds.sel(method="l2", samples="one", spectrum="linear")
+    s = ds.sel({"method": "l2", "samples": "one", "spectrum": "linear"})
     # d = 2, mu = (0.5, 1) (the direction of docs/theory.md's mu = (1, 2)): collapse
     # up to ~0.52, major first from 3 / sqrt 10 = 0.949.
     c2 = float(s.collapse_edge.sel(depth=2, d=2))
@@ -82,7 +82,7 @@ def test_quick_atlas_writes_edges_and_figures(tmp_path):
     assert np.isnan(float(s.collapse_edge.sel(depth=3, d=2)))
     assert float(s.major_low_edge.sel(depth=3, d=3)) < float(s.major_edge.sel(depth=3, d=3))
     np.testing.assert_allclose(s.major_edge, s.mark_major, rtol=1e-8)
-    lf = ds.sel(method="linf", samples="one", spectrum="linear")
+    lf = ds.sel({"method": "linf", "samples": "one", "spectrum": "linear"})
     np.testing.assert_allclose(lf.collapse_edge.sel(depth=2), 1.0, rtol=2e-6)
     assert int(s.collapse_n_solves.sel(depth=2, d=2)) > 16
     for name in ("fig_edges_vs_depth", "fig_edges_vs_d", "fig_edges_vs_gap", "fig_width", "fig_staircase_time"):

@@ -13,17 +13,19 @@ from ._config import AtlasConfig, load_atlas_config, quick_config
 
 
 def run_atlas(cfg: AtlasConfig, out: "str | Path", *, figures: bool = True, log=print) -> Path:
-    """Compute the atlas of `cfg`, write `out/atlas.nc` (atomically) and its figures.
+    """Compute the atlas of `cfg`, write `out/atlas.nc` (atomically), `out/tables.md` and the figures.
 
     **Returns:** the path of `atlas.nc`.
     """
     from ._compute import compute_atlas
-    from ._figures import draw_atlas
+    from ._figures import draw_atlas, tables
 
     out = Path(out)
     ds = compute_atlas(cfg, log=log)
     path = write_results(ds, out / "atlas.nc")
     log(f"wrote {path}")
+    (out / "tables.md").write_text(tables(ds))
+    log(f"wrote {out / 'tables.md'}")
     if figures:
         for p in draw_atlas(ds, out):
             log(f"wrote {p}")

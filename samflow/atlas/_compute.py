@@ -46,15 +46,16 @@ def l2_first_leader_mark(mu: np.ndarray, depth: int, which: str = "last", lo=1e-
     `samflow.theory.l2_growth_rate` at w = a 1 (docs/theory.md s.3.2), by NumPy
     bisection: an independent computation of `samflow.edges.major_first_edge`.
     Depth 2 with increasing mu: `theory.l2_alpha_marks(mu, 1).major_first`.
-    Feature d (the last) is the major one. NaN if no change."""
+    The major feature is argmax mu (as in `samflow.edges`). NaN if no change."""
     d = mu.size
+    major = int(np.argmax(mu))
     if depth == 2 and which == "last" and np.all(np.diff(mu) >= 0):
         return float(theory.l2_alpha_marks(mu, 1.0).major_first)
 
     def not_major(a):
         a = np.atleast_1d(a)
         rate = theory.l2_growth_rate(a[:, None] * np.ones(d), 1.0, mu, depth)
-        return np.argmax(rate, axis=-1) != d - 1
+        return np.argmax(rate, axis=-1) != major
 
     g = np.geomspace(lo, hi, 4000)
     v = not_major(g)
@@ -108,6 +109,8 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
         cells, sets = [], []
         for di, d in enumerate(Ds):
             sp = spectra(cfg, d)
+            if kind != "one" and cfg.samples.linear_only:
+                sp = [x for x in sp if x[0] == "linear"]
             ds_list = _datasets(cfg, kind, [m for _, m in sp])
             for si, ds in enumerate(ds_list):
                 cells.append((di, si))
@@ -119,7 +122,8 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
             for li, L in enumerate(Ls):
                 t0 = time.perf_counter()
                 sel = (mi, ki, li, di_idx, si_idx)
-                if L % 2 == 0 and (method == "l2" or L in b.linf_depths):
+                solve_linf = L in b.linf_depths and (kind == "one" or cfg.samples.linf)
+                if L % 2 == 0 and (method == "l2" or solve_linf):
                     ce = collapse_edge(sets, L, method, rho=cfg.samples.rho, bracket=b.bracket, scan=b.scan,
                                        rtol=b.rtol, max_rounds=b.max_rounds, escape=b.escape, settings=settings,
                                        horizon=b.horizon)
@@ -151,7 +155,14 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                 n_conv = int(out["collapse_converged"][mi, ki, li].sum())
                 log(f"{method} {kind} L={L}: {len(sets)} problems in {seconds[mi, ki, li]:.1f} s"
                     + (f" (collapse edge converged for {n_conv})" if L % 2 == 0 else ""))
-    stair = staircase_times(cfg, settings)
+    known = {}
+    sc = cfg.staircase
+    if "l2" in cfg.methods and "one" in kinds and cfg.spectra.linear and sc.d in Ds:
+        mi, di = cfg.methods.index("l2"), Ds.index(sc.d)
+        for li, L in enumerate(Ls):
+            low = out["collapse_edge" if L % 2 == 0 else "major_low_edge"][mi, 0, li, di, 0]
+            known[L] = (float(low), float(out["major_edge"][mi, 0, li, di, 0]))
+    stair = staircase_times(cfg, settings, known)
     dims5 = ("method", "samples", "depth", "d", "spectrum")
     coords = {"method": list(cfg.methods), "samples": kinds, "depth": list(Ls), "d": list(Ds),
               "spectrum": labels, "feature": np.arange(1, D + 1)}
@@ -200,7 +211,7 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
     return ds
 
 
-def staircase_times(cfg: AtlasConfig, settings: SolverSettings) -> dict:
+def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | None = None) -> dict:
     """Last switch time (tau, rho = 1) of l2-SAM, one sample, linear mu, over a
     grid of alpha / rho inside regime 2 at each staircase depth: from just above
     the lower edge (the collapse edge at even depth, where the time grows without
@@ -216,14 +227,18 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings) -> dict:
     edges = np.full((len(sc.depths), 2), np.nan)
     st_settings = SolverSettings(solver=settings.solver, rtol=settings.rtol, atol=settings.atol,
                                  max_steps=settings.max_steps, blowup_log10=200.0)
-    s = np.geomspace(1e-6, 1.0, sc.num_alpha)
+    s = np.geomspace(1e-5, 1.0, sc.num_alpha)  # the lower edge is known to ~1e-6
+    known = known or {}
     for li, L in enumerate(sc.depths):
-        top = float(major_first_edge(mu, L).edge)
+        if L in known and np.all(np.isfinite(known[L])):
+            low, top = known[L]  # the atlas's own edges for this spectrum
+        else:
+            top = float(major_first_edge(mu, L).edge)
+            low = float((collapse_edge(mu, L, settings=settings) if L % 2 == 0
+                         else major_first_edge(mu, L, which="first")).edge)
         if L % 2 == 0:
-            low = float(collapse_edge(mu, L, settings=settings, rtol=1e-9).edge)
             a = low + (top - low) * s
         else:
-            low = float(major_first_edge(mu, L, which="first").edge)
             a = np.geomspace(low / 4.0, top, sc.num_alpha)
         edges[li] = low, top
         grid[li] = a

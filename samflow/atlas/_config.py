@@ -36,6 +36,8 @@ class Samples(ConfigModel):
     seed: Annotated[int, Field(ge=0)] = 0
     spread: Annotated[float, Field(ge=0)] = 0.25
     rho: _Pos = 0.01  # the radius of the multi-sample (real-time) solves
+    linear_only: bool = True  # multi-sample data for the linear spectrum only (real-time solves are the slow part)
+    linf: bool = False  # solve linf collapse edges on multi-sample data too (each cell slides 2 L d times: slow)
 
     @model_validator(mode="after")
     def _check(self):
@@ -104,6 +106,12 @@ class AtlasConfig(ConfigModel):
     solver: Solver = Solver()
     staircase: Staircase = Staircase()
     output: Output = Output()
+
+    @model_validator(mode="after")
+    def _linear(self):
+        if self.samples.n and self.samples.linear_only and not self.spectra.linear:
+            raise ValueError("samples.linear_only: needs spectra.linear = true (or set linear_only = false)")
+        return self
 
     @model_validator(mode="after")
     def _unique(self):
