@@ -311,7 +311,7 @@ def collapse_edge(
       undecided cell runs that far), 2 / rho^(L-2) times that in real time
       (s.3: dt/dtau ~ 2 while the weights are small; an escaped cell runs to
       the horizon there), with mu the mean of y_i x_i for several samples;
-      times rtol^-(L-2) for linf (from a = 1 - delta its weights reach 0 at
+      for linf 100 / min_j mu_j times rtol^-(L-2) (from a = 1 - delta its weights reach 0 at
       tau ~ delta^-(L-2) / mu, s.3.2). A linf cell whose weights all slid at 0
       (`Trajectory.slide_time`) is collapsed.
     - `escape`: a cell is escaped once max |w| >= escape x rho.
@@ -372,8 +372,11 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
         T = T if tau else 2.0 * T / r ** (L - 2)
         if method is Method.LINF:
             # linf from a = 1 -+ delta reaches 0 or blows up at tau ~ delta^-(L-2) / mu
-            # (s.3.2): follow it down to delta = rtol.
-            T *= min(rtol, 0.1) ** -(L - 2)
+            # (s.3.2): follow it down to delta = rtol. Not further: a cell whose
+            # weights all slid at 0 goes on to the horizon (no stop event), so a
+            # far horizon costs every collapsed cell its whole step budget.
+            T = 100.0 / mu_min * min(rtol, 0.1) ** -(L - 2)
+            T = T if tau else 2.0 * T / r ** (L - 2)
     else:
         T = float(horizon)
     log = tau and method is Method.L2 and coords != "linear"

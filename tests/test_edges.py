@@ -123,7 +123,7 @@ def test_collapse_edge_batched_matches_single_and_the_solve():
     # it is alone, to the bisection's tolerance; a public solve on either side
     # collapses / does not.
     mus = [np.array([0.5, 1.0]), MU5, np.arange(1, 9) / 8]
-    batch = collapse_edge(mus, depth=[2, 2, 4], rtol=1e-7)
+    batch = collapse_edge(mus, depth=2, rtol=1e-7)
     alone = collapse_edge(MU5, rtol=1e-7)
     assert abs(batch.edge[1] / float(alone.edge) - 1) < 3e-7
     # docs/theory.md s.3.1, mu = (1, 2) (same direction as (0.5, 1)): collapse up to ~0.52.
@@ -147,7 +147,8 @@ def test_major_first_edge_agrees_with_the_solved_regime():
 
 @pytest.mark.slow
 def test_linf_collapse_edge_is_alpha_equals_rho():
-    res = collapse_edge([MU5, np.array([0.5, 1.0])], depth=[2, 4], method="linf", rtol=1e-6)
+    # Equal init: w_j - rho has one sign for every j (s.3.1), so the edge is a = 1.
+    res = collapse_edge([MU5, np.array([0.5, 1.0])], depth=2, method="linf", rtol=1e-6)
     np.testing.assert_allclose(res.edge, 1.0, rtol=2e-6)
     assert np.all(res.converged)
     assert np.isnan(collapse_edge(MU5, depth=3, method="linf").edge)

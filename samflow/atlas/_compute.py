@@ -154,7 +154,7 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                 seconds[mi, ki, li] = time.perf_counter() - t0
                 n_conv = int(out["collapse_converged"][mi, ki, li].sum())
                 log(f"{method} {kind} L={L}: {len(sets)} problems in {seconds[mi, ki, li]:.1f} s"
-                    + (f" (collapse edge converged for {n_conv})" if L % 2 == 0 else ""))
+                    + (f" (collapse edge converged for {n_conv})" if L % 2 == 0 and (method == "l2" or solve_linf) else ""))
     known = {}
     sc = cfg.staircase
     if "l2" in cfg.methods and "one" in kinds and cfg.spectra.linear and sc.d in Ds:
@@ -223,6 +223,7 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
     grid = np.full((len(sc.depths), sc.num_alpha), np.nan)
     last = np.full_like(grid, np.nan)
     n_sw = np.zeros(grid.shape, np.int64)
+    final = np.zeros(grid.shape, np.int64)
     collapsed = np.zeros(grid.shape, bool)
     edges = np.full((len(sc.depths), 2), np.nan)
     st_settings = SolverSettings(solver=settings.solver, rtol=settings.rtol, atol=settings.atol,
@@ -250,6 +251,8 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
         for i in range(a.size):
             sw = switching_times(dom[i], ts)
             n_sw[li, i] = len(sw)
+            informative = dom[i][dom[i] > 0]
+            final[li, i] = informative[-1] if informative.size else 0
             if sw and not collapsed[li, i]:
                 last[li, i] = sw[-1][0]
     dims = ("stair_depth", "stair_point")
@@ -260,6 +263,8 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
                                               "time after it; NaN: no switch, or collapsed), l2, one sample, linear mu, rho = 1"}),
         "stair_n_switches": (dims, n_sw, {"description": "number of switches of the leader"}),
         "stair_collapsed": (dims, collapsed, {"description": "the cell collapsed"}),
+        "stair_final_leader": (dims, final, {"description": "the dominant feature at the last informative save time "
+                                                            "(before a blow-up in tau at depth >= 3; 0: none, e.g. collapsed)"}),
         "stair_edges": (("stair_depth", "edge"), edges,
                         {"description": "lower edge (collapse edge at even depth, lower first-leader edge at odd) and major-first edge"}),
         "stair_depth": ("stair_depth", list(sc.depths)),

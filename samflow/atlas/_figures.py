@@ -96,6 +96,12 @@ def edges_vs_gap(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
     cols = _colors(ds.depth.size)
     gap = sub.gap.values  # (d, spectrum)
+    # The marks of s.3.1 scale like mu_d / ||mu||: show a ||mu|| / mu_d, where the
+    # depth-2 major-first edge is the line (1 + gap) / sqrt 2.
+    mu = sub.mu.values  # (d, spectrum, feature)
+    scale = np.sqrt(np.nansum(mu**2, axis=-1)) / np.nanmax(mu, axis=-1)
+    g = np.linspace(0.0, 1.0, 50)
+    axes[1].plot(g, (1 + g) / np.sqrt(2), "k--", lw=1, label=r"L = 2 theory $(1+\mathrm{gap})/\sqrt{2}$")
     for ax, var, title in ((axes[0], "collapse_edge", "collapse edge (regime 1/2)"),
                            (axes[1], "major_edge", "major-first edge (regime 2/3)")):
         for c, L in zip(cols, ds.depth.values):
@@ -104,13 +110,14 @@ def edges_vs_gap(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
                 continue
             for si, lab in enumerate(ds.spectrum.values):
                 kind = str(lab).split()[0]
-                ax.scatter(gap[:, si], v[:, si], color=c, marker=_MARKERS.get(kind, "o"), s=18,
+                ax.scatter(gap[:, si], v[:, si] * scale[:, si], color=c, marker=_MARKERS.get(kind, "o"), s=18,
                            label=f"L = {L}" if si == 0 else None)
         ax.set_yscale("log")
         ax.set_xlabel(r"spectral gap $\mu_{d-1}/\mu_d$")
-        ax.set_ylabel(r"$\alpha/\rho$")
+        ax.set_ylabel(r"$(\alpha/\rho)\, \|\mu\| / \mu_d$")
         ax.set_title(title, fontsize=10)
     axes[1].legend(fontsize=7, title="o linear, s geometric, ^ random", title_fontsize=7)
+    fig.subplots_adjust(wspace=0.3)
     fig.suptitle(f"l2-SAM edges against the spectral gap ({'one sample' if k == 'one' else k + ' samples'}, every d)",
                  fontsize=11)
     return _save(fig, out, "fig_edges_vs_gap", dpi)
@@ -137,7 +144,8 @@ def width_map(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
         ax.set_title(f"{'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
         fig.colorbar(im, ax=ax, label="decades of alpha/rho")
     fig.suptitle("Width of regime 2 (minor first, major last), l2-SAM, linear mu:\n"
-                 "log10(major-first edge / collapse edge); odd L: / lower first-leader edge", fontsize=10)
+                 "log10(major-first edge / collapse edge); odd L: / lower first-leader edge", fontsize=10, y=1.06)
+    fig.subplots_adjust(wspace=0.35)
     return _save(fig, out, "fig_width", dpi)
 
 
