@@ -54,13 +54,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike, Bool, Float, Int
+from jaxtyping import Bool, Float, Int
 
 from .data import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity

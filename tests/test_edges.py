@@ -12,7 +12,6 @@ import samflow as sf
 from samflow import theory
 from samflow.analysis import collapse_edge, major_first_edge, regime_label
 from samflow.atlas import l2_first_leader_mark
-from samflow.solve import SolverSettings
 
 MU5 = np.array([0.2, 0.4, 0.6, 0.8, 1.0])
 

@@ -12,7 +12,7 @@ from ..store import write_results
 from ._config import AtlasConfig, load_atlas_config, quick_config
 
 
-def run_atlas(cfg: AtlasConfig, out: "str | Path", *, figures: bool = True, log=print) -> Path:
+def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=print) -> Path:
     """Compute the atlas of `cfg`, write `out/atlas.nc` (atomically), `out/tables.md` and the figures.
 
     **Returns:** the path of `atlas.nc`.
@@ -32,7 +32,7 @@ def run_atlas(cfg: AtlasConfig, out: "str | Path", *, figures: bool = True, log=
     return path
 
 
-def main(argv: "list[str] | None" = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 2 bad input)."""
     parser = argparse.ArgumentParser(prog="python -m samflow.atlas",
                                      description="Regime edges of SAM across depth, dimension and data.")

@@ -18,7 +18,7 @@ from ..status import Status
 from ..store import code_stamp
 from ._config import AtlasConfig
 
-__all__ = ["compute_atlas", "spectra", "l2_first_leader_mark"]
+__all__ = ["compute_atlas", "l2_first_leader_mark", "spectra"]
 
 
 def spectra(cfg: AtlasConfig, d: int) -> list[tuple[str, np.ndarray]]:

@@ -7,9 +7,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
 
 __all__ = ["draw_atlas", "tables"]
 
@@ -176,7 +176,7 @@ def staircase_time(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
     return _save(fig, out, "fig_staircase_time", dpi)
 
 
-def draw_atlas(ds: xr.Dataset, out: "str | Path", dpi: int = 90) -> list[Path]:
+def draw_atlas(ds: xr.Dataset, out: str | Path, dpi: int = 90) -> list[Path]:
     """Every atlas figure from the atlas dataset `ds` into `out`; returns the paths."""
     out = Path(out)
     paths = [edges_vs_depth(ds, out, dpi)]
