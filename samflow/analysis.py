@@ -14,6 +14,10 @@ budget overrun or a solver failure the later saved values are NaN (see
 
 Indices of features are 1-based (feature 1 is the most minor, feature d the major
 one), as in plots and tables.
+
+The regime edges, which solve flows rather than measure saved ones, live in
+`samflow.edges` and are re-exported here on first use (`collapse_edge`,
+`major_first_edge`, `EdgeResult`), so that importing this module stays NumPy only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from .data import Dataset
 from .status import FAILED_STATUSES, Status
 
 __all__ = [
+    "EdgeResult",
+    "collapse_edge",
+    "major_first_edge",
     "Plateau",
     "dominant_index",
     "band_dominance",
@@ -581,3 +588,15 @@ def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*b
 
     dist = np.linalg.norm(_unit(b) - _unit(r), axis=-1)
     return np.where(no_dir(b) | no_dir(r), np.nan, dist)
+
+
+_EDGES = ("EdgeResult", "collapse_edge", "major_first_edge")
+
+
+def __getattr__(name: str):
+    # The edges solve flows (JAX): import them on first use only.
+    if name in _EDGES:
+        from . import edges
+
+        return getattr(edges, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,58 @@
+"""The command line of the atlas: arguments, refusals (exit 2, one line), outputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..config import ConfigError
+from ..store import write_results
+from ._config import AtlasConfig, load_atlas_config, quick_config
+
+
+def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=print) -> Path:
+    """Compute the atlas of `cfg`, write `out/atlas.nc` (atomically), `out/tables.md` and the figures.
+
+    **Returns:** the path of `atlas.nc`.
+    """
+    from ._compute import compute_atlas
+    from ._figures import draw_atlas, tables
+
+    out = Path(out)
+    ds = compute_atlas(cfg, log=log)
+    path = write_results(ds, out / "atlas.nc")
+    log(f"wrote {path}")
+    (out / "tables.md").write_text(tables(ds))
+    log(f"wrote {out / 'tables.md'}")
+    if figures:
+        for p in draw_atlas(ds, out):
+            log(f"wrote {p}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 ok, 2 bad input)."""
+    parser = argparse.ArgumentParser(prog="python -m samflow.atlas",
+                                     description="Regime edges of SAM across depth, dimension and data.")
+    parser.add_argument("config", help="TOML config file (see configs/atlas.toml)")
+    parser.add_argument("--out", help="output folder (default: output.dir of the config, /quick with --quick)")
+    parser.add_argument("--quick", action="store_true", help="a small run (depths 2-3, d 2-3, linear mu, one sample)")
+    parser.add_argument("--no-figures", action="store_true", help="write atlas.nc only")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_atlas_config(args.config)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.quick:
+        cfg = quick_config(cfg)
+    out = Path(args.out) if args.out else Path(cfg.output.dir) / ("quick" if args.quick else "")
+    if out.exists() and not out.is_dir():
+        print(f"error: --out {out} is a file; give a folder", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    run_atlas(cfg, out, figures=cfg.output.figures and not args.no_figures)
+    print(f"atlas done in {time.perf_counter() - t0:.0f} s")
+    return 0

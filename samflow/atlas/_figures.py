@@ -1,0 +1,219 @@
+"""Figures of the atlas, drawn from the atlas dataset alone (`draw_atlas`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+__all__ = ["draw_atlas", "tables"]
+
+_MARKERS = {"linear": "o", "geometric": "s", "random": "^"}
+
+
+def _save(fig, out: Path, name: str, dpi: int) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _colors(n):
+    return plt.get_cmap("viridis")(np.linspace(0.0, 0.9, max(n, 1)))
+
+
+def edges_vs_depth(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
+    """Edges against depth L, one line per d (linear spectrum), one panel per (method, samples)."""
+    methods, kinds = list(ds.method.values), list(ds.samples.values)
+    fig, axes = plt.subplots(len(methods), len(kinds), figsize=(4.6 * len(kinds), 3.6 * len(methods)),
+                             squeeze=False, sharex=True)
+    L = ds.depth.values
+    cols = _colors(ds.d.size)
+    for i, m in enumerate(methods):
+        for j, k in enumerate(kinds):
+            ax = axes[i, j]
+            sub = ds.sel({"method": m, "samples": k, "spectrum": "linear"})
+            for c, d in zip(cols, ds.d.values):
+                s = sub.sel(d=d)
+                ax.plot(L, s.collapse_edge, "o-", color=c, ms=4, label=f"d = {d}")
+                ax.plot(L, s.major_edge, "s--", color=c, ms=4)
+                ax.plot(L, s.major_low_edge, "v:", color=c, ms=4)
+                ax.plot(L, s.mark_major, "x", color="k", ms=5, alpha=0.6)
+            vals = np.concatenate([sub[v].values.ravel() for v in ("collapse_edge", "major_edge", "major_low_edge")])
+            vals = vals[np.isfinite(vals)]
+            if vals.size and np.ptp(np.log10(vals)) > 0.05:
+                ax.set_yscale("log")
+            else:  # linf: every edge is a = 1
+                ax.set_ylim(0.5, 1.5)
+            ax.set_title(f"{m}-SAM, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
+            ax.set_xlabel("depth L")
+            ax.set_ylabel(r"edge, $\alpha/\rho$")
+            ax.set_xticks(L)
+    axes[0, 0].legend(fontsize=7, ncol=2, title="o collapse, s major-first,\nv odd-L lower edge, x theory",
+                      title_fontsize=7)
+    fig.suptitle(r"Regime edges against depth (linear $\mu_j = j/d$)", fontsize=11)
+    return _save(fig, out, "fig_edges_vs_depth", dpi)
+
+
+def edges_vs_d(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
+    """l2 edges against d, one line per depth (linear spectrum), one panel per samples kind."""
+    kinds = list(ds.samples.values)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.8 * len(kinds), 3.8), squeeze=False)
+    cols = _colors(ds.depth.size)
+    d = ds.d.values
+    for j, k in enumerate(kinds):
+        ax = axes[0, j]
+        sub = ds.sel({"method": "l2", "samples": k, "spectrum": "linear"}) if "l2" in ds.method else None
+        if sub is None:
+            continue
+        for c, L in zip(cols, ds.depth.values):
+            s = sub.sel(depth=L)
+            ax.plot(d, s.collapse_edge, "o-", color=c, ms=4, label=f"L = {L}")
+            ax.plot(d, s.major_edge, "s--", color=c, ms=4)
+            ax.plot(d, s.major_low_edge, "v:", color=c, ms=4)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(d)
+        ax.set_xticklabels([str(v) for v in d])
+        ax.set_xlabel("dimension d")
+        ax.set_ylabel(r"edge, $\alpha/\rho$")
+        ax.set_title(f"l2-SAM, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
+    axes[0, 0].legend(fontsize=7, title="o collapse, s major-first,\nv odd-L lower edge", title_fontsize=7)
+    fig.suptitle(r"Regime edges against dimension (linear $\mu_j = j/d$)", fontsize=11)
+    return _save(fig, out, "fig_edges_vs_d", dpi)
+
+
+def edges_vs_gap(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
+    """l2 edges against the spectral gap mu_(d-1)/mu_d, every spectrum and d, one sample."""
+    k = str(ds.samples.values[0])
+    sub = ds.sel({"method": "l2", "samples": k})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
+    cols = _colors(ds.depth.size)
+    gap = sub.gap.values  # (d, spectrum)
+    # The marks of s.3.1 scale like mu_d / ||mu||: show a ||mu|| / mu_d, where the
+    # depth-2 major-first edge is the line (1 + gap) / sqrt 2.
+    mu = sub.mu.values  # (d, spectrum, feature)
+    scale = np.sqrt(np.nansum(mu**2, axis=-1)) / np.nanmax(mu, axis=-1)
+    g = np.linspace(0.0, 1.0, 50)
+    axes[1].plot(g, (1 + g) / np.sqrt(2), "k--", lw=1, label=r"L = 2 theory $(1+\mathrm{gap})/\sqrt{2}$")
+    for ax, var, title in ((axes[0], "collapse_edge", "collapse edge (regime 1/2)"),
+                           (axes[1], "major_edge", "major-first edge (regime 2/3)")):
+        for c, L in zip(cols, ds.depth.values):
+            v = sub[var].sel(depth=L).values  # (d, spectrum)
+            if not np.any(np.isfinite(v)):
+                continue
+            for si, lab in enumerate(ds.spectrum.values):
+                kind = str(lab).split()[0]
+                ax.scatter(gap[:, si], v[:, si] * scale[:, si], color=c, marker=_MARKERS.get(kind, "o"), s=18,
+                           label=f"L = {L}" if si == 0 else None)
+        ax.set_yscale("log")
+        ax.set_xlabel(r"spectral gap $\mu_{d-1}/\mu_d$")
+        ax.set_ylabel(r"$(\alpha/\rho)\, \|\mu\| / \mu_d$")
+        ax.set_title(title, fontsize=10)
+    axes[1].legend(fontsize=7, title="o linear, s geometric, ^ random", title_fontsize=7)
+    fig.subplots_adjust(wspace=0.3)
+    fig.suptitle(f"l2-SAM edges against the spectral gap ({'one sample' if k == 'one' else k + ' samples'}, every d)",
+                 fontsize=11)
+    return _save(fig, out, "fig_edges_vs_gap", dpi)
+
+
+def width_map(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
+    """Width of regime 2, log10(major edge / lower edge), over (L, d), l2, linear spectrum."""
+    kinds = list(ds.samples.values)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 3.6), squeeze=False)
+    for j, k in enumerate(kinds):
+        ax = axes[0, j]
+        w = ds.width.sel({"method": "l2", "samples": k, "spectrum": "linear"}).values  # (L, d)
+        im = ax.imshow(w.T, origin="lower", cmap="magma", aspect="auto")
+        for (a, b), v in np.ndenumerate(w):
+            if np.isfinite(v):
+                ax.text(a, b, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                        color="w" if v < np.nanmean(w) else "k")
+        ax.set_xticks(range(ds.depth.size))
+        ax.set_xticklabels(ds.depth.values)
+        ax.set_yticks(range(ds.d.size))
+        ax.set_yticklabels(ds.d.values)
+        ax.set_xlabel("depth L")
+        ax.set_ylabel("dimension d")
+        ax.set_title(f"{'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
+        fig.colorbar(im, ax=ax, label="decades of alpha/rho")
+    fig.suptitle("Width of regime 2 (minor first, major last), l2-SAM, linear mu:\n"
+                 "log10(major-first edge / collapse edge); odd L: / lower first-leader edge", fontsize=10, y=1.06)
+    fig.subplots_adjust(wspace=0.35)
+    return _save(fig, out, "fig_width", dpi)
+
+
+def staircase_time(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
+    """Last switch time against alpha/rho, and against the distance to the lower edge."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9))
+    cols = _colors(ds.stair_depth.size)
+    for c, (li, L) in zip(cols, enumerate(ds.stair_depth.values)):
+        a = ds.stair_a.values[li]
+        t = ds.stair_last_switch.values[li]
+        low, top = ds.stair_edges.values[li]
+        axes[0].plot(a, t, ".-", color=c, label=f"L = {L}")
+        axes[0].axvline(top, color=c, ls="--", lw=0.8)
+        axes[0].axvline(low, color=c, ls=":", lw=0.8)
+        if L % 2 == 0:
+            axes[1].plot(a / low - 1.0, t, ".-", color=c, label=f"L = {L}")
+    axes[0].set_xscale("log")
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel(r"$\alpha/\rho$ (dotted: lower edge, dashed: major-first edge)")
+    axes[0].set_ylabel(r"last switch time $\tau$ ($\rho = 1$)")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel(r"$a / a_{\mathrm{collapse}} - 1$ (even depths)")
+    axes[1].set_ylabel(r"last switch time $\tau$")
+    axes[1].legend(fontsize=7)
+    fig.suptitle(f"Time of the staircase, l2-SAM, one sample, mu_j = j/{int(ds.stair_d)}", fontsize=11)
+    return _save(fig, out, "fig_staircase_time", dpi)
+
+
+def draw_atlas(ds: xr.Dataset, out: str | Path, dpi: int = 90) -> list[Path]:
+    """Every atlas figure from the atlas dataset `ds` into `out`; returns the paths."""
+    out = Path(out)
+    paths = [edges_vs_depth(ds, out, dpi)]
+    if "l2" in ds.method:
+        paths += [edges_vs_d(ds, out, dpi), edges_vs_gap(ds, out, dpi), width_map(ds, out, dpi)]
+    if "stair_a" in ds:
+        paths.append(staircase_time(ds, out, dpi))
+    return paths
+
+
+def _fmt(v) -> str:
+    return "-" if not np.isfinite(v) else f"{v:.4g}"
+
+
+def tables(ds: xr.Dataset) -> str:
+    """Markdown tables of the linear-spectrum edges (rows depth, columns d), one per
+    (method, samples, edge), and the convergence counts: the numbers behind the figures."""
+    lines = []
+    names = (("collapse_edge", "collapse edge (regime 1/2)"), ("major_edge", "major-first edge (regime 2/3)"),
+             ("major_low_edge", "odd depth: lower first-leader edge"), ("width", "width of regime 2, decades"))
+    for m in ds.method.values:
+        for k in ds.samples.values:
+            for var, title in names:
+                if m == "linf" and var in ("major_low_edge", "width"):
+                    continue
+                v = ds[var].sel({"method": m, "samples": k, "spectrum": "linear"})
+                if not np.any(np.isfinite(v.values)):
+                    continue
+                lines.append(f"**{m}-SAM, {'one sample' if k == 'one' else k + ' samples'}: {title}** (linear mu)\n")
+                lines.append("| L \\ d | " + " | ".join(str(d) for d in ds.d.values) + " |")
+                lines.append("|---" * (ds.d.size + 1) + "|")
+                for L in ds.depth.values:
+                    lines.append(f"| {L} | " + " | ".join(_fmt(x) for x in v.sel(depth=L).values) + " |")
+                lines.append("")
+    conv = ds.collapse_converged.values
+    tried = ds.collapse_n_solves.values > 0
+    lines.append(f"Collapse edges: {int(conv.sum())} of {int(tried.sum())} bisections converged to "
+                 f"rtol {ds.attrs.get('bisection_rtol', float('nan')):g}; {int(ds.collapse_n_solves.values.sum())} "
+                 f"cells solved in all; total time {ds.attrs.get('seconds_total', float('nan')):.0f} s.")
+    return "\n".join(lines) + "\n"
