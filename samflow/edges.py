@@ -68,6 +68,7 @@ from .losses import get_loss
 from .model import beta as beta_of
 from .solve import Clock, SolverSettings, solve_cell
 from .status import Status
+from ._x64 import in_float64
 
 __all__ = ["EdgeResult", "collapse_edge", "major_first_edge"]
 
@@ -265,6 +266,7 @@ def _solve_cells(W0, rho, X, y, ts, method, clock, settings):
     return jax.vmap(fn)(W0, rho, X, y)
 
 
+@in_float64
 def collapse_edge(
     mu,
     depth=2,
@@ -436,6 +438,7 @@ def _first_rates(a, rho, X, y, mask, method, L, loss, tau):
 _first_rates_jit = jax.jit(_first_rates, static_argnames=("method", "L", "loss", "tau"))
 
 
+@in_float64
 def major_first_edge(
     mu,
     depth=2,

@@ -32,6 +32,7 @@ PUBLIC = [
 IMPORT_PATHS = {
     "samflow": ["Status", "analysis", "figures", "parallel", "plots", "store", "sweep", "theory"],
     "samflow.analysis": [
+        "collapse_edge", "major_first_edge",
         "band_dominance", "direction_distance", "dominant_index", "limit_direction",
         "max_margin_direction", "plateau", "regime_label", "regime_label_from_dominant",
         "switching_times", "tied", "visited_sequence",
@@ -43,7 +44,10 @@ IMPORT_PATHS = {
     "samflow.data": ["Dataset", "load_dataset", "single_sample"],
     "samflow.datasets": ["banded", "increasing_scale", "save_dataset"],
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
-    "samflow.experiments": ["cnn"],
+    "samflow.atlas": ["main"],
+    "samflow.edges": ["EdgeResult", "collapse_edge", "major_first_edge"],
+    "samflow.experiments": ["cnn", "cnn_study"],
+    "samflow.experiments.cnn_study": ["main", "run_study", "summarize", "t_interval"],
     "samflow.experiments.cnn": ["main"],
     "samflow.experiments.cnn_config": ["CnnConfig", "load_cnn_config", "parse_cnn_config"],
     "samflow.experiments.convnet": ["ConvNet", "make_convnet", "param_norm", "scale_init"],
@@ -157,9 +161,11 @@ def test_top_level_names_are_the_module_objects():
         ["-m", "samflow.sweep", "--help"],
         ["-m", "samflow.merge", "--help"],
         ["-m", "samflow.experiments.cnn", "--help"],
+        ["-m", "samflow.experiments.cnn_study", "--help"],
+        ["-m", "samflow.atlas", "--help"],
         [str(ROOT / "scripts" / "reproduce_figures.py"), "--help"],
     ],
-    ids=["sweep", "merge", "cnn", "reproduce_figures"],
+    ids=["sweep", "merge", "cnn", "cnn_study", "atlas", "reproduce_figures"],
 )
 def test_command_lines_help(argv):
     out = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120, cwd=ROOT)

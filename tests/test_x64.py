@@ -28,7 +28,8 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def test_import_leaves_jax_in_float32():
-    p = _run("import jax, samflow, samflow.sweep, samflow.figures, samflow.analysis; print(jax.config.jax_enable_x64)")
+    p = _run("import jax, samflow, samflow.sweep, samflow.figures, samflow.analysis, samflow.atlas, samflow.edges; "
+             "print(jax.config.jax_enable_x64)")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "False"
 
@@ -37,7 +38,7 @@ def test_import_leaves_the_matplotlib_backend_alone():
     """plots.py, figures/ and the CNN plots used to call matplotlib.use("Agg") on import."""
     code = (
         "import matplotlib; matplotlib.use('svg')\n"
-        "import samflow.plots, samflow.figures, samflow.experiments.cnn_plots, samflow.experiments.cnn_study_plots\n"
+        "import samflow.plots, samflow.figures, samflow.experiments.cnn_plots, samflow.experiments.cnn_study_plots, samflow.atlas\n"
         "print(matplotlib.get_backend())"
     )
     p = _run(code)
