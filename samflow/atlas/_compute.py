@@ -163,6 +163,13 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
             low = out["collapse_edge" if L % 2 == 0 else "major_low_edge"][mi, 0, li, di, 0]
             known[L] = (float(low), float(out["major_edge"][mi, 0, li, di, 0]))
     stair = staircase_times(cfg, settings, known)
+    return _to_dataset(cfg, out, mu_bar, seconds, stair, kinds, labels, t_start)
+
+
+def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds: list, labels: list, t_start: float) -> xr.Dataset:
+    """The atlas arrays as an `xarray.Dataset` with descriptions, the spectral gap and the width of regime 2."""
+    Ls, Ds, D = cfg.depths, cfg.dims, max(cfg.dims)
+    K, S, b = len(kinds), len(labels), cfg.bisection
     dims5 = ("method", "samples", "depth", "d", "spectrum")
     coords = {"method": list(cfg.methods), "samples": kinds, "depth": list(Ls), "d": list(Ds),
               "spectrum": labels, "feature": np.arange(1, D + 1)}
