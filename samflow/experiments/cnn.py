@@ -38,18 +38,17 @@ Float32 throughout the CNN (see `convnet`).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
 from .._io import atomic_write_bytes
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
@@ -411,38 +410,26 @@ def main(argv: "list[str] | None" = None) -> int:
     (config, data, missing extra), 1 training became non-finite (one line
     naming task, method, alpha, epoch and step; no result file is written and
     an output folder made by this run is removed again)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m samflow.experiments.cnn",
-        description="Train CNNs with GD and SAM on real images and measure where Grad-CAM puts its mass.",
+    parser = command_parser(
+        "python -m samflow.experiments.cnn",
+        "Train CNNs with GD and SAM on real images and measure where Grad-CAM puts its mass.",
+        "TOML config file (see configs/cnn_mnist.toml)",
     )
-    parser.add_argument("config", help="TOML config file (see configs/cnn_mnist.toml)")
-    parser.add_argument("--out", help="output folder (default: output.dir/<name> of the config)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing results")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or log")
     args = parser.parse_args(argv)
-
-    def fail(msg: str) -> int:
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
     config_path = Path(args.config)
     try:
         cfg = load_cnn_config(config_path)
     except ConfigError as err:
-        return fail(str(err).replace("\n", "\nerror: "))
+        return fail_config(err)
     out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
-    existing = [f for f in OUTPUT_FILES if (out_dir / f).exists()]
-    if existing and not args.overwrite:
-        return fail(f"{out_dir / existing[0]} exists; pass --overwrite to replace it")
+    if (existing := existing_file(out_dir, OUTPUT_FILES)) and not args.overwrite:
+        return fail(f"{existing} exists; pass --overwrite to replace it")
     created = not out_dir.exists()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        return fail(f"--out / output.dir: cannot write to {out_dir}: {err.strerror}")
+    if problem := writable_folder(out_dir):
+        return fail(problem)
 
     try:
         ds = run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)
@@ -466,14 +453,10 @@ def main(argv: "list[str] | None" = None) -> int:
     if cfg.output.figures and not args.no_figures:
         from .cnn_plots import plot_cnn
 
-        for path in plot_cnn(ds, out_dir):
-            print(f"figure: {path}")
+        print_figures(plot_cnn(ds, out_dir))
     print(f"done in {ds.attrs['wall_time_s']:.1f} s (training, Grad-CAM and compilation)")
     return 0
 
 
 if __name__ == "__main__":
-    from .._x64 import prepare_process
-
-    prepare_process()  # float64 and Agg, as before samflow stopped setting them at import
-    sys.exit(main())
+    run_command(main)  # float64 and Agg first, as before samflow stopped setting them at import
