@@ -54,6 +54,48 @@ _Strict = ConfigModel
 NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
 
 
+def increasing(what: str, empty: str | None = None) -> typing.Callable[[list], list]:
+    """A check for `field_check`: the list must be strictly increasing (message
+    "`what` must be strictly increasing, got [...]"); with `empty`, an empty list
+    is refused with that message first. The check returns the list it was given."""
+
+    def check(values: list) -> list:
+        if empty is not None and not values:
+            raise ValueError(empty)
+        if any(b <= a for a, b in zip(values, values[1:])):
+            raise ValueError(f"{what} must be strictly increasing, got {values}")
+        return values
+
+    return check
+
+
+def distinct(message: str) -> typing.Callable[[list], list]:
+    """A check for `field_check`: no entry may repeat; `message` is the error,
+    with `{}` standing for the list."""
+
+    def check(values: list) -> list:
+        if len(set(values)) != len(values):
+            raise ValueError(message.format(values))
+        return values
+
+    return check
+
+
+def field_check(*fields: str, check: typing.Callable[[Any], Any]):
+    """A pydantic field validator of `fields` running `check` (which raises
+    `ValueError`) on every given value (None, an omitted optional key, passes);
+    assign it to a class attribute of a `ConfigModel`:
+    `_alphas = field_check("alphas", check=increasing("train.alphas"))`.
+    The error names the field, as a validator written in the class does."""
+
+    def validator(cls, v):
+        if v is not None:
+            check(v)
+        return v
+
+    return field_validator(*fields)(validator)
+
+
 class GridAxis(_Strict):
     """An evenly spaced axis: `num` points from `start` to `stop`, log or linear."""
 
@@ -318,12 +360,7 @@ class SweepConfig(_Strict):
     solver: SolverConfig = SolverConfig()
     output: OutputConfig = OutputConfig()
 
-    @field_validator("methods")
-    @classmethod
-    def _unique(cls, v):
-        if len(set(v)) != len(v):
-            raise ValueError("methods must not repeat a method")
-        return v
+    _unique = field_check("methods", check=distinct("methods must not repeat a method"))
 
     @model_validator(mode="after")
     def _cross(self):

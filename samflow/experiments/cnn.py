@@ -38,18 +38,17 @@ Float32 throughout the CNN (see `convnet`).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
 from .._io import atomic_write_bytes
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
@@ -82,16 +81,91 @@ def _share_text(row: dict) -> str:
     return f"{row['minor_share']:.3f}"
 
 
+def _train_cell(
+    tcfg: TaskConfig, task, base, method: str, optimizer, epoch_fn, alpha: float, *, key_data,
+    x_train, y_train, x_test, y_test, x_eval, y_eval, major, measured, fig_epochs, fig_idx, n_epochs, bar, log,
+) -> dict:
+    """Train one method at one init scale on a task, measuring at the `measured`
+    epochs; return {"rows": {epoch: measurements}, "maps": {epoch: figure maps},
+    "wall": seconds}.
+
+    **Raises:** `NonFiniteError` naming task, method, alpha, epoch and step.
+    """
+    import equinox as eqx
+    import jax.random as jr
+
+    from .convnet import param_norm, scale_init
+    from .gradcam import gradcam_batch, mass_shares
+    from .train import NonFiniteError, evaluate, nonfinite_params
+
+    t0 = time.perf_counter()
+    params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
+    opt_state = optimizer.init(params)
+    rows, maps = {}, {}
+    batch_loss = math.nan
+    where = dict(task=tcfg.name, method=method, alpha=alpha)
+    for epoch in range(n_epochs + 1):
+        try:
+            if epoch > 0:
+                params, opt_state, loss = epoch_fn(params, opt_state, x_train, y_train, jr.fold_in(key_data, epoch))
+                batch_loss = float(loss)
+            elif (bad := nonfinite_params(params)) is not None:  # alpha overflowing float32
+                raise NonFiniteError(f"{bad} at the init (alpha = {alpha:g} overflows float32)")
+            if epoch not in measured:
+                bar.update(1)
+                continue
+            model = eqx.combine(params, static)
+            train_loss, _ = evaluate(model, x_train, y_train, task.binary)
+            test_loss, test_acc = evaluate(model, x_test, y_test, task.binary)
+            cams = np.asarray(gradcam_batch(model, x_eval, y_eval))
+            if not np.isfinite(cams).all():
+                raise NonFiniteError(
+                    f"{int((~np.isfinite(cams).all(axis=(1, 2))).sum())} of {len(cams)} Grad-CAM maps are not "
+                    "finite (float32 overflow of the features)"
+                )
+        except NonFiniteError as err:
+            raise err.at(epoch=epoch, **where) from None
+        share, zero = mass_shares(cams, major)
+        minor = float(1.0 - np.nanmean(share)) if not zero.all() else math.nan
+        rows[epoch] = dict(
+            minor_share=minor,
+            major_share=1.0 - minor,
+            zero_maps=int(zero.sum()),
+            train_loss=train_loss,
+            test_loss=test_loss,
+            test_accuracy=test_acc,
+            mean_batch_loss=batch_loss,
+            param_norm=param_norm(model),
+        )
+        if epoch in fig_epochs:
+            maps[epoch] = cams[fig_idx]
+        bar.set_postfix_str(
+            f"{tcfg.name} {METHOD_LABELS[method]} alpha={alpha:g} ep {epoch}: loss {train_loss:.3f} "
+            f"acc {test_acc:.3f} minor {_share_text(rows[epoch])}",
+            refresh=epoch == 0,
+        )
+        if epoch > 0:
+            bar.update(1)
+    wall = time.perf_counter() - t0
+    last = rows[max(rows)]
+    log(
+        f"  {tcfg.name:>10s} {METHOD_LABELS[method]:>8s} alpha={alpha:<6g} {wall:6.1f} s  "
+        f"final train loss {last['train_loss']:.4f}  test acc {last['test_accuracy']:.3f}  "
+        f"|theta| {rows[0]['param_norm']:.4g} -> {last['param_norm']:.4g}  "
+        f"minor share {_share_text(rows[0])} -> {_share_text(last)}"
+    )
+    return {"rows": rows, "maps": maps, "wall": wall}
+
+
 def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     """Train every method and alpha on one task; return its measurements."""
-    import equinox as eqx
     import jax.numpy as jnp
     import jax.random as jr
 
-    from .convnet import count_params, make_convnet, param_norm, scale_init
-    from .gradcam import area_shares, gradcam_batch, major_mask, mass_shares
+    from .convnet import count_params, make_convnet
+    from .gradcam import area_shares, major_mask
     from .images import make_task
-    from .train import NonFiniteError, evaluate, make_epoch, make_optimizer, nonfinite_params
+    from .train import make_epoch, make_optimizer
 
     task = make_task(
         data,
@@ -147,64 +221,59 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
         optimizer = make_optimizer(method, cfg.train.learning_rate, rho, cfg.train.momentum)
         epoch_fn = make_epoch(base, optimizer, binary=task.binary, n_train=len(task.x_train), batch_size=cfg.train.batch_size)
         for alpha in alphas:
-            t0 = time.perf_counter()
-            params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
-            opt_state = optimizer.init(params)
-            rows, maps = {}, {}
-            batch_loss = math.nan
-            where = dict(task=tcfg.name, method=method, alpha=alpha)
-            for epoch in range(n_epochs + 1):
-                try:
-                    if epoch > 0:
-                        params, opt_state, loss = epoch_fn(params, opt_state, x_train, y_train, jr.fold_in(key_data, epoch))
-                        batch_loss = float(loss)
-                    elif (bad := nonfinite_params(params)) is not None:  # alpha overflowing float32
-                        raise NonFiniteError(f"{bad} at the init (alpha = {alpha:g} overflows float32)")
-                    if epoch not in measured:
-                        bar.update(1)
-                        continue
-                    model = eqx.combine(params, static)
-                    train_loss, _ = evaluate(model, x_train, y_train, task.binary)
-                    test_loss, test_acc = evaluate(model, x_test, y_test, task.binary)
-                    cams = np.asarray(gradcam_batch(model, x_eval, y_eval))
-                    if not np.isfinite(cams).all():
-                        raise NonFiniteError(
-                            f"{int((~np.isfinite(cams).all(axis=(1, 2))).sum())} of {len(cams)} Grad-CAM maps are not "
-                            "finite (float32 overflow of the features)"
-                        )
-                except NonFiniteError as err:
-                    raise err.at(epoch=epoch, **where) from None
-                share, zero = mass_shares(cams, major)
-                minor = float(1.0 - np.nanmean(share)) if not zero.all() else math.nan
-                rows[epoch] = dict(
-                    minor_share=minor,
-                    major_share=1.0 - minor,
-                    zero_maps=int(zero.sum()),
-                    train_loss=train_loss,
-                    test_loss=test_loss,
-                    test_accuracy=test_acc,
-                    mean_batch_loss=batch_loss,
-                    param_norm=param_norm(model),
-                )
-                if epoch in fig_epochs:
-                    maps[epoch] = cams[fig_idx]
-                bar.set_postfix_str(
-                    f"{tcfg.name} {METHOD_LABELS[method]} alpha={alpha:g} ep {epoch}: loss {train_loss:.3f} "
-                    f"acc {test_acc:.3f} minor {_share_text(rows[epoch])}",
-                    refresh=epoch == 0,
-                )
-                if epoch > 0:
-                    bar.update(1)
-            wall = time.perf_counter() - t0
-            last = rows[max(rows)]
-            log(
-                f"  {tcfg.name:>10s} {METHOD_LABELS[method]:>8s} alpha={alpha:<6g} {wall:6.1f} s  "
-                f"final train loss {last['train_loss']:.4f}  test acc {last['test_accuracy']:.3f}  "
-                f"|theta| {rows[0]['param_norm']:.4g} -> {last['param_norm']:.4g}  "
-                f"minor share {_share_text(rows[0])} -> {_share_text(last)}"
+            out["cells"][(method, alpha)] = _train_cell(
+                tcfg, task, base, method, optimizer, epoch_fn, alpha, key_data=key_data,
+                x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, x_eval=x_eval, y_eval=y_eval,
+                major=major, measured=measured, fig_epochs=fig_epochs, fig_idx=fig_idx, n_epochs=n_epochs, bar=bar, log=log,
             )
-            out["cells"][(method, alpha)] = {"rows": rows, "maps": maps, "wall": wall}
     return out
+
+
+def _gather(cfg: CnnConfig, results: dict, task_names: list, methods: list, alphas: list, epochs: list, fields: tuple):
+    """The measurements of every task (`_run_task`'s dicts) as arrays over (task,
+    method, alpha, epoch), NaN where a task does not run; the figure maps, images and labels."""
+    shape = (len(task_names), len(methods), len(alphas), len(epochs))
+    arrays = {f: np.full(shape, np.nan) for f in fields}
+    walls = np.full(shape[:3], np.nan)
+    fig_epochs = cfg.figure_epochs()
+    first = results[task_names[0]]
+    H, W = first["task"].x_test.shape[2:]
+    n_fig = max(len(r["fig_idx"]) for r in results.values())
+    maps = np.full((len(task_names), len(methods), len(alphas), len(fig_epochs), n_fig, H, W), np.nan, np.float32)
+    fig_images = np.full((len(task_names), n_fig, H, W, first["task"].x_test.shape[1]), np.nan, np.float32)
+    fig_labels = np.full((len(task_names), n_fig), -99, np.int64)
+    for it, name in enumerate(task_names):
+        r = results[name]
+        k = len(r["fig_idx"])
+        imgs = np.asarray(r["fig_images"], np.float32)
+        fig_images[it, :k] = imgs[..., None] if imgs.ndim == 3 else imgs
+        lab = r["task"].y_test[r["fig_idx"]]
+        fig_labels[it, :k] = [r["task"].classes[int(v > 0)] if r["task"].binary else r["task"].classes[int(v)] for v in lab]
+        for (method, alpha), cell in r["cells"].items():
+            im, ia = methods.index(method), alphas.index(alpha)
+            walls[it, im, ia] = cell["wall"]
+            for epoch, row in cell["rows"].items():
+                ie = epochs.index(epoch)
+                for f in fields:
+                    arrays[f][it, im, ia, ie] = row[f]
+            for epoch, m in cell["maps"].items():
+                maps[it, im, ia, fig_epochs.index(epoch), : m.shape[0]] = m
+    return arrays, walls, fig_epochs, maps, fig_images, fig_labels
+
+
+def _versions() -> dict:
+    """samflow's package versions (`samflow.store.package_versions`) and those of the images extra."""
+    from ..store import package_versions
+
+    versions = package_versions()
+    for p in ("optax", "mlxtend", "scikit-learn"):
+        try:
+            import importlib.metadata
+
+            versions[p] = importlib.metadata.version(p)
+        except importlib.metadata.PackageNotFoundError:
+            versions[p] = "not installed"
+    return versions
 
 
 def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: bool = True):
@@ -241,36 +310,11 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
     methods = list(cfg.train.methods)
     alphas = sorted({a for t in cfg.tasks for a in cfg.task_alphas(t)})
     epochs = sorted({e for t in cfg.tasks for e in cfg.measured_epochs(t)})
-    shape = (len(task_names), len(methods), len(alphas), len(epochs))
     fields = (
         "minor_share", "major_share", "zero_maps", "train_loss", "test_loss", "test_accuracy", "mean_batch_loss",
         "param_norm",
     )
-    arrays = {f: np.full(shape, np.nan) for f in fields}
-    walls = np.full(shape[:3], np.nan)
-    fig_epochs = cfg.figure_epochs()
-    first = results[task_names[0]]
-    H, W = first["task"].x_test.shape[2:]
-    n_fig = max(len(r["fig_idx"]) for r in results.values())
-    maps = np.full((len(task_names), len(methods), len(alphas), len(fig_epochs), n_fig, H, W), np.nan, np.float32)
-    fig_images = np.full((len(task_names), n_fig, H, W, first["task"].x_test.shape[1]), np.nan, np.float32)
-    fig_labels = np.full((len(task_names), n_fig), -99, np.int64)
-    for it, name in enumerate(task_names):
-        r = results[name]
-        k = len(r["fig_idx"])
-        imgs = np.asarray(r["fig_images"], np.float32)
-        fig_images[it, :k] = imgs[..., None] if imgs.ndim == 3 else imgs
-        lab = r["task"].y_test[r["fig_idx"]]
-        fig_labels[it, :k] = [r["task"].classes[int(v > 0)] if r["task"].binary else r["task"].classes[int(v)] for v in lab]
-        for (method, alpha), cell in r["cells"].items():
-            im, ia = methods.index(method), alphas.index(alpha)
-            walls[it, im, ia] = cell["wall"]
-            for epoch, row in cell["rows"].items():
-                ie = epochs.index(epoch)
-                for f in fields:
-                    arrays[f][it, im, ia, ie] = row[f]
-            for epoch, m in cell["maps"].items():
-                maps[it, im, ia, fig_epochs.index(epoch), : m.shape[0]] = m
+    arrays, walls, fig_epochs, maps, fig_images, fig_labels = _gather(cfg, results, task_names, methods, alphas, epochs, fields)
 
     dims = ("task", "optimizer", "alpha", "epoch")
     long_names = {
@@ -302,20 +346,10 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
         {k: xr.Variable(*v) for k, v in variables.items()},
         coords={"task": task_names, "optimizer": methods, "alpha": alphas, "epoch": epochs, "fig_epoch": fig_epochs},
     )
-    from ..store import package_versions
-
-    versions = package_versions()
-    for p in ("optax", "mlxtend", "scikit-learn"):
-        try:
-            import importlib.metadata
-
-            versions[p] = importlib.metadata.version(p)
-        except importlib.metadata.PackageNotFoundError:
-            versions[p] = "not installed"
     ds.attrs.update(
         title=f"samflow CNN experiment '{cfg.name}'",
         config=json.dumps(cfg.model_dump(mode="json")),
-        versions=json.dumps(versions),
+        versions=json.dumps(_versions()),
         dataset=cfg.data.dataset,
         threshold=cfg.gradcam.threshold,
         figure_task=cfg.figure_task().name,
@@ -411,38 +445,26 @@ def main(argv: "list[str] | None" = None) -> int:
     (config, data, missing extra), 1 training became non-finite (one line
     naming task, method, alpha, epoch and step; no result file is written and
     an output folder made by this run is removed again)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m samflow.experiments.cnn",
-        description="Train CNNs with GD and SAM on real images and measure where Grad-CAM puts its mass.",
+    parser = command_parser(
+        "python -m samflow.experiments.cnn",
+        "Train CNNs with GD and SAM on real images and measure where Grad-CAM puts its mass.",
+        "TOML config file (see configs/cnn_mnist.toml)",
     )
-    parser.add_argument("config", help="TOML config file (see configs/cnn_mnist.toml)")
-    parser.add_argument("--out", help="output folder (default: output.dir/<name> of the config)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing results")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or log")
     args = parser.parse_args(argv)
-
-    def fail(msg: str) -> int:
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
     config_path = Path(args.config)
     try:
         cfg = load_cnn_config(config_path)
     except ConfigError as err:
-        return fail(str(err).replace("\n", "\nerror: "))
+        return fail_config(err)
     out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
-    existing = [f for f in OUTPUT_FILES if (out_dir / f).exists()]
-    if existing and not args.overwrite:
-        return fail(f"{out_dir / existing[0]} exists; pass --overwrite to replace it")
+    if (existing := existing_file(out_dir, OUTPUT_FILES)) and not args.overwrite:
+        return fail(f"{existing} exists; pass --overwrite to replace it")
     created = not out_dir.exists()
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        return fail(f"--out / output.dir: cannot write to {out_dir}: {err.strerror}")
+    if problem := writable_folder(out_dir):
+        return fail(problem)
 
     try:
         ds = run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)
@@ -466,14 +488,10 @@ def main(argv: "list[str] | None" = None) -> int:
     if cfg.output.figures and not args.no_figures:
         from .cnn_plots import plot_cnn
 
-        for path in plot_cnn(ds, out_dir):
-            print(f"figure: {path}")
+        print_figures(plot_cnn(ds, out_dir))
     print(f"done in {ds.attrs['wall_time_s']:.1f} s (training, Grad-CAM and compilation)")
     return 0
 
 
 if __name__ == "__main__":
-    from .._x64 import prepare_process
-
-    prepare_process()  # float64 and Agg, as before samflow stopped setting them at import
-    sys.exit(main())
+    run_command(main)  # float64 and Agg first, as before samflow stopped setting them at import

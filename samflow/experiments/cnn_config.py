@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config import ConfigError, ConfigModel, read_toml, validate
+from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
@@ -24,11 +24,6 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 
 # Unknown keys, wrong types and non-finite floats refused in every key (samflow.config).
 _Strict = ConfigModel
-
-
-def _increasing(values: list, what: str) -> None:
-    if any(b <= a for a, b in zip(values, values[1:])):
-        raise ValueError(f"{what} must be strictly increasing, got {values}")
 
 
 class DataConfig(_Strict):
@@ -83,14 +78,7 @@ class TaskConfig(_Strict):
                 raise ValueError(f"classes must not repeat, got {v}")
         return v
 
-    @field_validator("alphas")
-    @classmethod
-    def _alphas(cls, v):
-        if v is not None:
-            if not v:
-                raise ValueError("alphas is empty: give at least one init scale")
-            _increasing(v, "alphas")
-        return v
+    _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
 
 
 class ModelConfig(_Strict):
@@ -136,18 +124,8 @@ class TrainConfig(_Strict):
     rho: Annotated[float, Field(ge=0)] = 0.1
     rho_linf: Annotated[float, Field(ge=0)] = 0.001
 
-    @field_validator("methods")
-    @classmethod
-    def _unique(cls, v):
-        if len(set(v)) != len(v):
-            raise ValueError("methods must not repeat a method")
-        return v
-
-    @field_validator("alphas")
-    @classmethod
-    def _alphas(cls, v):
-        _increasing(v, "train.alphas")
-        return v
+    _unique = field_check("methods", check=distinct("methods must not repeat a method"))
+    _alphas = field_check("alphas", check=increasing("train.alphas"))
 
 
 class GradcamConfig(_Strict):
@@ -178,14 +156,7 @@ class FigureConfig(_Strict):
     epochs: list[Annotated[int, Field(ge=0)]] | None = None
     num_images: Annotated[int, Field(ge=1, le=32)] = 4
 
-    @field_validator("epochs")
-    @classmethod
-    def _epochs(cls, v):
-        if v is not None:
-            if not v:
-                raise ValueError("figure.epochs is empty: give at least one epoch")
-            _increasing(v, "figure.epochs")
-        return v
+    _epochs = field_check("epochs", check=increasing("figure.epochs", empty="figure.epochs is empty: give at least one epoch"))
 
 
 class OutputConfig(_Strict):

@@ -29,8 +29,11 @@ METHOD_CMAPS = {"gd": "Blues", "sam_l2": "Reds", "sam_linf": "Greens"}
 METHOD_STYLES = {"gd": "-", "sam_l2": "--", "sam_linf": ":"}
 
 
-def _savefig(fig, path: Path) -> list[Path]:
-    """Save `fig` as `path` (.png) and its .pdf twin, each via a temporary file and a rename."""
+def _savefig(fig, path: Path, title: str) -> list[Path]:
+    """Give `fig` its title, lay it out and save it as `path` (.png) and its .pdf
+    twin, each via a temporary file and a rename."""
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
     out = []
     for p, fmt in ((path.with_suffix(".png"), "png"), (path.with_suffix(".pdf"), "pdf")):
         with atomic_path(p) as tmp:
@@ -84,13 +87,11 @@ def plot_gradcam_grid(ds, path: "str | Path", task: str | None = None, alpha: fl
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.suptitle(
+    title = (
         f"Grad-CAM of the last conv layer ({ds.attrs.get('dataset', '')}, task {task}, "
-        rf"$\alpha$ = {float(ds.alpha.values[ia]):g}); cyan: intensity $\geq$ {threshold:g}",
-        fontsize=9,
+        rf"$\alpha$ = {float(ds.alpha.values[ia]):g}); cyan: intensity $\geq$ {threshold:g}"
     )
-    fig.tight_layout()
-    return _savefig(fig, path)
+    return _savefig(fig, path, title)
 
 
 def plot_minor_share(ds, path: "str | Path") -> list[Path]:
@@ -123,12 +124,8 @@ def plot_minor_share(ds, path: "str | Path") -> list[Path]:
     entries = {lab: h for ax in axes[0] for h, lab in zip(*ax.get_legend_handles_labels())}
     fig.legend(entries.values(), entries.keys(), fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                frameon=False)
-    fig.suptitle(
-        f"Share of Grad-CAM mass on minor pixels (intensity < {float(ds.attrs.get('threshold', 0.5)):g}), held-out images",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    return _savefig(fig, path)
+    threshold = float(ds.attrs.get("threshold", 0.5))
+    return _savefig(fig, path, f"Share of Grad-CAM mass on minor pixels (intensity < {threshold:g}), held-out images")
 
 
 def plot_cnn(ds, out_dir: "str | Path") -> list[Path]:

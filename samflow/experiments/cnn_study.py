@@ -42,18 +42,17 @@ figures `minor_share_vs_alpha.png`, `minor_share_difference.png`,
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
 from .._io import atomic_path
 from .._io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
@@ -539,20 +538,16 @@ def main(argv: "list[str] | None" = None) -> int:
     """Command line; returns 0 ok, 2 bad input (config, data, output folder,
     missing extra: one line). Non-finite runs do not fail the study: each is
     one line on stderr and marked in the results."""
-    parser = argparse.ArgumentParser(prog="python -m samflow.experiments.cnn_study", description=__doc__.split("\n")[0])
-    parser.add_argument("config", help="TOML config (see configs/cnn_study.toml)")
-    parser.add_argument("--out", help="output folder (default: output.dir/<name>)")
+    parser = command_parser(
+        "python -m samflow.experiments.cnn_study", __doc__.split("\n")[0], "TOML config (see configs/cnn_study.toml)",
+        out_help="output folder (default: output.dir/<name>)",
+    )
     parser.add_argument("--resume", action="store_true", help="keep the finished runs in <out>/runs and run the rest")
     parser.add_argument("--overwrite", action="store_true", help="delete earlier results and runs in <out> first")
     parser.add_argument("--quick", action="store_true", help="2 seeds, 2 alphas, 1 rho, 6 epochs, 120 images (tests)")
     parser.add_argument("--no-figures", action="store_true", help="write results and tables only")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-
-    def fail(msg: str) -> int:
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
     if args.resume and args.overwrite:
         return fail("--resume and --overwrite exclude each other: keep the finished runs or delete them")
     try:
@@ -560,22 +555,16 @@ def main(argv: "list[str] | None" = None) -> int:
         if args.quick:
             cfg = quick(cfg)
     except ConfigError as err:
-        return fail(str(err).replace("\n", "\nerror: "))
+        return fail_config(err)
     out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
-    existing = [f for f in RESULT_FILES if (out_dir / f).exists()]
-    if existing and not (args.overwrite or args.resume):
-        return fail(f"{out_dir / existing[0]} exists; pass --resume to finish it or --overwrite to replace it")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if args.overwrite:
-            import shutil
+    if (existing := existing_file(out_dir, RESULT_FILES)) and not (args.overwrite or args.resume):
+        return fail(f"{existing} exists; pass --resume to finish it or --overwrite to replace it")
+    if args.overwrite:
+        import shutil
 
-            shutil.rmtree(out_dir / "runs", ignore_errors=True)
-        probe = out_dir / f".write-test-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        return fail(f"--out / output.dir: cannot write to {out_dir}: {err.strerror}")
+        shutil.rmtree(out_dir / "runs", ignore_errors=True)  # never raises: ignore_errors
+    if problem := writable_folder(out_dir):
+        return fail(problem)
 
     from .images import DataNotFoundError, MissingExtraError
 
@@ -596,14 +585,10 @@ def main(argv: "list[str] | None" = None) -> int:
     if cfg.output.figures and not args.no_figures:
         from .cnn_study_plots import plot_study
 
-        for path in plot_study(ds, out_dir):
-            print(f"figure: {path}")
+        print_figures(plot_study(ds, out_dir))
     print(f"done in {ds.attrs['wall_time_s']:.1f} s")
     return 0
 
 
 if __name__ == "__main__":
-    from .._x64 import prepare_process
-
-    prepare_process()  # float64 and Agg, as when docs/cnn.md's numbers were made
-    sys.exit(main())
+    run_command(main)  # float64 and Agg first, as when docs/cnn.md's numbers were made

@@ -12,19 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..config import ConfigError, ConfigModel, read_toml, validate
-from .cnn_config import ModelConfig
+from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
+from .cnn_config import Method, ModelConfig, PositiveFloat
 
 __all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
-
-Method = Literal["gd", "sam_l2", "sam_linf"]
-PositiveFloat = Annotated[float, Field(gt=0)]
-
-
-def _increasing(values: list, what: str) -> list:
-    if any(b <= a for a, b in zip(values, values[1:])):
-        raise ValueError(f"{what} must be strictly increasing, got {values}")
-    return values
 
 
 class StudyData(ConfigModel):
@@ -68,14 +59,7 @@ class StudyTask(ConfigModel):
     patch: Annotated[int, Field(ge=1, le=8)] = 3
     alphas: list[PositiveFloat] | None = None
 
-    @field_validator("alphas")
-    @classmethod
-    def _alphas(cls, v):
-        if v is not None:
-            if not v:
-                raise ValueError("alphas is empty: give at least one init scale")
-            _increasing(v, "alphas")
-        return v
+    _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
 
 
 class StudyTrain(ConfigModel):
@@ -97,22 +81,9 @@ class StudyTrain(ConfigModel):
     batch_size: Annotated[int, Field(ge=0)] = 0
     learning_rate: PositiveFloat = 0.5
 
-    @field_validator("methods")
-    @classmethod
-    def _unique(cls, v):
-        if len(set(v)) != len(v):
-            raise ValueError("methods must not repeat a method")
-        return v
-
-    @field_validator("alphas")
-    @classmethod
-    def _alphas(cls, v):
-        return _increasing(v, "train.alphas")
-
-    @field_validator("rhos")
-    @classmethod
-    def _rhos(cls, v):
-        return _increasing(v, "train.rhos")
+    _unique = field_check("methods", check=distinct("methods must not repeat a method"))
+    _alphas = field_check("alphas", check=increasing("train.alphas"))
+    _rhos = field_check("rhos", check=increasing("train.rhos"))
 
 
 class StudyMeasure(ConfigModel):
@@ -134,17 +105,14 @@ class StudyMeasure(ConfigModel):
     stuck_tol: Annotated[float, Field(gt=0, lt=0.69)] = 0.01
     rho0_epochs: Annotated[int, Field(ge=0)] = 20
 
-    @field_validator("epochs")
-    @classmethod
-    def _epochs(cls, v):
-        return _increasing(v, "measure.epochs")
+    _epochs = field_check("epochs", check=increasing("measure.epochs"))
 
     @field_validator("bands")
     @classmethod
     def _bands(cls, v):
         if set(v) != {"early", "middle", "late"}:
             raise ValueError(f"bands needs early, middle and late, got {sorted(v)}")
-        _increasing([v["early"], v["middle"], v["late"]], "bands (early < middle < late)")
+        increasing("bands (early < middle < late)")([v["early"], v["middle"], v["late"]])
         return v
 
 
@@ -168,12 +136,7 @@ class StudyConfig(ConfigModel):
     measure: StudyMeasure
     output: StudyOutput = StudyOutput()
 
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, v):
-        if len(set(v)) != len(v):
-            raise ValueError(f"seeds must not repeat, got {v}")
-        return v
+    _seeds = field_check("seeds", check=distinct("seeds must not repeat, got {}"))
 
     @model_validator(mode="after")
     def _cross(self):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import store
+from .._cli_common import command_parser, fail, fail_config, print_figures, writable_folder
 from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
@@ -61,12 +61,11 @@ def main(argv: "list[str] | None" = None) -> int:
     kept or continued and stale ones (another config or stamp) are replaced.
     Results that cannot fit in memory are refused before any folder is made.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m samflow.sweep",
-        description="Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
+    parser = command_parser(
+        "python -m samflow.sweep",
+        "Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
+        "TOML config file (see configs/)",
     )
-    parser.add_argument("config", help="TOML config file (see configs/)")
-    parser.add_argument("--out", help="output folder (default: output.dir/<name> of the config)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing results")
     parser.add_argument(
         "--resume", action="store_true",
@@ -94,11 +93,6 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--chunk-index", dest="slice_index", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     resume = args.resume or args.resume_any_version
-
-    def fail(msg: str) -> int:
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
     sliced = args.num_slices is not None or args.slice_index is not None
     if sliced:
         if args.num_slices is None or args.slice_index is None:
@@ -114,7 +108,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         cfg = load_config(config_path)
     except ConfigError as err:
-        return fail(str(err).replace("\n", "\nerror: "))
+        return fail_config(err)
     out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
     # Messages count slices from 1; the file names and --slice-index from 0.
@@ -170,14 +164,8 @@ def main(argv: "list[str] | None" = None) -> int:
                 return fail(problem)
     if memory_note:
         print(f"note: {memory_note}", file=sys.stderr)
-    try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-        # A unique name: slices on other machines may share the folder (and a pid).
-        probe = work_dir / f".write-test-{os.getpid()}-{os.urandom(4).hex()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        return fail(f"--out / output.dir: cannot write to {work_dir}: {err.strerror}")
+    if problem := writable_folder(work_dir):  # slices on other machines may share it
+        return fail(problem)
 
     n_total = chunk_count(cfg, data, grid_slice)
     if resume and _chunks_done(partial):
@@ -236,6 +224,5 @@ def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wa
     if cfg.output.figures and not args.no_figures and not sliced:
         from ..plots import plot_sweep
 
-        for path in plot_sweep(ds, out_dir, cfg):
-            print(f"figure: {path}")
+        print_figures(plot_sweep(ds, out_dir, cfg))
     print(f"done in {wall:.1f} s (solve incl. compilation)")

@@ -1,0 +1,77 @@
+"""What the command lines share (`python -m samflow.sweep`, `samflow.experiments.cnn`,
+`samflow.experiments.cnn_study`): the config and `--out` arguments, the one-line
+refusal with exit code 2, and the output folder made and checked before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, NoReturn
+
+from .config import ConfigError
+
+__all__ = ["EXIT_BAD_INPUT", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+
+#: Exit code of a refused input (config, data, arguments, output folder).
+EXIT_BAD_INPUT = 2
+OUT_HELP = "output folder (default: output.dir/<name> of the config)"
+
+
+def command_parser(prog: str, description: str, config_help: str, out_help: str = OUT_HELP) -> argparse.ArgumentParser:
+    """An argument parser with the positional `config` (a TOML file) and `--out`;
+    the command adds its own options after these."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("config", help=config_help)
+    parser.add_argument("--out", help=out_help)
+    return parser
+
+
+def fail(msg: str) -> int:
+    """Print `error: <msg>` on stderr; return `EXIT_BAD_INPUT` (2)."""
+    print(f"error: {msg}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def fail_config(err: ConfigError) -> int:
+    """`fail` for a `ConfigError`: each of its lines (one per problem) as its own `error:` line."""
+    return fail(str(err).replace("\n", "\nerror: "))
+
+
+def existing_file(folder: Path, names: Iterable[str]) -> "Path | None":
+    """The first of `names` that exists in `folder` (a result a run would replace), or None."""
+    return next((folder / name for name in names if (folder / name).exists()), None)
+
+
+def writable_folder(folder: Path) -> "str | None":
+    """Make `folder` (and its parents) and write and remove a probe file in it.
+
+    **Returns:** None, or the one-line problem ("--out / output.dir: cannot write
+    to <folder>: <reason>"). The probe's name is unique (pid and random bytes):
+    runs on other machines may share the folder, and a pid.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}-{os.urandom(4).hex()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return f"--out / output.dir: cannot write to {folder}: {err.strerror}"
+    return None
+
+
+def print_figures(paths: Iterable[Path]) -> None:
+    """One line `figure: <path>` per written figure file, on stdout."""
+    for path in paths:
+        print(f"figure: {path}")
+
+
+def run_command(main: Callable[[], int]) -> NoReturn:
+    """Entry point of `python -m ...`: `prepare_process` (float64, Agg) first, then
+    exit with `main()`'s code."""
+    from ._x64 import prepare_process
+
+    prepare_process()
+    sys.exit(main())

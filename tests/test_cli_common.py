@@ -1,0 +1,58 @@
+"""The shared command-line scaffolding (samflow._cli_common) and the shared list checks of
+the configs (samflow.config.increasing / distinct / field_check), on their own."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from samflow._cli_common import EXIT_BAD_INPUT, existing_file, fail, fail_config, writable_folder
+from samflow.config import ConfigError, ConfigModel, distinct, field_check, increasing, validate
+
+
+def test_writable_folder_makes_nested_folders_and_leaves_no_probe(tmp_path):
+    folder = tmp_path / "a" / "b"
+    assert writable_folder(folder) is None
+    assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+def test_writable_folder_names_the_folder_and_the_reason(tmp_path):
+    (tmp_path / "file").write_text("x")
+    folder = tmp_path / "file" / "out"
+    assert writable_folder(folder) == f"--out / output.dir: cannot write to {folder}: Not a directory"
+
+
+def test_existing_file_is_the_first_in_the_given_order(tmp_path):
+    assert existing_file(tmp_path, ["a.nc", "b.csv"]) is None
+    (tmp_path / "b.csv").write_text("")
+    (tmp_path / "a.nc").write_text("")
+    assert existing_file(tmp_path, ["b.csv", "a.nc"]) == tmp_path / "b.csv"
+
+
+def test_fail_prints_one_error_line_per_problem_and_returns_2(capsys):
+    assert EXIT_BAD_INPUT == 2
+    assert fail("bad --out") == 2
+    assert fail_config(ConfigError("c.toml: a: x\nc.toml: b: y")) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: bad --out", "error: c.toml: a: x", "error: c.toml: b: y"]
+
+
+class _Lists(ConfigModel):
+    xs: list[float] | None = None
+    names: list[str] = []
+    _xs = field_check("xs", check=increasing("xs", empty="xs is empty: give one"))
+    _names = field_check("names", check=distinct("names must not repeat, got {}"))
+
+
+def test_field_check_lets_an_omitted_key_pass_and_checks_a_given_one():
+    assert _Lists(xs=None).xs is None  # an explicit None (TOML has none; the API may give it)
+    assert _Lists(xs=[1.0, 2.5]).xs == [1.0, 2.5]
+    with pytest.raises(ConfigError) as err:
+        validate(_Lists, {"xs": [2.0, 1.0], "names": ["a", "a"]}, "t.toml")
+    assert str(err.value).splitlines() == [
+        "t.toml: xs: must be strictly increasing, got [2.0, 1.0]",
+        "t.toml: names: must not repeat, got ['a', 'a']",  # format_errors says the key once
+    ]
+    with pytest.raises(ValidationError, match="xs is empty: give one"):
+        _Lists(xs=[])
+    with pytest.raises(ValueError, match=r"^e must be strictly increasing, got \[1, 1\]$"):
+        increasing("e")([1, 1])  # equal neighbours are not increasing
