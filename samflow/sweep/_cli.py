@@ -61,36 +61,7 @@ def main(argv: "list[str] | None" = None) -> int:
     kept or continued and stale ones (another config or stamp) are replaced.
     Results that cannot fit in memory are refused before any folder is made.
     """
-    parser = command_parser(
-        "python -m samflow.sweep",
-        "Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
-        "TOML config file (see configs/)",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace existing results")
-    parser.add_argument(
-        "--resume", action="store_true",
-        help="continue an interrupted run of the same config and code; succeed, changing nothing, "
-        "when its results are complete (with --overwrite: replace only stale results)",
-    )
-    parser.add_argument(
-        "--resume-any-version", action="store_true",
-        help="--resume, also over results made under another code stamp (samflow commit or "
-        "package versions); the results then record every stamp (attribute resumed_code_stamps)",
-    )
-    parser.add_argument("--no-figures", action="store_true", help="write results only")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--num-slices", metavar="K", dest="num_slices",
-        help="split the grid into K slices and run one of them (with --slice-index), e.g. as a "
-        "SLURM array task; writes <out>/slices/slice-000i-of-000K.nc, no figures; then run "
-        "python -m samflow.merge <out>",
-    )
-    parser.add_argument("--slice-index", metavar="I", dest="slice_index",
-                        help="the slice to run, 0..K-1 (with --num-slices)")
-    # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
-    # unit inside a run); kept, unlisted, so job scripts keep working for a release.
-    parser.add_argument("--num-chunks", dest="num_slices", help=argparse.SUPPRESS)
-    parser.add_argument("--chunk-index", dest="slice_index", help=argparse.SUPPRESS)
+    parser = _parser()
     args = parser.parse_args(argv)
     resume = args.resume or args.resume_any_version
     sliced = args.num_slices is not None or args.slice_index is not None
@@ -170,6 +141,47 @@ def main(argv: "list[str] | None" = None) -> int:
     n_total = chunk_count(cfg, data, grid_slice)
     if resume and _chunks_done(partial):
         print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The arguments of `python -m samflow.sweep`."""
+    parser = command_parser(
+        "python -m samflow.sweep",
+        "Sweep SAM flows over an (alpha, rho) grid and draw the regime heat maps.",
+        "TOML config file (see configs/)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace existing results")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue an interrupted run of the same config and code; succeed, changing nothing, "
+        "when its results are complete (with --overwrite: replace only stale results)",
+    )
+    parser.add_argument(
+        "--resume-any-version", action="store_true",
+        help="--resume, also over results made under another code stamp (samflow commit or "
+        "package versions); the results then record every stamp (attribute resumed_code_stamps)",
+    )
+    parser.add_argument("--no-figures", action="store_true", help="write results only")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--num-slices", metavar="K", dest="num_slices",
+        help="split the grid into K slices and run one of them (with --slice-index), e.g. as a "
+        "SLURM array task; writes <out>/slices/slice-000i-of-000K.nc, no figures; then run "
+        "python -m samflow.merge <out>",
+    )
+    parser.add_argument("--slice-index", metavar="I", dest="slice_index",
+                        help="the slice to run, 0..K-1 (with --num-slices)")
+    # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
+    # unit inside a run); kept, unlisted, so job scripts keep working for a release.
+    parser.add_argument("--num-chunks", dest="num_slices", help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-index", dest="slice_index", help=argparse.SUPPRESS)
+    return parser
+
+
+def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
+    """Solve, write and draw, with SIGINT/SIGTERM turned into one line and exit 130/143
+    (checkpoints kept); returns the exit code."""
     # SIGTERM (a scheduler's notice before it kills a job) stops the run as Ctrl-C does.
     # Only the main thread may set a handler (main() can be called from a worker thread).
     on_main = threading.current_thread() is threading.main_thread()
