@@ -52,7 +52,14 @@ def _interrupt(tmp_path: Path, sig: int):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
     out = tmp_path / "out"
-    proc = subprocess.Popen(_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    # SIGINT at its default in the sweep: a pytest-xdist worker ignores SIGINT, a child
+    # inherits SIG_IGN, and Python then installs no KeyboardInterrupt handler (the sweep
+    # ran to its end; found when the suite ran with -n auto). A small launcher resets it
+    # and execs the sweep (a preexec_fn would fork a multithreaded JAX process).
+    cmd = _cmd(cfg, out)
+    launcher = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+    proc = subprocess.Popen([cmd[0], "-c", launcher, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_env())
     partial = out / ".partial"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not any(partial.glob("*.npz")):
