@@ -21,6 +21,8 @@ for method in ("gd", "l2", "linf"):
     traj = sf.solve(method, data, alpha=a * rho, rho=rho, ts=ts, depth=2)
     dom = np.where(tied(traj.beta, 1e-9), 0, dominant_index(traj.beta))
     order = " -> ".join(map(str, visited_sequence(dom))) or "none (beta = 0)"
-    direction = np.round(limit_direction(traj.beta), 3)
+    beta_end = np.asarray(traj.beta[-1])
+    # beta = 0 (an l2 collapse, a linf slide to 0) has no direction: say so rather than print zeros
+    direction = np.round(limit_direction(traj.beta), 3) if np.any(beta_end != 0) else "undefined (beta = 0)"
     print(f"{method:5s} {sf.Status(int(traj.status)).name:9s} dominant {order:16s} "
           f"loss {float(traj.loss[-1]):.3g}  beta/||beta|| at t = {ts[-1]:g}: {direction}")

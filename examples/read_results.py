@@ -22,9 +22,11 @@ with xr.open_dataset(path) as ds:
     print("methods:", ds["flow"].values.tolist(), " clock:", ds.attrs["clock"])
     l2 = ds.sel(flow="l2").isel(rho=0)
     reg = regime_label(l2["beta"].values, l2["status"].values)  # (alpha,)
-    for r in (1, 2, 3):
+    names = {0: "undetermined (not at the major feature by the horizon)", 1: "1", 2: "2", 3: "3"}
+    for r in (1, 2, 3, 0):  # 0: e.g. the climb just above the collapse edge outlasts the horizon
         a = l2["alpha"].values[reg == r]
-        print(f"regime {r}: " + (f"{a.size} alphas, {a.min():.3g} to {a.max():.3g}" if a.size else "none"))
+        if r or a.size:
+            print(f"regime {names[r]}: " + (f"{a.size} alphas, {a.min():.3g} to {a.max():.3g}" if a.size else "none"))
     i = int(np.flatnonzero(reg == 2)[0]) if np.any(reg == 2) else 0
     cell = l2.isel(alpha=i)
     print(f"alpha = {float(cell['alpha']):.3g}: dominant", visited_sequence(dominant_index(cell["beta"].values)),
