@@ -37,10 +37,14 @@ if args.png:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4, 3.5))
-    mesh = ax.pcolormesh(np.arange(len(rhos) + 1), np.arange(len(ratios) + 1), reg, cmap="viridis", vmin=0, vmax=3)
+    from samflow.plots import regime_cmap
+
+    cmap, norm, _ = regime_cmap()  # the sweep's discrete colours: one colour per regime
+    mesh = ax.pcolormesh(np.arange(len(rhos) + 1), np.arange(len(ratios) + 1), reg, cmap=cmap, norm=norm)
     ax.set_xticks(np.arange(len(rhos)) + 0.5, [f"{r:g}" for r in rhos])
     ax.set_yticks(np.arange(len(ratios)) + 0.5, [f"{a:.2f}" for a in ratios])
     ax.set(xlabel=r"$\rho$", ylabel=r"$\alpha/\rho$")
-    fig.colorbar(mesh, ax=ax, ticks=[0, 1, 2, 3], label="regime")
+    bar = fig.colorbar(mesh, ax=ax, ticks=[0, 1, 2, 3], label="regime")
+    bar.ax.set_ylim(-0.5, 3.5)  # 0 undetermined, 1, 2, 3 (the "no value" band of the map is not used here)
     fig.savefig(args.png, dpi=100, bbox_inches="tight")
     print("figure:", args.png)
