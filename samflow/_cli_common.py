@@ -7,17 +7,36 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Callable, Iterable, NoReturn
 
 from .config import ConfigError
 
-__all__ = ["EXIT_BAD_INPUT", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
 
 #: Exit code of a refused input (config, data, arguments, output folder).
 EXIT_BAD_INPUT = 2
 OUT_HELP = "output folder (default: output.dir/<name> of the config)"
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or SIGINT) during a sweep: stops it like Ctrl-C, remembering the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+#: Exit codes of an interrupted sweep: 128 + the signal number, the shell's convention for a
+#: process ended by a signal, so a job script (or a scheduler's epilogue) can tell a Ctrl-C
+#: (SIGINT, 130) from the scheduler's notice before it kills a job (SIGTERM, 143).
+EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 
 def command_parser(prog: str, description: str, config_help: str, out_help: str = OUT_HELP) -> argparse.ArgumentParser:

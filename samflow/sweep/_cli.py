@@ -13,31 +13,22 @@ from pathlib import Path
 import numpy as np
 
 from .. import store
-from .._cli_common import command_parser, fail, fail_config, print_figures, writable_folder
+from .._cli_common import (
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    _raise_interrupted,
+    command_parser,
+    fail,
+    fail_config,
+    print_figures,
+    writable_folder,
+)
 from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
 from ._run import build_data, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (or SIGINT) during a sweep: stops it like Ctrl-C, remembering the signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signum)
-
-
-#: Exit codes of an interrupted sweep: 128 + the signal number, the shell's convention for a
-#: process ended by a signal, so a job script (or a scheduler's epilogue) can tell a Ctrl-C
-#: (SIGINT, 130) from the scheduler's notice before it kills a job (SIGTERM, 143).
-EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 
 def _chunks_done(partial: Path) -> int:
