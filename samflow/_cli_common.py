@@ -87,10 +87,27 @@ def print_figures(paths: Iterable[Path]) -> None:
         print(f"figure: {path}")
 
 
-def run_command(main: Callable[[], int]) -> NoReturn:
+def run_command(main: Callable[[], int], interrupted: str = "nothing was written") -> NoReturn:
     """Entry point of `python -m ...`: `prepare_process` (float64, Agg) first, then
-    exit with `main()`'s code."""
+    exit with `main()`'s code.
+
+    Ctrl-C (SIGINT) or SIGTERM (a scheduler's notice) ends the command with one
+    line, "interrupted (SIGINT); `interrupted`", and exit code 130 / 143 (128 +
+    the signal, as `python -m samflow.sweep`), instead of a traceback from inside
+    JAX; result files are written atomically, so none is half-written. The exit
+    skips the interpreter's teardown (`os._exit`): with a compilation cut short,
+    JAX's threads could crash it."""
     from ._x64 import prepare_process
 
     prepare_process()
-    sys.exit(main())
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    try:
+        code = main()
+    except KeyboardInterrupt as err:
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"interrupted ({signal.Signals(signum).name}); {interrupted}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(128 + signum)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.exit(code)

@@ -3,11 +3,19 @@ the configs (samflow.config.increasing / distinct / field_check), on their own."
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from samflow._cli_common import EXIT_BAD_INPUT, existing_file, fail, fail_config, writable_folder
 from samflow.config import ConfigError, ConfigModel, distinct, field_check, increasing, validate
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_writable_folder_makes_nested_folders_and_leaves_no_probe(tmp_path):
@@ -56,3 +64,27 @@ def test_field_check_lets_an_omitted_key_pass_and_checks_a_given_one():
         _Lists(xs=[])
     with pytest.raises(ValueError, match=r"^e must be strictly increasing, got \[1, 1\]$"):
         increasing("e")([1, 1])  # equal neighbours are not increasing
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_run_command_turns_an_interrupt_into_one_line_and_128_plus_the_signal(sig):
+    """python -m samflow.atlas / .experiments.cnn / .cnn_study printed a 70-line
+    traceback from inside JAX on Ctrl-C (the atlas then segfaulted at exit, 139)."""
+    code = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # an xdist worker's child inherits SIG_IGN\n"
+        "from samflow._cli_common import run_command\n"
+        "def main():\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "    return 0\n"
+        "run_command(main, 'nothing was written')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig
+    assert err.strip().splitlines() == [f"interrupted ({signal.Signals(sig).name}); nothing was written"]

@@ -1,11 +1,8 @@
 """`python -m samflow.atlas CONFIG [--quick] [--out DIR]` (`samflow.atlas.main`)."""
 
-import sys
-
 from ._cli import main
 
 if __name__ == "__main__":
-    from .._x64 import prepare_process
+    from .._cli_common import run_command
 
-    prepare_process()  # float64 for the flows, Agg for the figures
-    sys.exit(main())
+    run_command(main, "nothing was written (the atlas is written whole at the end); rerun the command")

@@ -494,4 +494,4 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
-    run_command(main)  # float64 and Agg first, as before samflow stopped setting them at import
+    run_command(main, "no results were written (they are written at the end); rerun the command")  # float64 and Agg first

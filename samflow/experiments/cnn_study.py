@@ -591,4 +591,4 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
-    run_command(main)  # float64 and Agg first, as when docs/cnn.md's numbers were made
+    run_command(main, "finished runs are kept in <out>/runs/; rerun with --resume to continue")  # float64, Agg first
