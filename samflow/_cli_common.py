@@ -82,9 +82,16 @@ def writable_folder(folder: Path) -> "str | None":
 
 
 def print_figures(paths: Iterable[Path]) -> None:
-    """One line `figure: <path>` per written figure file, on stdout."""
+    """One line `figure: <path>` per written figure file, on stdout; a figure saved
+    also as a .pdf beside its .png gets a second line for the .pdf."""
+    seen = set()
     for path in paths:
-        print(f"figure: {path}")
+        path = Path(path)
+        extra = [path.with_suffix(".pdf")] if path.suffix == ".png" else []
+        for p in [path] + [q for q in extra if q.exists()]:
+            if p not in seen:
+                seen.add(p)
+                print(f"figure: {p}")
 
 
 def run_command(main: Callable[[], int], interrupted: str = "nothing was written") -> NoReturn:

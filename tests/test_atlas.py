@@ -91,3 +91,6 @@ def test_quick_atlas_writes_edges_and_figures(tmp_path):
     t = ds.stair_last_switch.sel(stair_depth=2).values
     ok = np.isfinite(t)
     assert ok.sum() >= 5 and t[ok][0] > t[ok][-1]
+    # tables.md explains its empty cells (fresh-user finding: "-" with no key).
+    md = (out / "tables.md").read_text()
+    assert "| - " in md and "A `-` cell has no value" in md

@@ -88,3 +88,14 @@ def test_run_command_turns_an_interrupt_into_one_line_and_128_plus_the_signal(si
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig
     assert err.strip().splitlines() == [f"interrupted ({signal.Signals(sig).name}); nothing was written"]
+
+
+def test_print_figures_lists_the_pdf_written_beside_each_png(tmp_path, capsys):
+    from samflow._cli_common import print_figures
+
+    (tmp_path / "a.png").write_bytes(b"png")
+    (tmp_path / "a.pdf").write_bytes(b"pdf")
+    (tmp_path / "b.png").write_bytes(b"png")  # no pdf beside it
+    print_figures([tmp_path / "a.png", tmp_path / "b.png", tmp_path / "a.pdf"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [f"figure: {tmp_path / 'a.png'}", f"figure: {tmp_path / 'a.pdf'}", f"figure: {tmp_path / 'b.png'}"]

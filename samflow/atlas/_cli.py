@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .._io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
 from ._config import AtlasConfig, load_atlas_config, quick_config
@@ -24,7 +25,7 @@ def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=pr
     ds = compute_atlas(cfg, log=log)
     path = write_results(ds, out / "atlas.nc")
     log(f"wrote {path}")
-    (out / "tables.md").write_text(tables(ds))
+    atomic_write_text(out / "tables.md", tables(ds))
     log(f"wrote {out / 'tables.md'}")
     if figures:
         for p in draw_atlas(ds, out):

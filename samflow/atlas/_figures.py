@@ -208,6 +208,9 @@ def tables(ds: xr.Dataset) -> str:
                 for L in ds.depth.values:
                     lines.append(f"| {L} | " + " | ".join(_fmt(x) for x in v.sel(depth=L).values) + " |")
                 lines.append("")
+    lines.append("A `-` cell has no value: odd depths never collapse (no collapse edge) and have "
+                 "the lower first-leader edge instead (none at even depths); otherwise the cell was "
+                 "not computed in this run (linf edges are solved at depth 2 only).\n")
     conv = ds.collapse_converged.values
     tried = ds.collapse_n_solves.values > 0
     lines.append(f"Collapse edges: {int(conv.sum())} of {int(tried.sum())} bisections converged to "
