@@ -25,7 +25,7 @@ def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=pr
     ds = compute_atlas(cfg, log=log)
     path = write_results(ds, out / "atlas.nc")
     log(f"wrote {path}")
-    atomic_write_text(out / "tables.md", tables(ds))
+    atomic_write_text(tables(ds), out / "tables.md")
     log(f"wrote {out / 'tables.md'}")
     if figures:
         for p in draw_atlas(ds, out):
