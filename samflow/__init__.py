@@ -11,7 +11,7 @@ turn it on for their process.
 from .data import Dataset, single_sample
 from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2
 from .losses import Exponential, Logistic, get_loss
-from .model import beta, grad_loss, init_weights, loss_value, prod_excl, residual
+from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
 from .solve import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
 from .status import STATUS_MESSAGES, Status
 

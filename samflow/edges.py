@@ -65,7 +65,7 @@ from jaxtyping import Bool, Float, Int
 from .data import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity
 from .losses import get_loss
-from .model import beta as beta_of
+from .diagonal_net import beta as beta_of
 from .solve import Clock, SolverSettings, solve_cell
 from .status import Status
 from ._x64 import in_float64

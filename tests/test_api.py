@@ -43,6 +43,7 @@ IMPORT_PATHS = {
     ],
     "samflow.data": ["Dataset", "load_dataset", "single_sample"],
     "samflow.datasets": ["banded", "increasing_scale", "save_dataset"],
+    "samflow.diagonal_net": ["beta", "grad_loss", "init_weights", "loss_value", "margins", "prod_excl", "residual"],
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
     "samflow.atlas": ["main"],
     "samflow.edges": ["EdgeResult", "collapse_edge", "major_first_edge"],
@@ -95,6 +96,14 @@ IMPORT_PATHS = {
         "l2_max_margin_single", "linf_blowup_time", "linf_depth2_symmetric", "linf_limit_index",
         "linf_zero_time",
     ],
+}
+
+# Deprecated import paths (README "Deprecated import paths"), kept for one release:
+# old module -> the module that holds its names now. Every public name of the new
+# module must be importable from the old path as the same object.
+DEPRECATED_PATHS = {
+    "samflow.model": "samflow.diagonal_net",
+    "samflow.parallel": "samflow.sweep._devices",
 }
 
 # The keys of a sweep config (TOML tables as dotted prefixes): README's "Configs" table.
@@ -153,6 +162,18 @@ def test_top_level_names_are_the_module_objects():
     assert callable(sf.solve) and sf.solve.__name__ == "solve"
     assert sf.Status is importlib.import_module("samflow.status").Status
     assert sf.SolverSettings is importlib.import_module("samflow.solve").SolverSettings
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED_PATHS))
+def test_deprecated_paths_reexport_the_new_objects(old):
+    """A deprecated path still imports, says in its docstring where to go, and gives
+    the very objects of the new module (not copies that could drift)."""
+    new = DEPRECATED_PATHS[old]
+    old_mod, new_mod = importlib.import_module(old), importlib.import_module(new)
+    assert "eprecated" in old_mod.__doc__ and new in old_mod.__doc__
+    assert new_mod.__all__, new
+    for name in new_mod.__all__:
+        assert getattr(old_mod, name) is getattr(new_mod, name), f"{old}.{name}"
 
 
 @pytest.mark.parametrize(
