@@ -8,7 +8,7 @@ context when the program has not turned it on (`samflow._x64`); the command line
 turn it on for their process.
 """
 
-from .data import Dataset, single_sample
+from .datasets import Dataset, single_sample
 from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2
 from .losses import Exponential, Logistic, get_loss
 from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual

@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import LOG_NOT_LINF, Clock, Method, rescaled_velocity
 from .losses import get_loss
 from .diagonal_net import beta as beta_of

@@ -311,7 +311,7 @@ def banded(
 
 
 def save_dataset(path: "str | Path", data: Dataset) -> Path:
-    """Write a data set in a form `samflow.data.load_dataset` reads back exactly.
+    """Write a data set in a form `load_dataset` reads back exactly.
 
     **Arguments:** `path` ending in `.npz` (arrays `X` (n, d) and `y` (n,)) or
     `.csv` (one row per sample: the d features, then the label; 17 significant

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .data import Dataset
+from .datasets import Dataset
 from .losses import AbstractLoss
 from ._x64 import in_float64
 

@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity
 from .losses import get_loss
 from .diagonal_net import beta as beta_of

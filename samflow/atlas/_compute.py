@@ -10,8 +10,7 @@ import xarray as xr
 
 from .. import theory
 from ..analysis import dominant_index, switching_times, tied
-from ..data import single_sample
-from ..datasets import increasing_scale
+from ..datasets import increasing_scale, single_sample
 from ..edges import collapse_edge, major_first_edge
 from ..solve import SolverSettings, solve
 from ..status import Status

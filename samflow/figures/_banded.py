@@ -16,8 +16,7 @@ from pydantic import Field, model_validator
 
 from .. import theory
 from ..analysis import band_dominance, visited_sequence
-from ..data import Dataset
-from ..datasets import banded
+from ..datasets import Dataset, banded
 from ..models import Model, diagonal_network, linear_conv, solve_model, two_layer_linear
 from ..plots import feature_colors, no_value_label
 from ..status import FAILED_STATUSES, Status

@@ -12,8 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import ConfigError, ConfigModel, format_errors
-from ..data import Dataset, single_sample
-from ..datasets import increasing_scale
+from ..datasets import Dataset, increasing_scale, single_sample
 from ..solve import SolverSettings, Trajectory
 from ..sweep import solve_grid
 

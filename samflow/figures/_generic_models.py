@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from pydantic import Field
 
-from ..data import Dataset
+from ..datasets import Dataset
 from ..plots import feature_colors
 from ..status import Status
 from ._context import Context, _Strict
