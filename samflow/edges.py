@@ -66,7 +66,7 @@ from .datasets import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity
 from .losses import get_loss
 from .diagonal_net import beta as beta_of
-from .solve import Clock, SolverSettings, solve_cell
+from .solver import Clock, SolverSettings, solve_cell
 from .status import Status
 from ._x64 import in_float64
 

@@ -85,6 +85,7 @@ IMPORT_PATHS = {
         "plot_trajectories", "regime_chart_edges", "regime_image", "status_text",
     ],
     "samflow.solve": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
+    "samflow.solver": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
     "samflow.status": ["STATUS_MESSAGES", "Status"],
     "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
     "samflow.sweep": [
@@ -104,6 +105,7 @@ IMPORT_PATHS = {
 DEPRECATED_PATHS = {
     "samflow.data": "samflow.datasets",
     "samflow.model": "samflow.diagonal_net",
+    "samflow.solve": "samflow.solver",
     "samflow.parallel": "samflow.sweep._devices",
 }
 
@@ -159,10 +161,30 @@ def test_import_paths(module):
 
 
 def test_top_level_names_are_the_module_objects():
-    """`sf.solve` is the function, and the same object as `samflow.solve.solve` (today)."""
+    """`sf.solve` is the function, and the same object as `samflow.solver.solve`."""
     assert callable(sf.solve) and sf.solve.__name__ == "solve"
+    assert sf.solve is importlib.import_module("samflow.solver").solve
     assert sf.Status is importlib.import_module("samflow.status").Status
-    assert sf.SolverSettings is importlib.import_module("samflow.solve").SolverSettings
+    assert sf.SolverSettings is importlib.import_module("samflow.solver").SolverSettings
+
+
+def test_solve_module_and_function():
+    """`samflow.solver` is the module, `sf.solve` the function, and the old module path
+    `samflow.solve` still serves `from samflow.solve import X` without ever turning the
+    attribute `sf.solve` into a module. The fresh interpreter checks the import order
+    that would break it: a submodule first imported after the package overwrites the
+    package attribute with itself, so `samflow/__init__` must load the shim first."""
+    fresh = ("import sys, samflow; loaded = 'samflow.solve' in sys.modules; import samflow.solve as m; "
+             "from samflow.solve import solve; print(loaded, type(m).__name__, type(samflow.solve).__name__, solve is samflow.solve)")
+    out = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "function", "function", "True"]
+    solver, old = importlib.import_module("samflow.solver"), importlib.import_module("samflow.solve")
+    assert type(solver).__name__ == type(old).__name__ == "module"
+    assert old.solve is solver.solve is sf.solve and callable(sf.solve)
+    from samflow.solve import SolverSettings, solve
+
+    assert solve is sf.solve and SolverSettings is sf.SolverSettings
 
 
 @pytest.mark.parametrize("old", sorted(DEPRECATED_PATHS))

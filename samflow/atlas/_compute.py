@@ -12,7 +12,7 @@ from .. import theory
 from ..analysis import dominant_index, switching_times, tied
 from ..datasets import increasing_scale, single_sample
 from ..edges import collapse_edge, major_first_edge
-from ..solve import SolverSettings, solve
+from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
 from ._config import AtlasConfig

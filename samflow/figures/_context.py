@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import ConfigError, ConfigModel, format_errors
 from ..datasets import Dataset, increasing_scale, single_sample
-from ..solve import SolverSettings, Trajectory
+from ..solver import SolverSettings, Trajectory
 from ..sweep import solve_grid
 
 

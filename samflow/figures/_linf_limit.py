@@ -15,7 +15,7 @@ from pydantic import Field
 from .. import theory
 from ..analysis import dominant_index, limit_direction
 from ..plots import MISSING_COLOR, feature_colors, no_value_label
-from ..solve import Trajectory
+from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start

@@ -23,7 +23,7 @@ from ..plots import (
     regime_cmap,
     regime_image,
 )
-from ..solve import Trajectory
+from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _log_edges, _save

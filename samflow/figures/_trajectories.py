@@ -11,7 +11,7 @@ from pydantic import Field
 from .. import theory
 from ..analysis import Plateau, dominant_index, plateau, regime_label, switching_times, tied, visited_sequence
 from ..plots import feature_colors
-from ..solve import Trajectory
+from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
