@@ -205,8 +205,8 @@ def _measure_banded(ctx: Context, cfg: BandedConfig) -> _BandedRun:
         band_missing += np.asarray(sol["status"])[np.any(dom == -1, axis=-1)].tolist()
         maps[name] = (dom[:na], dom[na:])
         sols[name] = {k: (None if v is None else v[na:]) for k, v in sol.items() if k != "theta"}
-    mark = theory.l2_major_band_mark(mu, band)
-    shrink = float(theory.l2_alpha_marks(np.sort(mu), 1.0).all_shrink)
+    mark = theory.l2_major_band_mark(mu, band=band)
+    shrink = float(theory.l2_alpha_marks(np.sort(mu), rho=1.0).all_shrink)
     return _BandedRun(data, band, nb, mu, a_rel, ts, maps, sols, band_missing, mark, shrink)
 
 
@@ -312,7 +312,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
     ties = ties[np.triu_indices(nb, 1)]
     near = np.any(np.abs(a_rel[:, None] / ties[None, :] - 1) < cfg.mark_tol, axis=1)
     first = np.array([s[0] if s else 0 for s in seqs])
-    pred_first = theory.l2_first_band(a_rel, mu, band)
+    pred_first = theory.l2_first_band(mu, a=a_rel, band=band)
     judged = live & ~near
     n_eq = int(np.sum(first[judged] == pred_first[judged]))
     checks.append(Check("banded", "banded data, l2-SAM, diagonal net: the first dominant band (inits that do not collapse)",

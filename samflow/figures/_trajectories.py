@@ -165,7 +165,7 @@ def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
                         + (f"{len(stepped)} step down first, e.g. alpha/rho = {stepped[0][0]:.3f}: {stepped[0][1]}" if stepped else "none steps down")
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
-    first_pred = theory.l2_first_dominant(sa, mu)
+    first_pred = theory.l2_first_dominant(mu, a=sa)
     first_meas = _first_informative_dominant(tr2.beta)
     live = reg2 != 1
     n_eq = int(np.sum(first_pred[live] == first_meas[live]))
