@@ -7,7 +7,8 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
-from ..flows import METHOD_LABELS, Method
+from .._labels import method_label as _label  # noqa: F401  (the figures import these from here)
+from .._labels import method_text as _label_plain  # noqa: F401
 from ..plots import feature_colors, no_value_label
 from ._context import Context
 
@@ -16,10 +17,6 @@ DPI = 130
 
 
 # --- drawing helpers -------------------------------------------------------------
-
-
-def _label(method: str) -> str:
-    return METHOD_LABELS[Method(method)]
 
 
 def _save(fig, ctx: Context, stem: str) -> str:
@@ -43,10 +40,6 @@ def _lin_edges(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     mid = (x[1:] + x[:-1]) / 2
     return np.concatenate([[2 * x[0] - mid[0]], mid, [2 * x[-1] - mid[-1]]])
-
-
-def _label_plain(method: str) -> str:
-    return {"gd": "GD", "l2": "l2-SAM", "linf": "linf-SAM", "usam": "USAM"}[method]
 
 
 def _staircase_cmap(d: int):

@@ -95,9 +95,9 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
         ax.set_title(f"{_label(m)}: regime over $(\\rho, \\alpha/\\rho)$", fontsize=10)
     ax = axes[1, 2]
     pred = theory.l2_first_dominant(mu, a=a_rel)
-    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=r"$\ell_2$-SAM, predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
-    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=r"$\ell_2$-SAM, measured")
-    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label="USAM, measured")
+    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=_label("l2") + r", predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
+    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=f"{_label('l2')}, measured")
+    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label=f"{_label('usam')}, measured")
     ax.plot(a_rel, first["gd"], "x", ms=3.5, color="k", label="GD, measured")
     ax.set_xscale("log")
     ax.set_ylim(0.5, d + 2.6)  # room for the legend above the top feature
