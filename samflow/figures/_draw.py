@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 
 from .._labels import method_label as _label  # noqa: F401  (the figures import these from here)
 from .._labels import method_text as _label_plain  # noqa: F401
-from ..plots import feature_colors, no_value_label
+from ..plots import MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, feature_colors, no_value_label
 from ._context import Context
 
 
@@ -60,6 +60,18 @@ def _row_major(items: list, ncol: int) -> list:
     """Reorder legend entries so that they read left to right (matplotlib fills columns)."""
     nrow = -(-len(items) // ncol)
     return [items[r * ncol + c] for c in range(ncol) for r in range(nrow) if r * ncol + c < len(items)]
+
+
+def _regime_handles(missing=(), *, missing_prefix: str = "", undetermined: str = "") -> list:
+    """Legend patches of the regime colours (`samflow.plots.REGIME_COLORS`), labelled
+    "regime 1", ...; `undetermined` follows the name of the undetermined regime. One
+    more, "no value", patch when `missing` (the statuses of the cells without a
+    regime) is not empty, its label after `missing_prefix`."""
+    handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label="regime " + n if n[0].isdigit() else n + undetermined)
+               for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
+    if len(missing):
+        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label=missing_prefix + no_value_label(missing)))
+    return handles
 
 
 def _layout_with_legend(fig, handles, *, ncol, title=None, inches=0.75, top=0.95, labels=None):

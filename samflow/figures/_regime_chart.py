@@ -9,24 +9,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import patheffects
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 from pydantic import Field
 
 from .. import theory
 from ..analysis import dominant_index, regime_label, tied, visited_sequence
-from ..plots import (
-    MISSING_COLOR,
-    NO_VALUE,
-    REGIME_COLORS,
-    REGIME_NAMES,
-    no_value_label,
-    regime_cmap,
-    regime_image,
-)
+from ..plots import NO_VALUE, regime_cmap, regime_image
 from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
-from ._draw import _log_edges, _save
+from ._draw import _log_edges, _regime_handles, _save
 from ._measure import staircase_ok
 
 
@@ -232,11 +223,9 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
             # The fits are drawn in white over the chart; outline the legend sample.
             handles[i] = Line2D([], [], color="w", lw=1.5, path_effects=[patheffects.withStroke(linewidth=3, foreground="0.3")])
             labels[i] = "white lines: log-log fits of the measured edges"
-    handles += [Patch(facecolor=c, edgecolor="k", lw=0.3) for c in REGIME_COLORS]
-    labels += ["regime " + n if n[0].isdigit() else n + " (not at $d$ by the horizon)" for n in REGIME_NAMES]
-    if np.any(img == NO_VALUE):
-        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3))
-        labels.append(no_value_label(st_chart[img == NO_VALUE]))
+    regimes = _regime_handles(st_chart[img == NO_VALUE], undetermined=" (not at $d$ by the horizon)")
+    handles += regimes
+    labels += [h.get_label() for h in regimes]
     # Outside the axes, to the right: inside it covered the top-left cells (issue 17).
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
               frameon=False)

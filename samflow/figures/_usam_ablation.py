@@ -12,8 +12,6 @@ from ..analysis import regime_label
 from ..plots import (
     MISSING_COLOR,
     NO_VALUE,
-    REGIME_COLORS,
-    REGIME_NAMES,
     no_value_label,
     regime_cmap,
     regime_image,
@@ -25,6 +23,7 @@ from ._draw import (
     _label,
     _layout_with_legend,
     _log_edges,
+    _regime_handles,
     _save,
     _staircase_cmap,
     _staircase_handles,
@@ -110,9 +109,7 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
     if missing:
         handles.append(Patch(facecolor=MISSING_COLOR, label="top: " + no_value_label(missing)))
-    handles += [Patch(facecolor=c, edgecolor="k", lw=0.3, label="regime " + n if n[0].isdigit() else n) for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
-    if reg_missing:
-        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label="bottom: " + no_value_label(reg_missing)))
+    handles += _regime_handles(reg_missing, missing_prefix="bottom: ")
     fig.suptitle("Ablation: USAM (perturbation $\\rho G$) vs $\\ell_2$-SAM ($\\rho G/\\|G\\|_2$), depth 2, one sample: "
                  "the normalization causes minor first", fontsize=12)
     _layout_with_legend(fig, handles, ncol=6, inches=0.8, top=1 - 0.35 / fig.get_figheight(),
