@@ -21,7 +21,7 @@ from ..models import Model, diagonal_network, linear_conv, solve_model, two_laye
 from ..plots import feature_colors, no_value_label
 from ..status import FAILED_STATUSES, Status
 from ._context import Context, SETTINGS, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _one_config_figure
 from ._draw import _label, _layout_with_legend, _log_edges, _save
 
 
@@ -158,15 +158,9 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
 
     **Raises:** `ValueError` for a bad config file.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("banded", BandedConfig)
-    run = _measure_banded(ctx, cfg)
-    checks = _check_banded(cfg, run)
-    png = _draw_banded(ctx, cfg, run)
-    caption = _banded_caption(cfg, run)
-    return _finish(ctx, FigureResult("banded", "Figure 8: banded data, dominant band over time, three models",
-                                     [png], caption, [ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure("banded", "Figure 8: banded data, dominant band over time, three models", BandedConfig,
+                              out_dir, quick, config_dir, measure=_measure_banded, check=_check_banded,
+                              draw=_draw_banded, caption=lambda ctx, cfg, run: _banded_caption(cfg, run))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from ..plots import MISSING_COLOR, feature_colors, no_value_label
 from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _one_config_figure
 from ._draw import _lin_edges, _save
 
 
@@ -97,15 +97,9 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
 
     **Returns:** a `FigureResult`.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("linf_limit", LinfConfig)
-    run = _measure_linf(ctx, cfg)
-    checks = _check_linf(cfg, run)
-    png = _draw_linf(ctx, cfg, run)
-    caption = _linf_caption(cfg)
-    return _finish(ctx, FigureResult("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits",
-                                     [png], caption, [ctx.config_ref("linf_limit"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits", LinfConfig,
+                              out_dir, quick, config_dir, measure=_measure_linf, check=_check_linf,
+                              draw=_draw_linf, caption=lambda ctx, cfg, run: _linf_caption(cfg))
 
 
 class _LinfDepth(NamedTuple):

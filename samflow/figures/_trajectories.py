@@ -14,7 +14,7 @@ from ..plots import feature_colors
 from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start, mu_text
+from ._report import Check, FigureResult, _one_config_figure, mu_text
 from ._draw import _layout_with_legend, _save
 from ._measure import _first_informative_dominant, staircase_ok
 
@@ -45,15 +45,11 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
 
     **Returns:** a `FigureResult`.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("trajectories", TrajectoriesConfig)
-    run = _measure_trajectories(ctx, cfg)
-    checks = _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run)
-    png = _draw_trajectories(ctx, cfg, run)
-    caption = _trajectories_caption(ctx, cfg)
-    return _finish(ctx, FigureResult("trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", [png], caption,
-                                     [ctx.config_ref("trajectories"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure(
+        "trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", TrajectoriesConfig,
+        out_dir, quick, config_dir, measure=_measure_trajectories, draw=_draw_trajectories,
+        check=lambda cfg, run: _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run),
+        caption=lambda ctx, cfg, run: _trajectories_caption(ctx, cfg))
 
 
 @dataclasses.dataclass(frozen=True)
