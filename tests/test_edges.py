@@ -86,6 +86,8 @@ def test_multi_sample_edge_tends_to_the_mean_spectrum(rng):
         (dict(mu=MU5, method="gd"), "method must be 'l2' or 'linf'"),
         (dict(mu=MU5, rtol=0.0), "rtol must be"),
         (dict(mu=MU5, bracket=(1.0, 0.5)), "bracket must be"),
+        (dict(mu=MU5, rho=-1.0), "rho must be a finite number > 0"),
+        (dict(mu=MU5, rho=float("inf")), "rho must be a finite number > 0"),
         (dict(mu=[MU5, MU5], depth=[2, 3, 4]), "do not broadcast"),
     ],
 )
