@@ -51,3 +51,12 @@ def test_no_second_copy_of_a_label():
             if isinstance(node, ast.Constant) and node.value in labels:
                 hits.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert not hits, hits
+
+
+def test_optimizer_names_are_the_cnn_configs():
+    """The CNN optimizer names mapped here are exactly those a CNN config accepts."""
+    import typing
+
+    from samflow.experiments import cnn_config
+
+    assert set(_labels.OPTIMIZER_METHODS) == set(typing.get_args(cnn_config.Method))
