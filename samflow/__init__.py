@@ -8,12 +8,15 @@ context when the program has not turned it on (`samflow._x64`); the command line
 turn it on for their process.
 """
 
-from .data import Dataset, single_sample
+from .datasets import Dataset, single_sample
 from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2
 from .losses import Exponential, Logistic, get_loss
-from .model import beta, grad_loss, init_weights, loss_value, prod_excl, residual
-from .solve import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
+from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
+from . import solve as _solve_module  # noqa: F401  (the deprecated module path, loaded first; see samflow/solve.py)
+from .solver import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
 from .status import STATUS_MESSAGES, Status
+
+del _solve_module
 
 __version__ = "0.1.0"
 

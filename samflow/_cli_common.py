@@ -12,9 +12,18 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, NoReturn
 
-from .config import ConfigError
+from .config import ConfigError, ConfigModel
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+
+class RunOutput(ConfigModel):
+    """The `[output]` table that the atlas and CNN configs share: results go to
+    `<dir>/<name>/` (the command line's `--out` overrides it); `figures` draws the
+    figures. A config with another default folder subclasses it."""
+
+    dir: str = "results"
+    figures: bool = True
+
 
 #: Exit code of a refused input (config, data, arguments, output folder).
 EXIT_BAD_INPUT = 2

@@ -17,8 +17,8 @@ import optimistix as optx
 from jaxtyping import Array, Float
 
 from .flows import Clock, Method
-from .model import beta as beta_of
-from .model import residual
+from .diagonal_net import beta as beta_of
+from .diagonal_net import residual
 from ._field import SamField, _rsurface_parts
 from ._singular import _BIG, _R_OFFSET, _critical_cond
 

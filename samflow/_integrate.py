@@ -54,11 +54,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import LOG_NOT_LINF, Clock, Method, rescaled_velocity
 from .losses import get_loss
-from .model import beta as beta_of
-from .model import init_weights, loss_value
+from .diagonal_net import beta as beta_of
+from .diagonal_net import init_weights, loss_value
 from .status import Status
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._field import SamField, SegmentArgs
@@ -471,7 +471,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
     of the above; a shared alpha that is not finite; `alpha_batched=True` with a
     scalar rho or a leading axis other than len(rho).
     """
-    from .model import _init_shape_message
+    from .diagonal_net import _init_shape_message
 
     depth = check_depth(depth)
     rho_b, batched = check_rho(rho)

@@ -11,7 +11,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
 from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
-from .flows import METHOD_LABELS, Method
+from ._labels import method_label as _method_label
 from .status import Status
 
 COLLAPSED_COLOR = "#d9d9d9"
@@ -51,12 +51,6 @@ def feature_colors(d: int) -> list:
     cmap = plt.get_cmap("viridis")
     return [cmap(x) for x in (np.linspace(0.0, 1.0, d) if d > 1 else [0.5])]
 
-
-def _method_label(name: str) -> str:
-    try:
-        return METHOD_LABELS[Method(name)]
-    except ValueError:
-        return name
 
 
 def _time_label(ds) -> str:

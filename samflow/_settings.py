@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Clock, Method, log_coords_problem
 from .losses import get_loss
 

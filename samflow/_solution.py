@@ -11,7 +11,23 @@ from jaxtyping import Array, Bool, Float, Int
 from ._x64 import in_float64
 
 
-class Trajectory(eqx.Module):
+class _CellEnd(eqx.Module):
+    """The fields that `Trajectory` and `Summary` share: the loss at the save times
+    and how the cell ended (status, event times, collapse direction, slide times,
+    solver statistics); documented in `Trajectory`. Declared once here, so that a
+    field added to one cannot be forgotten in the other."""
+
+    loss: Float[Array, " n_save"]
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_t: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    slide_time: Float[Array, "L d"]
+    num_steps: Int[Array, ""]
+    num_segments: Int[Array, ""]
+
+
+class Trajectory(_CellEnd):
     """The solution of one cell (or, with leading batch axes, of a grid of cells).
 
     Shapes are given for one cell; a batched solve adds leading axes to each.
@@ -39,17 +55,9 @@ class Trajectory(eqx.Module):
     t: Float[Array, " n_save"]
     W: Float[Array, "n_save L d"]
     beta: Float[Array, "n_save d"]
-    loss: Float[Array, " n_save"]
-    status: Int[Array, ""]
-    event_time: Float[Array, ""]
-    event_t: Float[Array, ""]
-    collapse_direction: Float[Array, " d"]
-    slide_time: Float[Array, "L d"]
-    num_steps: Int[Array, ""]
-    num_segments: Int[Array, ""]
 
 
-class Summary(eqx.Module):
+class Summary(_CellEnd):
     """What the figures and the analysis read of a `Trajectory`, in a fifth of
     the memory (`summarize`; `samflow.sweep.solve_grid(..., summary=True)`).
 
@@ -74,14 +82,6 @@ class Summary(eqx.Module):
     dominant: Int[Array, " n_save"]
     tied: Bool[Array, " n_save"]
     beta_norm: Float[Array, " n_save"]
-    loss: Float[Array, " n_save"]
-    status: Int[Array, ""]
-    event_time: Float[Array, ""]
-    event_t: Float[Array, ""]
-    collapse_direction: Float[Array, " d"]
-    slide_time: Float[Array, "L d"]
-    num_steps: Int[Array, ""]
-    num_segments: Int[Array, ""]
 
 
 @in_float64

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.optimize
 from jaxtyping import ArrayLike, Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .status import FAILED_STATUSES, Status
 
 __all__ = [

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from ._settings import SETTING_BOUNDS, SolverSettings, problems
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method
 
 __all__ = ["ConfigError", "ConfigModel", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]

@@ -62,11 +62,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method, real_time_velocity, rescaled_velocity
 from .losses import get_loss
-from .model import beta as beta_of
-from .solve import Clock, SolverSettings, solve_cell
+from .diagonal_net import beta as beta_of
+from .solver import Clock, SolverSettings, solve_cell
 from .status import Status
 from ._x64 import in_float64
 
@@ -161,10 +161,13 @@ def _as_problems(mu, depth) -> tuple[list[_Problem], bool]:
     return probs, one
 
 
-def _check_common(method, rtol, scan, bracket, max_rounds) -> Method:
+def _check_common(method, rho, rtol, scan, bracket, max_rounds) -> Method:
+    """The checks of the arguments that both edges take; the method parsed."""
     method = Method.parse(method)
     if method not in (Method.L2, Method.LINF):
         raise ValueError(f"method must be 'l2' or 'linf' (the regimes are SAM notions), got {method.value!r}")
+    if not (isinstance(rho, float | int) and 0 < rho < math.inf):
+        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     if not (isinstance(rtol, float | int) and 1e-14 <= rtol < 0.5):
         raise ValueError(f"rtol must be a number in [1e-14, 0.5), got {rtol!r}")
     if not (isinstance(scan, int) and scan >= 2):
@@ -331,9 +334,7 @@ def collapse_edge(
     **Raises:** `ValueError` (one line) for a bad spectrum, data set, depth,
     method or bisection parameter.
     """
-    method = _check_common(method, rtol, scan, bracket, max_rounds)
-    if not (isinstance(rho, float | int) and 0 < rho < math.inf):
-        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
+    method = _check_common(method, rho, rtol, scan, bracket, max_rounds)
     if not (isinstance(escape, float | int) and escape > 1):
         raise ValueError(f"escape must be a number > 1 (in units of rho), got {escape!r}")
     if horizon is not None and not (isinstance(horizon, float | int) and 0 < horizon < math.inf):
@@ -479,11 +480,9 @@ def major_first_edge(
 
     **Raises:** `ValueError` (one line) for bad arguments, as `collapse_edge`.
     """
-    method = _check_common(method, rtol, scan, bracket, max_rounds)
+    method = _check_common(method, rho, rtol, scan, bracket, max_rounds)
     if which not in ("last", "first"):
         raise ValueError(f"which must be 'last' or 'first', got {which!r}")
-    if not (isinstance(rho, float | int) and 0 < rho < math.inf):
-        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     loss_fn = get_loss(loss)
     probs, one = _as_problems(mu, depth)
     parts = {}

@@ -1,27 +1,29 @@
-"""`samflow.solve`: the solve of a flow, cell by cell (a re-export module).
+"""Deprecated path (kept for one release): the solver's module is now
+`samflow.solver`; this module re-exports its names, so `from samflow.solve import
+SolverSettings` keeps working.
 
-The engine lives in private modules, one concept each: `_settings`
-(SolverSettings, input checks), `_field` (the vector field), `_events` (the
-event conditions), `_singular` (slide or cross, collapse, critical points),
-`_integrate` (the segment loop, `solve_cell`, `solve`), `_solution`
-(Trajectory, Summary). This module keeps the import path `samflow.solve` that
-the README and user code name.
+`samflow.solve` named both this module and the function `sf.solve`; the attribute
+`samflow.solve` is and stays the function (so `import samflow.solve as m` gives the
+function, as before). `samflow/__init__.py` imports this module before it binds the
+function: a submodule imported later would overwrite the package attribute with
+itself.
 """
 
-from ._field import SamField as SamField
-from ._field import SegmentArgs as SegmentArgs
-from ._integrate import batch_cells as batch_cells
-from ._integrate import solve as solve
-from ._integrate import solve_cell as solve_cell
-from ._settings import SolverSettings as SolverSettings
-from ._settings import check_data as check_data
-from ._settings import check_depth as check_depth
-from ._settings import check_rho as check_rho
-from ._settings import check_save_times as check_save_times
-from ._singular import _critical_ratio as _critical_ratio
-from ._solution import Summary as Summary
-from ._solution import Trajectory as Trajectory
-from ._solution import summarize as summarize
-from .flows import Clock as Clock
-
-__all__ = ["Clock", "SolverSettings", "Trajectory", "Summary", "solve", "solve_cell", "summarize"]
+from .solver import (  # noqa: F401
+    Clock as Clock,
+    SamField as SamField,
+    SegmentArgs as SegmentArgs,
+    SolverSettings as SolverSettings,
+    Summary as Summary,
+    Trajectory as Trajectory,
+    __all__ as __all__,
+    _critical_ratio as _critical_ratio,
+    batch_cells as batch_cells,
+    check_data as check_data,
+    check_depth as check_depth,
+    check_rho as check_rho,
+    check_save_times as check_save_times,
+    solve as solve,
+    solve_cell as solve_cell,
+    summarize as summarize,
+)

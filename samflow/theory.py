@@ -10,6 +10,11 @@ and each flow is an ODE for one vector w in the rescaled time tau:
 
 The functions here are plain float64 NumPy, for checking the simulator and for
 drawing the predicted marks on figures. Feature indices are 1-based.
+
+**One argument order.** Every function takes `mu` first (the data) and the rest
+by keyword only, e.g. `linf_zero_time(mu, alpha=0.1, rho=0.5, depth=2)` or
+`l2_alpha_marks(mu, rho=1.0)`: a call with the arguments in another order raises
+`TypeError` instead of silently computing with alpha and mu swapped.
 """
 
 from __future__ import annotations
@@ -94,12 +99,12 @@ def _rho_per_row(r: np.ndarray, batch: tuple) -> np.ndarray:
 
 
 def gd_depth2_symmetric(
-    alpha: ArrayLike, mu: ArrayLike, tau: ArrayLike
+    mu: ArrayLike, *, alpha: ArrayLike, tau: ArrayLike
 ) -> Float[np.ndarray, "*batch d"]:
     """GD, depth 2, symmetric init: w_j(tau) = alpha_j exp(mu_j tau) (docs/theory.md s.3).
 
-    **Arguments:** `alpha`: scalar or `(..., d)` init (u = v = alpha); `mu`: `(d,)`,
-    > 0; `tau`: scalar or `(...)` rescaled times.
+    **Arguments:** `mu`: `(d,)`, > 0; keyword-only: `alpha`: scalar or `(..., d)`
+    init (u = v = alpha); `tau`: scalar or `(...)` rescaled times.
 
     **Returns:** float64 `(..., d)`, the broadcast of `tau[..., None]`, `alpha` and
     `mu` (so beta = w**2).
@@ -115,7 +120,7 @@ def gd_depth2_symmetric(
 
 
 def linf_depth2_symmetric(
-    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, tau: ArrayLike
+    mu: ArrayLike, *, alpha: ArrayLike, rho: ArrayLike, tau: ArrayLike
 ) -> Float[np.ndarray, "*batch d"]:
     """linf-SAM, depth 2, positive symmetric init (docs/theory.md s.3).
 
@@ -125,8 +130,9 @@ def linf_depth2_symmetric(
     tau*_j = ln(rho / (rho - alpha_j)) / mu_j and stays at 0 afterwards (the
     Filippov sliding solution).
 
-    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho`: scalar >= 0 (or
-    broadcasting against alpha); `mu`: `(d,)`, > 0; `tau`: scalar or `(...)`, >= 0.
+    **Arguments:** `mu`: `(d,)`, > 0; keyword-only: `alpha`: scalar or `(..., d)`,
+    >= 0; `rho`: scalar >= 0 (or broadcasting against alpha); `tau`: scalar or
+    `(...)`, >= 0.
 
     **Returns:** float64 `(..., d)` (inf past the float64 range).
 
@@ -163,7 +169,7 @@ def _linf_args(alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int) -> t
 
 
 def linf_zero_time(
-    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
+    mu: ArrayLike, *, alpha: ArrayLike, rho: ArrayLike, depth: int = 2
 ) -> Float[np.ndarray, "*batch d"]:
     """Time tau*_j at which a linf-SAM weight below rho reaches 0 (docs/theory.md s.3).
 
@@ -177,8 +183,8 @@ def linf_zero_time(
     inf wherever alpha_j >= rho (the weight stays at rho or grows). alpha_j = 0
     gives 0 for even L.
 
-    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
-    `depth`: L >= 2.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `alpha`: scalar or `(..., d)`,
+    >= 0; `rho` >= 0; `depth`: L >= 2.
 
     **Returns:** float64 `(..., d)`.
 
@@ -200,7 +206,7 @@ def linf_zero_time(
 
 
 def linf_blowup_time(
-    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
+    mu: ArrayLike, *, alpha: ArrayLike, rho: ArrayLike, depth: int
 ) -> Float[np.ndarray, "*batch d"]:
     """Finite-time blow-up of a linf-SAM weight above rho (docs/theory.md s.3, depth L).
 
@@ -208,8 +214,8 @@ def linf_blowup_time(
     tau*_j = (alpha_j - rho)^-(L-2) / ((L-2) mu_j). inf for alpha_j <= rho and for
     L = 2 (exponential growth, no blow-up).
 
-    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
-    `depth`: L >= 2.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `alpha`: scalar or `(..., d)`,
+    >= 0; `rho` >= 0; `depth`: L >= 2.
 
     **Returns:** float64 `(..., d)`.
 
@@ -229,7 +235,7 @@ def linf_blowup_time(
 
 
 def linf_limit_index(
-    alpha: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int
+    mu: ArrayLike, *, alpha: ArrayLike, rho: ArrayLike, depth: int
 ) -> Int[np.ndarray, "*batch"]:
     """Limit direction e_{j*} of linf-SAM with init alpha_j (docs/theory.md s.3).
 
@@ -239,8 +245,8 @@ def linf_limit_index(
     exceeds rho (every weight stays at rho or falls: limit direction 0 for even L).
     Ties go to the lowest index. Computed in logs, so large L does not overflow.
 
-    **Arguments:** `alpha`: scalar or `(..., d)`, >= 0; `rho` >= 0; `mu` `(d,)` > 0;
-    `depth`: L >= 2.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `alpha`: scalar or `(..., d)`,
+    >= 0; `rho` >= 0; `depth`: L >= 2.
 
     **Returns:** int64 `(...)` in 0..d.
 
@@ -268,7 +274,7 @@ def _norm(v: np.ndarray) -> np.ndarray:
 
 
 def l2_growth_rate(
-    w: ArrayLike, rho: ArrayLike, mu: ArrayLike, depth: int = 2
+    mu: ArrayLike, *, w: ArrayLike, rho: ArrayLike, depth: int = 2
 ) -> Float[np.ndarray, "*batch d"]:
     """Per-feature growth rate d ln|w_j| / dtau of symmetric l2-SAM (docs/theory.md s.3).
 
@@ -280,8 +286,8 @@ def l2_growth_rate(
     This factored form is finite at w_j = 0 (for L = 2 it is the rate a
     coordinate at 0 would have). Coordinate j grows exactly where the rate is > 0.
 
-    **Arguments:** `w`: `(..., d)` common weight of the layers; `rho` >= 0, scalar
-    or `(...)`; `mu` `(d,)` > 0; `depth`: L >= 2.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `w`: `(..., d)` common weight of
+    the layers; `rho` >= 0, scalar or `(...)`; `depth`: L >= 2.
 
     **Returns:** float64 `(..., d)`; NaN in rows where w is all zero (the l2
     perturbation is undefined there, docs/theory.md s.4).
@@ -302,14 +308,14 @@ def l2_growth_rate(
     return np.where(M > 0, rate, np.nan)
 
 
-def l2_growth_threshold(w: ArrayLike, rho: ArrayLike, mu: ArrayLike) -> Float[np.ndarray, "*batch"]:
+def l2_growth_threshold(mu: ArrayLike, *, w: ArrayLike, rho: ArrayLike) -> Float[np.ndarray, "*batch"]:
     """Depth-2 l2-SAM growth threshold sqrt(2) ||mu * w|| / rho (docs/theory.md s.3).
 
     Coordinate j grows exactly when mu_j < threshold; feature j outgrows a feature
     k with mu_k < mu_j exactly when the threshold exceeds mu_j + mu_k.
 
-    **Arguments:** `w`: `(..., d)`; `rho` >= 0, scalar or `(...)` (rho = 0 gives
-    inf); `mu` `(d,)` > 0.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `w`: `(..., d)`; `rho` >= 0,
+    scalar or `(...)` (rho = 0 gives inf).
 
     **Returns:** float64 `(...)`.
 
@@ -325,14 +331,14 @@ def l2_growth_threshold(w: ArrayLike, rho: ArrayLike, mu: ArrayLike) -> Float[np
         return np.sqrt(2.0) * _norm(m * W) / r
 
 
-def l2_first_dominant(a: ArrayLike, mu: ArrayLike) -> Int[np.ndarray, "*batch"]:
+def l2_first_dominant(mu: ArrayLike, *, a: ArrayLike) -> Int[np.ndarray, "*batch"]:
     """First dominant feature of depth-2 l2-SAM from w(0) = alpha 1 (docs/theory.md s.3).
 
     argmax_j mu_j (1 - mu_j / (sqrt(2) a ||mu||)), 1-based, with a = alpha / rho:
     the largest growth rate at the start (`l2_growth_rate` at w = alpha 1), so the
     feature that leads right after tau = 0. Ties go to the lowest index.
 
-    **Arguments:** `a`: scalar or `(...)`, > 0; `mu` `(d,)` > 0.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `a`: scalar or `(...)`, > 0.
 
     **Returns:** int64 `(...)` in 1..d.
 
@@ -360,12 +366,13 @@ class AlphaMarks(NamedTuple):
     major_first: Float[np.ndarray, "*batch"]
 
 
-def l2_alpha_marks(mu: ArrayLike, rho: ArrayLike) -> AlphaMarks:
+def l2_alpha_marks(mu: ArrayLike, *, rho: ArrayLike) -> AlphaMarks:
     """The all-shrink and major-first marks of depth-2 l2-SAM (docs/theory.md s.3).
 
     Example: mu = (1, 2), rho = 1 gives 1 / sqrt(10) ~ 0.316 and 3 / sqrt(10) ~ 0.949.
 
-    **Arguments:** `mu` `(d,)`, > 0 and increasing; `rho` >= 0, scalar or `(...)`.
+    **Arguments:** `mu` `(d,)`, > 0 and increasing; keyword-only: `rho` >= 0,
+    scalar or `(...)`.
 
     **Returns:** `AlphaMarks`, float64 fields of rho's shape.
 
@@ -393,7 +400,7 @@ def _band_moments(mu: ArrayLike, band: ArrayLike) -> tuple[np.ndarray, np.ndarra
     return m1, m2, _norm(m)
 
 
-def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
+def l2_first_band(mu: ArrayLike, *, a: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
     """First dominant band of depth-2 l2-SAM from w(0) = alpha 1 (docs/theory.md s.3, s.5).
 
     Coordinate j starts growing at the rate mu_j (1 - mu_j / (sqrt(2) a ||mu||))
@@ -407,8 +414,9 @@ def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarra
     use mu = mean_i y_i x_i: at beta ~ 0 every margin is ~0 and the residual r of
     docs/theory.md s.1 is ell'(0) times it, and the l2 flow does not see that factor.
 
-    **Arguments:** `a`: scalar or `(...)`, > 0; `mu` `(d,)` > 0; `band` `(d,)`
-    int, the 0-based band of each coordinate (every band 0..max non-empty).
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `a`: scalar or `(...)`, > 0;
+    `band` `(d,)` int, the 0-based band of each coordinate (every band 0..max
+    non-empty).
 
     **Returns:** int64 `(...)`, the band in 1..n_bands (ties to the lowest).
 
@@ -422,16 +430,17 @@ def l2_first_band(a: ArrayLike, mu: ArrayLike, band: ArrayLike) -> Int[np.ndarra
     return (np.argmax(rate, axis=-1) + 1).astype(np.int64)
 
 
-def l2_major_band_mark(mu: ArrayLike, band: ArrayLike) -> float:
+def l2_major_band_mark(mu: ArrayLike, *, band: ArrayLike) -> float:
     """alpha / rho above which the last (major) band is the first dominant band.
 
     The band-mean rates of `l2_first_band`, m1_b - m2_b / (sqrt(2) a ||mu||) with
     m1_b, m2_b the band means of mu_j and mu_j^2, are equal for bands b and B at
     a = (m2_B - m2_b) / (sqrt(2) ||mu|| (m1_B - m1_b)); the mark is the largest
     of these over b < B (docs/theory.md s.3's major-first mark, per band). With one
-    coordinate per band and increasing mu it is `l2_alpha_marks(mu, 1).major_first`.
+    coordinate per band and increasing mu it is `l2_alpha_marks(mu, rho=1).major_first`.
 
-    **Arguments:** `mu` `(d,)` > 0; `band` `(d,)` as in `l2_first_band`.
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `band` `(d,)` as in
+    `l2_first_band`.
 
     **Returns:** the mark, a float (0.0 with a single band).
 

@@ -514,7 +514,7 @@ def machine_lines():
                              capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         rev = "?"
-    solve_src = Path(sys.modules["samflow.solve"].__file__).read_bytes()
+    solve_src = Path(sys.modules["samflow.solver"].__file__).read_bytes()
     return [
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"cpu: {cpu}; cores: {os.cpu_count()} (usable {affinity}); load avg at start: "
@@ -523,7 +523,7 @@ def machine_lines():
         f"{getattr(__import__('jaxlib'), '__version__', '?')}; diffrax {diffrax.__version__}; "
         f"numpy {np.__version__}; scipy {scipy.__version__}; samflow {sf.__version__}",
         f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}), {len(jax.devices())} device(s)",
-        f"samflow tree: git {rev}; samflow/solve.py sha256 {hashlib.sha256(solve_src).hexdigest()[:12]}",
+        f"samflow tree: git {rev}; samflow/solver.py sha256 {hashlib.sha256(solve_src).hexdigest()[:12]}",
     ]
 
 

@@ -42,7 +42,8 @@ IMPORT_PATHS = {
         "parse_config", "read_toml", "validate",
     ],
     "samflow.data": ["Dataset", "load_dataset", "single_sample"],
-    "samflow.datasets": ["banded", "increasing_scale", "save_dataset"],
+    "samflow.datasets": ["Dataset", "banded", "increasing_scale", "load_dataset", "save_dataset", "single_sample"],
+    "samflow.diagonal_net": ["beta", "grad_loss", "init_weights", "loss_value", "margins", "prod_excl", "residual"],
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
     "samflow.atlas": ["main"],
     "samflow.edges": ["EdgeResult", "collapse_edge", "major_first_edge"],
@@ -84,6 +85,7 @@ IMPORT_PATHS = {
         "plot_trajectories", "regime_chart_edges", "regime_image", "status_text",
     ],
     "samflow.solve": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
+    "samflow.solver": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
     "samflow.status": ["STATUS_MESSAGES", "Status"],
     "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
     "samflow.sweep": [
@@ -95,6 +97,16 @@ IMPORT_PATHS = {
         "l2_max_margin_single", "linf_blowup_time", "linf_depth2_symmetric", "linf_limit_index",
         "linf_zero_time",
     ],
+}
+
+# Deprecated import paths (README "Deprecated import paths"), kept for one release:
+# old module -> the module that holds its names now. Every public name of the new
+# module must be importable from the old path as the same object.
+DEPRECATED_PATHS = {
+    "samflow.data": "samflow.datasets",
+    "samflow.model": "samflow.diagonal_net",
+    "samflow.solve": "samflow.solver",
+    "samflow.parallel": "samflow.sweep._devices",
 }
 
 # The keys of a sweep config (TOML tables as dotted prefixes): README's "Configs" table.
@@ -149,10 +161,42 @@ def test_import_paths(module):
 
 
 def test_top_level_names_are_the_module_objects():
-    """`sf.solve` is the function, and the same object as `samflow.solve.solve` (today)."""
+    """`sf.solve` is the function, and the same object as `samflow.solver.solve`."""
     assert callable(sf.solve) and sf.solve.__name__ == "solve"
+    assert sf.solve is importlib.import_module("samflow.solver").solve
     assert sf.Status is importlib.import_module("samflow.status").Status
-    assert sf.SolverSettings is importlib.import_module("samflow.solve").SolverSettings
+    assert sf.SolverSettings is importlib.import_module("samflow.solver").SolverSettings
+
+
+def test_solve_module_and_function():
+    """`samflow.solver` is the module, `sf.solve` the function, and the old module path
+    `samflow.solve` still serves `from samflow.solve import X` without ever turning the
+    attribute `sf.solve` into a module. The fresh interpreter checks the import order
+    that would break it: a submodule first imported after the package overwrites the
+    package attribute with itself, so `samflow/__init__` must load the shim first."""
+    fresh = ("import sys, samflow; loaded = 'samflow.solve' in sys.modules; import samflow.solve as m; "
+             "from samflow.solve import solve; print(loaded, type(m).__name__, type(samflow.solve).__name__, solve is samflow.solve)")
+    out = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "function", "function", "True"]
+    solver, old = importlib.import_module("samflow.solver"), importlib.import_module("samflow.solve")
+    assert type(solver).__name__ == type(old).__name__ == "module"
+    assert old.solve is solver.solve is sf.solve and callable(sf.solve)
+    from samflow.solve import SolverSettings, solve
+
+    assert solve is sf.solve and SolverSettings is sf.SolverSettings
+
+
+@pytest.mark.parametrize("old", sorted(DEPRECATED_PATHS))
+def test_deprecated_paths_reexport_the_new_objects(old):
+    """A deprecated path still imports, says in its docstring where to go, and gives
+    the very objects of the new module (not copies that could drift)."""
+    new = DEPRECATED_PATHS[old]
+    old_mod, new_mod = importlib.import_module(old), importlib.import_module(new)
+    assert "eprecated" in old_mod.__doc__ and new in old_mod.__doc__
+    assert old_mod.__all__, old
+    for name in old_mod.__all__:
+        assert getattr(old_mod, name) is getattr(new_mod, name), f"{old}.{name}"
 
 
 @pytest.mark.parametrize(

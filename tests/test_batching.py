@@ -19,7 +19,7 @@ import pytest
 import samflow as sf
 from samflow.discrete import flow_gap, run_discrete
 from samflow.models import diagonal_network, run_model_discrete, solve_model, two_layer_linear
-from samflow.solve import batch_cells
+from samflow.solver import batch_cells
 from samflow.status import Status
 
 MU5 = np.array([0.2, 0.4, 0.6, 0.8, 1.0])

@@ -15,7 +15,7 @@ import pytest
 import samflow as sf
 from samflow.flows import real_time_velocity
 from samflow.models import diagonal_network, solve_model
-from samflow.solve import SolverSettings, summarize
+from samflow.solver import SolverSettings, summarize
 
 # Case 7: depth 1, not separable, minimiser beta = 0.
 SYMMETRIC = sf.Dataset(X=jnp.array([[1.0], [1.0]]), y=jnp.array([1.0, -1.0]))

@@ -1,12 +1,12 @@
 """`samflow.datasets`: determinism by seed, balanced labels, separability, the
 ordering of feature scales, the band structure, and the round trip through
-`samflow.data.load_dataset`."""
+`samflow.datasets.load_dataset`."""
 
 import numpy as np
 import pytest
 
 from samflow.analysis import max_margin_direction
-from samflow.data import load_dataset
+from samflow.datasets import load_dataset
 from samflow.datasets import banded, increasing_scale, save_dataset
 
 

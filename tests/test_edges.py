@@ -33,7 +33,7 @@ def test_major_first_edge_batched_over_spectra_and_depths(rng):
     mus = [np.sort(rng.uniform(0.05, 1.0, d)) for d in (2, 3, 7, 12)]
     mus = [m / m[-1] for m in mus]
     res = major_first_edge(mus, depth=2)
-    want = [float(theory.l2_alpha_marks(m, 1.0).major_first) for m in mus]
+    want = [float(theory.l2_alpha_marks(m, rho=1.0).major_first) for m in mus]
     np.testing.assert_allclose(res.edge, want, rtol=1e-9)
     depths = [3, 4, 5, 6]
     res = major_first_edge(mus, depth=depths)
@@ -51,7 +51,7 @@ def test_odd_depth_has_a_lower_first_leader_edge():
     assert abs(float(low.edge) - l2_first_leader_mark(MU5, 3, "first")) < 1e-9
     top = major_first_edge(MU5, depth=3)
     assert float(low.edge) < float(top.edge)
-    rates = theory.l2_growth_rate(np.full((1, 5), 0.5 * float(low.edge)), 1.0, MU5, 3)
+    rates = theory.l2_growth_rate(MU5, w=np.full((1, 5), 0.5 * float(low.edge)), rho=1.0, depth=3)
     assert np.argmax(rates) == 4  # below the lower edge feature d leads
     # Even depth: no such change (minor features lead at every small a).
     assert np.isnan(major_first_edge(MU5, depth=4, which="first").edge)
@@ -86,6 +86,8 @@ def test_multi_sample_edge_tends_to_the_mean_spectrum(rng):
         (dict(mu=MU5, method="gd"), "method must be 'l2' or 'linf'"),
         (dict(mu=MU5, rtol=0.0), "rtol must be"),
         (dict(mu=MU5, bracket=(1.0, 0.5)), "bracket must be"),
+        (dict(mu=MU5, rho=-1.0), "rho must be a finite number > 0"),
+        (dict(mu=MU5, rho=float("inf")), "rho must be a finite number > 0"),
         (dict(mu=[MU5, MU5], depth=[2, 3, 4]), "do not broadcast"),
     ],
 )
@@ -108,7 +110,7 @@ def test_collapse_edge_depth2_value_and_cost():
     assert res.hi / res.lo - 1 <= 6e-9
     assert int(res.n_solves) < 50
     # The edge lies between the marks of s.3.1 (all-shrink < edge < major-first).
-    marks = theory.l2_alpha_marks(MU5, 1.0)
+    marks = theory.l2_alpha_marks(MU5, rho=1.0)
     assert marks.all_shrink < res.edge < marks.major_first
     # Analysis re-exports the same function.
     import samflow.edges

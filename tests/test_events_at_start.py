@@ -14,7 +14,7 @@ import pytest
 
 import samflow as sf
 from samflow.models import collapse_ratio, diagonal_network, solve_model
-from samflow.solve import SolverSettings, _critical_ratio
+from samflow.solver import SolverSettings, _critical_ratio
 
 TS = [0.0, 0.1, 1.0, 5.0]
 

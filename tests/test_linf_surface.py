@@ -25,7 +25,7 @@ from scipy.optimize import brentq
 
 import samflow as sf
 from samflow.discrete import run_discrete
-from samflow.model import residual
+from samflow.diagonal_net import residual
 from samflow.plots import status_text
 
 # Case 10: mixed labels; r_1 = 0 at beta = 0.

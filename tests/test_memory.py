@@ -13,7 +13,7 @@ import samflow as sf
 from samflow.analysis import dominant_index, tied
 from samflow.config import ConfigError, parse_config
 from samflow.parallel import cell_bytes, chunk_cells, sharded_solver
-from samflow.solve import Summary
+from samflow.solver import Summary
 from samflow.sweep import solve_grid
 
 MU = [0.2, 0.4, 0.6, 0.8, 1.0]
@@ -104,7 +104,7 @@ def test_byte_formula_bounds_xla_buffers():
 
     from samflow.flows import Method
     from samflow.parallel import resolve_devices
-    from samflow.solve import Clock, SolverSettings
+    from samflow.solver import Clock, SolverSettings
 
     W0, R, _ = _cells("gd")
     settings = SolverSettings().resolved(Method.GD, W0, DATA)

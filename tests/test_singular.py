@@ -115,7 +115,7 @@ def test_linf_slides_at_zero_without_chattering():
     tr = sf.solve("linf", data, np.stack([alpha, np.full(3, 0.3)]), np.array([rho, rho]), ts, depth=2, clock="tau",
                   alpha_batched=True)
     assert int(tr.status[0]) == Status.SLID and int(tr.status[1]) == Status.FINISHED
-    tau_star = theory.linf_zero_time(alpha, rho, MU3, depth=2)
+    tau_star = theory.linf_zero_time(MU3, alpha=alpha, rho=rho, depth=2)
     slide = np.asarray(tr.slide_time[0])
     for j in (0, 2):
         np.testing.assert_allclose(slide[:, j], tau_star[j], atol=1e-8, rtol=0)
@@ -133,7 +133,7 @@ def test_linf_depth4_reaches_zero_at_the_closed_form_time():
     ts = np.linspace(0.0, 6.0, N)
     tr = sf.solve("linf", sf.single_sample(MU3), alpha, rho, ts, depth=4, clock="tau")
     assert int(tr.status) == Status.SLID
-    tau_star = theory.linf_zero_time(alpha, rho, MU3, depth=4)
+    tau_star = theory.linf_zero_time(MU3, alpha=alpha, rho=rho, depth=4)
     assert np.all(tau_star < ts[-1])
     np.testing.assert_allclose(np.asarray(tr.slide_time), np.broadcast_to(tau_star, (4, 3)), rtol=1e-7)
     assert np.all(np.asarray(tr.W)[-1] == 0.0)
@@ -168,7 +168,7 @@ def test_finite_time_blowup_in_tau_is_an_event(method, L, alpha):
     assert int(tr.status) == Status.BLEW_UP
     t_b = float(tr.event_time)
     if method == "linf":
-        expected = np.min(theory.linf_blowup_time(np.full(3, alpha), rho, MU3, depth=L))
+        expected = np.min(theory.linf_blowup_time(MU3, alpha=np.full(3, alpha), rho=rho, depth=L))
         assert abs(t_b - expected) <= 1e-7 * expected
     if method == "gd":
         # GD, depth L, symmetric: dw_j/dtau = mu_j w_j^(L-1) blows up at

@@ -40,13 +40,13 @@ def test_gd_depth2_matches_integration():
     alpha = np.array([0.3, 0.1, 0.02])
     taus = np.array([0.0, 0.5, 1.7, 3.0])
     sol = integrate(lambda t, w: mu * w, alpha, taus[-1], t_eval=taus)
-    w = theory.gd_depth2_symmetric(alpha, mu, taus)
+    w = theory.gd_depth2_symmetric(mu, alpha=alpha, tau=taus)
     assert w.shape == (4, 3)
     np.testing.assert_allclose(w, sol.y.T, rtol=1e-8)
     # A scalar alpha broadcasts to every coordinate.
-    np.testing.assert_allclose(theory.gd_depth2_symmetric(0.1, mu, 2.0), 0.1 * np.exp(2 * mu))
+    np.testing.assert_allclose(theory.gd_depth2_symmetric(mu, alpha=0.1, tau=2.0), 0.1 * np.exp(2 * mu))
     # Major feature dominates from the start, whatever alpha (same alpha_j).
-    assert np.all(np.argmax(theory.gd_depth2_symmetric(0.01, mu, taus[1:]), -1) == 2)
+    assert np.all(np.argmax(theory.gd_depth2_symmetric(mu, alpha=0.01, tau=taus[1:]), -1) == 2)
 
 
 # --- linf-SAM, depth 2 ----------------------------------------------------------
@@ -61,8 +61,8 @@ def test_linf_depth2_matches_integration_with_sliding():
     rho = 0.5
     alpha = np.array([0.2, 0.5, 0.8])  # below, at, above rho
     taus = np.linspace(0.0, 2.0, 41)
-    w = theory.linf_depth2_symmetric(alpha, rho, mu, taus)
-    tz = theory.linf_zero_time(alpha, rho, mu)
+    w = theory.linf_depth2_symmetric(mu, alpha=alpha, rho=rho, tau=taus)
+    tz = theory.linf_zero_time(mu, alpha=alpha, rho=rho)
     assert tz[0] == pytest.approx(np.log(rho / (rho - alpha[0])) / mu[0], rel=1e-14)
     assert np.isinf(tz[1]) and np.isinf(tz[2])
     for j in range(3):
@@ -86,21 +86,21 @@ def test_linf_zero_time_even_depth(L):
     mu = np.array([0.7, 1.3])
     rho = 0.8
     alpha = np.array([0.3, 0.6])
-    tz = theory.linf_zero_time(alpha, rho, mu, depth=L)
+    tz = theory.linf_zero_time(mu, alpha=alpha, rho=rho, depth=L)
     for j in range(2):
         hit = lambda t, y: y[0]
         hit.terminal = True
         sol = integrate(lambda t, w: mu[j] * (w - rho) ** (L - 1), [alpha[j]], 1e3, events=hit)
         assert sol.t_events[0][0] == pytest.approx(tz[j], rel=1e-8)
     # Depth 2 is the limit of the even-depth formula.
-    assert theory.linf_zero_time(0.0, rho, mu, depth=L) == pytest.approx([0.0, 0.0])
+    assert theory.linf_zero_time(mu, alpha=0.0, rho=rho, depth=L) == pytest.approx([0.0, 0.0])
 
 
 @pytest.mark.parametrize("L", [3, 5])
 def test_linf_odd_depth_never_reaches_zero(L):
     mu = np.array([1.0, 2.0])
     rho, alpha = 0.8, np.array([0.1, 0.5])
-    assert np.all(np.isinf(theory.linf_zero_time(alpha, rho, mu, depth=L)))
+    assert np.all(np.isinf(theory.linf_zero_time(mu, alpha=alpha, rho=rho, depth=L)))
     sol = integrate(lambda t, w: mu * (w - rho) ** (L - 1), alpha, 200.0)
     assert np.all(np.diff(sol.y, axis=1) >= -1e-15)  # rises ...
     assert np.all(sol.y < rho)  # ... towards rho, never past it
@@ -111,7 +111,7 @@ def test_linf_blowup_time(L):
     mu = np.array([1.0, 2.0, 3.0])
     rho = 0.5
     alpha = np.array([1.0, 0.8, 0.5])
-    tb = theory.linf_blowup_time(alpha, rho, mu, depth=L)
+    tb = theory.linf_blowup_time(mu, alpha=alpha, rho=rho, depth=L)
     assert np.isinf(tb[2])
     big = 1e7 if L == 3 else 1e4  # past this the solver's step underflows
     for j in range(2):
@@ -120,15 +120,15 @@ def test_linf_blowup_time(L):
         sol = integrate(lambda t, w: mu[j] * (w - rho) ** (L - 1), [alpha[j]], 100.0, events=hit)
         # Time from w - rho = big to infinity is big^-(L-2) / ((L-2) mu) <= 1e-7.
         assert sol.t_events[0][0] == pytest.approx(tb[j], rel=1e-6)
-    assert np.all(np.isinf(theory.linf_blowup_time(alpha, rho, mu, depth=2)))
+    assert np.all(np.isinf(theory.linf_blowup_time(mu, alpha=alpha, rho=rho, depth=2)))
 
 
 def test_linf_limit_index_is_first_blowup():
     mu = np.array([1.0, 2.0, 3.0])
     rho = 0.5
     alpha = np.array([0.9, 0.6, 0.55])  # scores mu (alpha - rho): 0.4, 0.2, 0.15
-    assert theory.linf_limit_index(alpha, rho, mu, depth=3) == 1  # a minor feature
-    assert theory.linf_limit_index(alpha, rho, mu, depth=2) == 3  # argmax mu
+    assert theory.linf_limit_index(mu, alpha=alpha, rho=rho, depth=3) == 1  # a minor feature
+    assert theory.linf_limit_index(mu, alpha=alpha, rho=rho, depth=2) == 3  # argmax mu
     big = 1e6
     events = []
     for j in range(3):
@@ -138,13 +138,13 @@ def test_linf_limit_index_is_first_blowup():
     sol = integrate(lambda t, w: mu * (w - rho) ** 2, alpha, 100.0, events=events)
     first = int(np.argmin([e[0] if e.size else np.inf for e in sol.t_events])) + 1
     assert first == 1
-    tb = theory.linf_blowup_time(alpha, rho, mu, depth=3)
+    tb = theory.linf_blowup_time(mu, alpha=alpha, rho=rho, depth=3)
     assert np.argmin(tb) + 1 == 1
     # No alpha_j above rho: limit direction 0. Batched alpha.
     batch = np.array([[0.1, 0.2, 0.3], alpha, [0.5, 0.5, 0.6]])
-    np.testing.assert_array_equal(theory.linf_limit_index(batch, rho, mu, depth=3), [0, 1, 3])
+    np.testing.assert_array_equal(theory.linf_limit_index(mu, alpha=batch, rho=rho, depth=3), [0, 1, 3])
     # Large depth does not overflow.
-    assert theory.linf_limit_index(alpha, rho, mu, depth=400) == 1
+    assert theory.linf_limit_index(mu, alpha=alpha, rho=rho, depth=400) == 1
 
 
 # --- l2-SAM ---------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_l2_growth_rate_matches_general_field(L):
         v = l2_field_general(np.tile(w, (L, 1)), rho, mu)
         np.testing.assert_allclose(v, np.tile(v[0], (L, 1)), rtol=1e-12)  # stays symmetric
         np.testing.assert_allclose(
-            theory.l2_growth_rate(w, rho, mu, depth=L), v[0] / w, rtol=1e-10, atol=1e-12
+            theory.l2_growth_rate(mu, w=w, rho=rho, depth=L), v[0] / w, rtol=1e-10, atol=1e-12
         )
 
 
@@ -169,10 +169,10 @@ def test_l2_growth_rate_depth2_formula_and_rules():
     mu = np.array([1.0, 2.0, 3.0, 5.0])
     rho = 1.0
     W = rng.uniform(0.01, 3.0, size=(50, 4))
-    rate = theory.l2_growth_rate(W, rho, mu)
+    rate = theory.l2_growth_rate(mu, w=W, rho=rho)
     N = np.linalg.norm(mu * W, axis=-1, keepdims=True)
     np.testing.assert_allclose(rate, mu * (1 - rho * mu / (np.sqrt(2) * N)), rtol=1e-13)
-    thr = theory.l2_growth_threshold(W, rho, mu)
+    thr = theory.l2_growth_threshold(mu, w=W, rho=rho)
     assert thr.shape == (50,)
     # Coordinate j grows exactly when mu_j < sqrt(2) N / rho ...
     np.testing.assert_array_equal(rate > 0, mu < thr[:, None])
@@ -181,9 +181,9 @@ def test_l2_growth_rate_depth2_formula_and_rules():
         for k in range(j):
             np.testing.assert_array_equal(rate[:, j] > rate[:, k], thr > mu[j] + mu[k])
     # All-zero w: the perturbation is undefined.
-    assert np.all(np.isnan(theory.l2_growth_rate(np.zeros(4), rho, mu)))
+    assert np.all(np.isnan(theory.l2_growth_rate(mu, w=np.zeros(4), rho=rho)))
     # Scale invariance (w, rho) -> (c w, c rho).
-    np.testing.assert_allclose(theory.l2_growth_rate(3 * W, 3 * rho, mu), rate, rtol=1e-12)
+    np.testing.assert_allclose(theory.l2_growth_rate(mu, w=3 * W, rho=3 * rho), rate, rtol=1e-12)
 
 
 def l2_depth2_flow(rho, mu):
@@ -199,34 +199,34 @@ def test_l2_first_dominant_matches_integration():
         if top2[1] - top2[0] < 1e-2:
             continue
         sol = integrate(l2_depth2_flow(1.0, mu), a * np.ones(4), 1e-3)
-        assert theory.l2_first_dominant(a, mu) == np.argmax(sol.y[:, -1]) + 1
+        assert theory.l2_first_dominant(mu, a=a) == np.argmax(sol.y[:, -1]) + 1
         checked += 1
     assert checked >= 15
     # docs/theory.md s.3 example mu = (1, 2): minor first at a = 0.7, major first at a = 1.
-    np.testing.assert_array_equal(theory.l2_first_dominant([0.7, 1.0], [1.0, 2.0]), [1, 2])
+    np.testing.assert_array_equal(theory.l2_first_dominant([1.0, 2.0], a=[0.7, 1.0]), [1, 2])
 
 
 def test_l2_alpha_marks():
     mu = np.array([1.0, 2.0])
-    m = theory.l2_alpha_marks(mu, 1.0)
+    m = theory.l2_alpha_marks(mu, rho=1.0)
     assert m.all_shrink == pytest.approx(1 / np.sqrt(10), rel=1e-15)
     assert m.major_first == pytest.approx(3 / np.sqrt(10), rel=1e-15)
     # Proportional to rho; vectorised over rho.
-    m2 = theory.l2_alpha_marks(mu, np.array([1.0, 2.0]))
+    m2 = theory.l2_alpha_marks(mu, rho=np.array([1.0, 2.0]))
     np.testing.assert_allclose(m2.major_first, [3 / np.sqrt(10), 6 / np.sqrt(10)])
     # The marks are where the depth-2 growth rates at w = alpha 1 change sign / order.
     mu = np.array([0.5, 1.0, 2.0, 3.0])
     rho = 0.8
-    m = theory.l2_alpha_marks(mu, rho)
+    m = theory.l2_alpha_marks(mu, rho=rho)
     eps = 1e-6
-    r_lo = theory.l2_growth_rate(np.full(4, m.all_shrink * (1 - eps)), rho, mu)
-    r_hi = theory.l2_growth_rate(np.full(4, m.all_shrink * (1 + eps)), rho, mu)
+    r_lo = theory.l2_growth_rate(mu, w=np.full(4, m.all_shrink * (1 - eps)), rho=rho)
+    r_hi = theory.l2_growth_rate(mu, w=np.full(4, m.all_shrink * (1 + eps)), rho=rho)
     assert np.all(r_lo < 0) and r_hi[0] > 0
-    r_lo = theory.l2_growth_rate(np.full(4, m.major_first * (1 - eps)), rho, mu)
-    r_hi = theory.l2_growth_rate(np.full(4, m.major_first * (1 + eps)), rho, mu)
+    r_lo = theory.l2_growth_rate(mu, w=np.full(4, m.major_first * (1 - eps)), rho=rho)
+    r_hi = theory.l2_growth_rate(mu, w=np.full(4, m.major_first * (1 + eps)), rho=rho)
     assert r_lo[2] > r_lo[3] and np.argmax(r_hi) == 3
     # d = 1: one mark.
-    m1 = theory.l2_alpha_marks([2.0], 1.0)
+    m1 = theory.l2_alpha_marks([2.0], rho=1.0)
     assert m1.all_shrink == m1.major_first == pytest.approx(1 / np.sqrt(2))
 
 
@@ -235,7 +235,7 @@ def test_l2_first_band_matches_integration():
     integration of the depth-2 flow (one sample, several coordinates per band)."""
     mu = np.array([0.3, 0.4, 0.35, 0.6, 0.7, 0.65, 1.0, 0.9, 1.1])
     band = np.repeat(np.arange(3), 3)
-    mark = theory.l2_major_band_mark(mu, band)
+    mark = theory.l2_major_band_mark(mu, band=band)
     m1 = np.array([mu[band == b].mean() for b in range(3)])
     m2 = np.array([(mu[band == b] ** 2).mean() for b in range(3)])
     n = np.linalg.norm(mu)
@@ -250,24 +250,24 @@ def test_l2_first_band_matches_integration():
         sol = integrate(l2_depth2_flow(1.0, mu), a * np.ones(9), 1e-3)
         w2 = sol.y[:, -1] ** 2
         measured = np.argmax([w2[band == b].mean() for b in range(3)]) + 1
-        assert theory.l2_first_band(a, mu, band) == measured
+        assert theory.l2_first_band(mu, a=a, band=band) == measured
         assert (measured == 3) == (a > mark)
         seen.add(int(measured))
     assert seen == {1, 2, 3}
     # One coordinate per band: the per-feature rule and mark.
     mu5 = np.array([0.2, 0.4, 0.6, 0.8, 1.0])
     a = np.geomspace(0.05, 3.0, 200)
-    np.testing.assert_array_equal(theory.l2_first_band(a, mu5, np.arange(5)), theory.l2_first_dominant(a, mu5))
-    assert theory.l2_major_band_mark(mu5, np.arange(5)) == pytest.approx(float(theory.l2_alpha_marks(mu5, 1.0).major_first), rel=1e-12)
+    np.testing.assert_array_equal(theory.l2_first_band(mu5, a=a, band=np.arange(5)), theory.l2_first_dominant(mu5, a=a))
+    assert theory.l2_major_band_mark(mu5, band=np.arange(5)) == pytest.approx(float(theory.l2_alpha_marks(mu5, rho=1.0).major_first), rel=1e-12)
     with pytest.raises(ValueError, match="band"):
-        theory.l2_first_band(0.5, mu, band[:-1])
+        theory.l2_first_band(mu, a=0.5, band=band[:-1])
     with pytest.raises(ValueError, match="major band"):
-        theory.l2_major_band_mark(mu[::-1], band)
+        theory.l2_major_band_mark(mu[::-1], band=band)
 
 
 def test_l2_collapse_below_all_shrink_mark():
     mu = np.array([1.0, 2.0])
-    alpha = 0.9 * theory.l2_alpha_marks(mu, 1.0).all_shrink
+    alpha = 0.9 * theory.l2_alpha_marks(mu, rho=1.0).all_shrink
     hit = lambda t, w: np.linalg.norm(w) - 1e-6
     hit.terminal = True
     sol = integrate(l2_depth2_flow(1.0, mu), alpha * np.ones(2), 50.0, events=hit, method="RK45")
@@ -299,26 +299,100 @@ def test_max_margin_single_closed_forms():
 def test_errors():
     mu = np.array([1.0, 2.0])
     with pytest.raises(ValueError, match="rho must be >= 0"):
-        theory.linf_depth2_symmetric(0.1, -1.0, mu, 1.0)
+        theory.linf_depth2_symmetric(mu, alpha=0.1, rho=-1.0, tau=1.0)
     with pytest.raises(ValueError, match="alpha must be >= 0"):
-        theory.linf_zero_time([-0.1, 0.2], 1.0, mu)
+        theory.linf_zero_time(mu, alpha=[-0.1, 0.2], rho=1.0)
     with pytest.raises(ValueError, match="tau must be >= 0"):
-        theory.linf_depth2_symmetric(0.1, 1.0, mu, -1.0)
+        theory.linf_depth2_symmetric(mu, alpha=0.1, rho=1.0, tau=-1.0)
     with pytest.raises(ValueError, match="mu must be finite and > 0"):
-        theory.gd_depth2_symmetric(0.1, [1.0, -2.0], 1.0)
+        theory.gd_depth2_symmetric([1.0, -2.0], alpha=0.1, tau=1.0)
     with pytest.raises(ValueError, match=r"mu must have shape \(d,\)"):
-        theory.gd_depth2_symmetric(0.1, np.ones((2, 2)), 1.0)
+        theory.gd_depth2_symmetric(np.ones((2, 2)), alpha=0.1, tau=1.0)
     with pytest.raises(ValueError, match="alpha of shape"):
-        theory.gd_depth2_symmetric(np.ones(3), mu, 1.0)
+        theory.gd_depth2_symmetric(mu, alpha=np.ones(3), tau=1.0)
     with pytest.raises(ValueError, match="depth must be an integer >= 2"):
-        theory.linf_blowup_time(1.0, 0.5, mu, depth=1)
+        theory.linf_blowup_time(mu, alpha=1.0, rho=0.5, depth=1)
     with pytest.raises(ValueError, match="depth must be an integer >= 2"):
-        theory.linf_limit_index(1.0, 0.5, mu, depth=2.0)
+        theory.linf_limit_index(mu, alpha=1.0, rho=0.5, depth=2.0)
     with pytest.raises(ValueError, match="w must have shape"):
-        theory.l2_growth_rate(np.ones(3), 1.0, mu)
+        theory.l2_growth_rate(mu, w=np.ones(3), rho=1.0)
     with pytest.raises(ValueError, match="mu must be increasing"):
-        theory.l2_alpha_marks([2.0, 1.0], 1.0)
+        theory.l2_alpha_marks([2.0, 1.0], rho=1.0)
     with pytest.raises(ValueError, match="a .* must be finite and > 0"):
-        theory.l2_first_dominant(0.0, mu)
+        theory.l2_first_dominant(mu, a=0.0)
     with pytest.raises(ValueError, match="rho must be >= 0"):
-        theory.l2_alpha_marks(mu, -0.5)
+        theory.l2_alpha_marks(mu, rho=-0.5)
+
+
+# The old positional calls (before issue 13): alpha, rho, mu, ... or a, mu. With mu
+# first and the rest keyword-only, each must raise TypeError, never compute with
+# swapped arguments (a silent wrong number).
+OLD_POSITIONAL_CALLS = [
+    ("gd_depth2_symmetric", (0.1, [1.0, 2.0], 1.0)),
+    ("linf_depth2_symmetric", (0.1, 0.5, [1.0, 2.0], 1.0)),
+    ("linf_zero_time", (0.1, 0.5, [1.0, 2.0])),
+    ("linf_zero_time", (0.1, 0.5, [1.0, 2.0], 2)),
+    ("linf_blowup_time", (0.9, 0.5, [1.0, 2.0], 3)),
+    ("linf_limit_index", (0.9, 0.5, [1.0, 2.0], 3)),
+    ("l2_growth_rate", ([0.3, 0.3], 1.0, [1.0, 2.0])),
+    ("l2_growth_rate", ([0.3, 0.3], 1.0, [1.0, 2.0], 3)),
+    ("l2_growth_threshold", ([0.3, 0.3], 1.0, [1.0, 2.0])),
+    ("l2_first_dominant", (0.7, [1.0, 2.0])),
+    ("l2_alpha_marks", ([1.0, 2.0], 1.0)),
+    ("l2_first_band", (0.7, [1.0, 2.0], [0, 1])),
+    ("l2_major_band_mark", ([1.0, 2.0], [0, 1])),
+]
+
+
+@pytest.mark.parametrize("name, args", OLD_POSITIONAL_CALLS, ids=[f"{n}/{len(a)}" for n, a in OLD_POSITIONAL_CALLS])
+def test_old_positional_order_raises(name, args):
+    with pytest.raises(TypeError, match="positional argument"):
+        getattr(theory, name)(*args)
+
+
+def test_one_argument_order():
+    """Every public function of samflow.theory takes mu first and every other
+    argument by keyword only (the module's one argument order)."""
+    import inspect
+
+    for name in theory.__all__:
+        f = getattr(theory, name)
+        if not inspect.isfunction(f):
+            continue
+        params = list(inspect.signature(f).parameters.values())
+        assert params[0].name == "mu" and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, name
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:]), name
+
+
+def test_keyword_calls_match_the_closed_forms():
+    """The keyword calls compute what the formulas say (mu = (1, 2), rho = 1)."""
+    mu = np.array([1.0, 2.0])
+    m = theory.l2_alpha_marks(mu, rho=1.0)
+    assert float(m.all_shrink) == pytest.approx(1 / np.sqrt(10), rel=1e-15)
+    assert float(m.major_first) == pytest.approx(3 / np.sqrt(10), rel=1e-15)
+    np.testing.assert_allclose(theory.linf_zero_time(mu, alpha=0.25, rho=0.5), np.log(2.0) / mu, rtol=1e-15)
+    np.testing.assert_allclose(theory.gd_depth2_symmetric(mu, alpha=0.1, tau=2.0), 0.1 * np.exp(2 * mu), rtol=1e-15)
+
+
+def test_no_caller_passes_more_than_mu_by_position():
+    """A static check of every call of a samflow.theory function in the package, the
+    scripts and the examples (the figures call them only when drawn): mu alone by
+    position, so no caller meets the TypeError at run time."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    names = set(theory.__all__)
+    bad, seen = [], 0
+    for path in [*root.joinpath("samflow").rglob("*.py"), *root.joinpath("scripts").rglob("*.py"),
+                 *root.joinpath("examples").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if name in names and path.name != "theory.py":
+                    seen += 1
+                    if len(node.args) > 1 or any(isinstance(a, ast.Starred) for a in node.args):
+                        bad.append(f"{path.relative_to(root)}:{node.lineno} {name}")
+    assert seen >= 10, seen  # the figures and the atlas call them
+    assert not bad, bad

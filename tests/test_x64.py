@@ -73,7 +73,7 @@ def test_solve_cell_refuses_float32_in_one_line():
     code = """
 import jax.numpy as jnp
 import samflow as sf
-from samflow.solve import SolverSettings
+from samflow.solver import SolverSettings
 W0 = jnp.full((2, 5), 0.006)
 sf.solve_cell(W0, jnp.asarray(0.01), sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), jnp.asarray([1.0, 2.0]),
               method="l2", clock="t", settings=SolverSettings())

@@ -10,10 +10,9 @@ import xarray as xr
 
 from .. import theory
 from ..analysis import dominant_index, switching_times, tied
-from ..data import single_sample
-from ..datasets import increasing_scale
+from ..datasets import increasing_scale, single_sample
 from ..edges import collapse_edge, major_first_edge
-from ..solve import SolverSettings, solve
+from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
 from ._config import AtlasConfig
@@ -45,16 +44,16 @@ def l2_first_leader_mark(mu: np.ndarray, depth: int, which: str = "last", lo=1e-
     (or, `which="first"`, away from) the major feature, from the growth rates of
     `samflow.theory.l2_growth_rate` at w = a 1 (docs/theory.md s.3.2), by NumPy
     bisection: an independent computation of `samflow.edges.major_first_edge`.
-    Depth 2 with increasing mu: `theory.l2_alpha_marks(mu, 1).major_first`.
+    Depth 2 with increasing mu: `theory.l2_alpha_marks(mu, rho=1).major_first`.
     The major feature is argmax mu (as in `samflow.edges`). NaN if no change."""
     d = mu.size
     major = int(np.argmax(mu))
     if depth == 2 and which == "last" and np.all(np.diff(mu) >= 0):
-        return float(theory.l2_alpha_marks(mu, 1.0).major_first)
+        return float(theory.l2_alpha_marks(mu, rho=1.0).major_first)
 
     def not_major(a):
         a = np.atleast_1d(a)
-        rate = theory.l2_growth_rate(a[:, None] * np.ones(d), 1.0, mu, depth)
+        rate = theory.l2_growth_rate(mu, w=a[:, None] * np.ones(d), rho=1.0, depth=depth)
         return np.argmax(rate, axis=-1) != major
 
     g = np.geomspace(lo, hi, 4000)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from .._cli_common import RunOutput
 from ..config import ConfigModel, read_toml, validate
 
 __all__ = ["AtlasConfig", "load_atlas_config", "quick_config"]
@@ -87,9 +88,8 @@ class Staircase(ConfigModel):
     num_times: Annotated[int, Field(ge=2, le=20000)] = 400
 
 
-class Output(ConfigModel):
+class Output(RunOutput):
     dir: str = "results/atlas"
-    figures: bool = True
 
 
 class AtlasConfig(ConfigModel):

@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from .._labels import method_text
+
 __all__ = ["draw_atlas", "tables"]
 
 _MARKERS = {"linear": "o", "geometric": "s", "random": "^"}
@@ -80,7 +82,7 @@ def edges_vs_d(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
         ax.set_xticklabels([str(v) for v in d])
         ax.set_xlabel("dimension d")
         ax.set_ylabel(r"edge, $\alpha/\rho$")
-        ax.set_title(f"l2-SAM, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
+        ax.set_title(f"{method_text('l2')}, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
     axes[0, 0].legend(fontsize=7, title="o collapse, s major-first,\nv odd-L lower edge", title_fontsize=7)
     fig.suptitle(r"Regime edges against dimension (linear $\mu_j = j/d$)", fontsize=11)
     return _save(fig, out, "fig_edges_vs_d", dpi)
@@ -115,7 +117,7 @@ def edges_vs_gap(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
         ax.set_title(title, fontsize=10)
     axes[1].legend(fontsize=7, title="o linear, s geometric, ^ random", title_fontsize=7)
     fig.subplots_adjust(wspace=0.3)
-    fig.suptitle(f"l2-SAM edges against the spectral gap ({'one sample' if k == 'one' else k + ' samples'}, every d)",
+    fig.suptitle(f"{method_text('l2')} edges against the spectral gap ({'one sample' if k == 'one' else k + ' samples'}, every d)",
                  fontsize=11)
     return _save(fig, out, "fig_edges_vs_gap", dpi)
 

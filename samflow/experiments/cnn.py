@@ -50,6 +50,7 @@ import numpy as np
 
 from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
 from .._io import atomic_write_bytes
+from .._labels import OPTIMIZER_TEXT
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
 from .images import DataNotFoundError, MissingExtraError, EXTRA_HINT
@@ -57,7 +58,7 @@ from .convnet import NonFiniteError
 
 __all__ = ["run_experiment", "format_table", "write_csv", "main"]
 
-METHOD_LABELS = {"gd": "GD", "sam_l2": "l2-SAM", "sam_linf": "linf-SAM"}
+METHOD_LABELS = OPTIMIZER_TEXT
 OUTPUT_FILES = ("results.nc", "shares.csv", "gradcam.png", "gradcam.pdf", "minor_share.png", "minor_share.pdf")
 
 

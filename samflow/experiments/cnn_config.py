@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .._cli_common import RunOutput
 from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
@@ -159,12 +160,7 @@ class FigureConfig(_Strict):
     _epochs = field_check("epochs", check=increasing("figure.epochs", empty="figure.epochs is empty: give at least one epoch"))
 
 
-class OutputConfig(_Strict):
-    """What to write: results go to `<dir>/<name>/` (the CLI's --out overrides);
-    `figures` draws the figures."""
-
-    dir: str = "results"
-    figures: bool = True
+OutputConfig = RunOutput  # the [output] table: dir (the default of --out) and figures
 
 
 class CnnConfig(_Strict):

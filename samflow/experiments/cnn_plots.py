@@ -21,10 +21,11 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from .._io import atomic_path
+from .._labels import OPTIMIZER_LABELS
 
 __all__ = ["plot_gradcam_grid", "plot_minor_share", "plot_cnn"]
 
-METHOD_LABELS = {"gd": "GD", "sam_l2": r"$\ell_2$-SAM", "sam_linf": r"$\ell_\infty$-SAM"}
+METHOD_LABELS = OPTIMIZER_LABELS
 METHOD_CMAPS = {"gd": "Blues", "sam_l2": "Reds", "sam_linf": "Greens"}
 METHOD_STYLES = {"gd": "-", "sam_l2": "--", "sam_linf": ":"}
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .._cli_common import RunOutput
 from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
@@ -116,11 +117,7 @@ class StudyMeasure(ConfigModel):
         return v
 
 
-class StudyOutput(ConfigModel):
-    """Results go to `<dir>/<name>/` (the CLI's --out overrides); `figures` draws them."""
-
-    dir: str = "results"
-    figures: bool = True
+StudyOutput = RunOutput  # the [output] table: dir (the default of --out) and figures
 
 
 class StudyConfig(ConfigModel):

@@ -27,11 +27,12 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from .._io import atomic_path
+from .._labels import OPTIMIZER_LABELS
 
 
 __all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]
 
-LABELS = {"gd": "GD", "sam_l2": r"$\ell_2$-SAM", "sam_linf": r"$\ell_\infty$-SAM"}
+LABELS = OPTIMIZER_LABELS
 CMAPS = {"sam_l2": "Reds", "sam_linf": "Greens"}
 
 

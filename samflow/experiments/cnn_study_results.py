@@ -10,7 +10,9 @@ import math
 
 import numpy as np
 
-METHOD_LABELS = {"gd": "GD", "sam_l2": "l2-SAM", "sam_linf": "linf-SAM"}
+from .._labels import OPTIMIZER_TEXT
+
+METHOD_LABELS = OPTIMIZER_TEXT
 
 
 STATUS = {"ok": 0, "stuck": 1, "nonfinite": 2, "not run": -1}

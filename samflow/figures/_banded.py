@@ -16,13 +16,12 @@ from pydantic import Field, model_validator
 
 from .. import theory
 from ..analysis import band_dominance, visited_sequence
-from ..data import Dataset
-from ..datasets import banded
+from ..datasets import Dataset, banded
 from ..models import Model, diagonal_network, linear_conv, solve_model, two_layer_linear
 from ..plots import feature_colors, no_value_label
 from ..status import FAILED_STATUSES, Status
 from ._context import Context, SETTINGS, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _one_config_figure
 from ._draw import _label, _layout_with_legend, _log_edges, _save
 
 
@@ -159,15 +158,9 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
 
     **Raises:** `ValueError` for a bad config file.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("banded", BandedConfig)
-    run = _measure_banded(ctx, cfg)
-    checks = _check_banded(cfg, run)
-    png = _draw_banded(ctx, cfg, run)
-    caption = _banded_caption(cfg, run)
-    return _finish(ctx, FigureResult("banded", "Figure 8: banded data, dominant band over time, three models",
-                                     [png], caption, [ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure("banded", "Figure 8: banded data, dominant band over time, three models", BandedConfig,
+                              out_dir, quick, config_dir, measure=_measure_banded, check=_check_banded,
+                              draw=_draw_banded, caption=lambda ctx, cfg, run: _banded_caption(cfg, run))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,8 +199,8 @@ def _measure_banded(ctx: Context, cfg: BandedConfig) -> _BandedRun:
         band_missing += np.asarray(sol["status"])[np.any(dom == -1, axis=-1)].tolist()
         maps[name] = (dom[:na], dom[na:])
         sols[name] = {k: (None if v is None else v[na:]) for k, v in sol.items() if k != "theta"}
-    mark = theory.l2_major_band_mark(mu, band)
-    shrink = float(theory.l2_alpha_marks(np.sort(mu), 1.0).all_shrink)
+    mark = theory.l2_major_band_mark(mu, band=band)
+    shrink = float(theory.l2_alpha_marks(np.sort(mu), rho=1.0).all_shrink)
     return _BandedRun(data, band, nb, mu, a_rel, ts, maps, sols, band_missing, mark, shrink)
 
 
@@ -313,7 +306,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
     ties = ties[np.triu_indices(nb, 1)]
     near = np.any(np.abs(a_rel[:, None] / ties[None, :] - 1) < cfg.mark_tol, axis=1)
     first = np.array([s[0] if s else 0 for s in seqs])
-    pred_first = theory.l2_first_band(a_rel, mu, band)
+    pred_first = theory.l2_first_band(mu, a=a_rel, band=band)
     judged = live & ~near
     n_eq = int(np.sum(first[judged] == pred_first[judged]))
     checks.append(Check("banded", "banded data, l2-SAM, diagonal net: the first dominant band (inits that do not collapse)",

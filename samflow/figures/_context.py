@@ -12,9 +12,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import ConfigError, ConfigModel, format_errors
-from ..data import Dataset, single_sample
-from ..datasets import increasing_scale
-from ..solve import SolverSettings, Trajectory
+from ..datasets import Dataset, increasing_scale, single_sample
+from ..solver import SolverSettings, Trajectory
 from ..sweep import solve_grid
 
 

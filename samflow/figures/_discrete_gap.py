@@ -9,7 +9,7 @@ from pydantic import Field
 
 from ..discrete import flow_gap, run_discrete
 from ..plots import feature_colors
-from ..solve import solve
+from ..solver import solve
 from ._context import Context, MethodName, _Strict
 from ._report import Check, FigureResult, _finish, _start
 from ._draw import _label, _label_plain, _layout_with_legend, _save

@@ -7,8 +7,9 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
-from ..flows import METHOD_LABELS, Method
-from ..plots import feature_colors, no_value_label
+from .._labels import method_label as _label  # noqa: F401  (the figures import these from here)
+from .._labels import method_text as _label_plain  # noqa: F401
+from ..plots import MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, feature_colors, no_value_label
 from ._context import Context
 
 
@@ -16,10 +17,6 @@ DPI = 130
 
 
 # --- drawing helpers -------------------------------------------------------------
-
-
-def _label(method: str) -> str:
-    return METHOD_LABELS[Method(method)]
 
 
 def _save(fig, ctx: Context, stem: str) -> str:
@@ -45,10 +42,6 @@ def _lin_edges(x: np.ndarray) -> np.ndarray:
     return np.concatenate([[2 * x[0] - mid[0]], mid, [2 * x[-1] - mid[-1]]])
 
 
-def _label_plain(method: str) -> str:
-    return {"gd": "GD", "l2": "l2-SAM", "linf": "linf-SAM", "usam": "USAM"}[method]
-
-
 def _staircase_cmap(d: int):
     colors = ["#ffffff", "#000000", "#bdbdbd"] + feature_colors(d)  # tied, missing, collapsed, 1..d
     return ListedColormap(colors), BoundaryNorm(np.arange(-2.5, d + 1.5), len(colors)), colors
@@ -67,6 +60,18 @@ def _row_major(items: list, ncol: int) -> list:
     """Reorder legend entries so that they read left to right (matplotlib fills columns)."""
     nrow = -(-len(items) // ncol)
     return [items[r * ncol + c] for c in range(ncol) for r in range(nrow) if r * ncol + c < len(items)]
+
+
+def _regime_handles(missing=(), *, missing_prefix: str = "", undetermined: str = "") -> list:
+    """Legend patches of the regime colours (`samflow.plots.REGIME_COLORS`), labelled
+    "regime 1", ...; `undetermined` follows the name of the undetermined regime. One
+    more, "no value", patch when `missing` (the statuses of the cells without a
+    regime) is not empty, its label after `missing_prefix`."""
+    handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label="regime " + n if n[0].isdigit() else n + undetermined)
+               for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
+    if len(missing):
+        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label=missing_prefix + no_value_label(missing)))
+    return handles
 
 
 def _layout_with_legend(fig, handles, *, ncol, title=None, inches=0.75, top=0.95, labels=None):

@@ -9,12 +9,12 @@ import numpy as np
 from matplotlib.lines import Line2D
 from pydantic import Field
 
-from ..data import Dataset
+from ..datasets import Dataset
 from ..plots import feature_colors
 from ..status import Status
 from ._context import Context, _Strict
 from ._report import Check, FigureResult, _finish, _start
-from ._draw import _layout_with_legend, _save
+from ._draw import _label, _layout_with_legend, _save
 from ._banded import BandedConfig, _banded_data, _solve_banded
 
 
@@ -179,9 +179,9 @@ def _draw_generic(ctx: Context, bcfg: BandedConfig, run: _GenericRun) -> str:
                 ax.set_xlabel("real time $t$")
     handles = [Line2D([], [], color=cols[b], lw=1.7, label=f"band {b + 1}" + (" (minor)" if b == 0 else " (major)" if b == nb - 1 else ""))
                for b in range(nb)]
-    handles += [Line2D([], [], color="0.3", lw=1.7, label=r"$\ell_2$-SAM"), Line2D([], [], color="0.3", ls=":", lw=1.2, label="GD"),
+    handles += [Line2D([], [], color="0.3", lw=1.7, label=_label("l2")), Line2D([], [], color="0.3", ls=":", lw=1.2, label=_label("gd")),
                 Line2D([], [], color="0.3", ls="none", marker="o", mfc="none", label="solve_model (autodiff), diagonal net"),
-                Line2D([], [], color="k", ls="--", lw=0.9, label=r"$\ell_2$-SAM collapse time")]
+                Line2D([], [], color="k", ls="--", lw=0.9, label=f"{_label('l2')} collapse time")]
     fig.suptitle(f"Flows of any differentiable model (autodiff gradient) on banded data, $\\rho = {bcfg.rho:g}$", fontsize=11.5)
     _layout_with_legend(fig, handles, ncol=4, inches=0.7, top=1 - 0.3 / fig.get_figheight())
     png = _save(fig, ctx, "generic_models")

@@ -15,10 +15,10 @@ from pydantic import Field
 from .. import theory
 from ..analysis import dominant_index, limit_direction
 from ..plots import MISSING_COLOR, feature_colors, no_value_label
-from ..solve import Trajectory
+from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start
+from ._report import Check, FigureResult, _one_config_figure
 from ._draw import _lin_edges, _save
 
 
@@ -97,15 +97,9 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
 
     **Returns:** a `FigureResult`.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("linf_limit", LinfConfig)
-    run = _measure_linf(ctx, cfg)
-    checks = _check_linf(cfg, run)
-    png = _draw_linf(ctx, cfg, run)
-    caption = _linf_caption(cfg)
-    return _finish(ctx, FigureResult("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits",
-                                     [png], caption, [ctx.config_ref("linf_limit"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits", LinfConfig,
+                              out_dir, quick, config_dir, measure=_measure_linf, check=_check_linf,
+                              draw=_draw_linf, caption=lambda ctx, cfg, run: _linf_caption(cfg))
 
 
 class _LinfDepth(NamedTuple):
@@ -153,9 +147,9 @@ def _measure_linf(ctx: Context, cfg: LinfConfig) -> _LinfRun:
     depths = []
     for L in cfg.depths:
         meas_map, tr_map, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), cfg.rho), L, cfg)
-        pred_map = theory.linf_limit_index(alpha_map, cfg.rho, mu, L)
+        pred_map = theory.linf_limit_index(mu, alpha=alpha_map, rho=cfg.rho, depth=L)
         meas_r, tr_r, T_r = _linf_limit_measured(ctx, alpha_r, rho_r, L, cfg)
-        pred_r = theory.linf_limit_index(alpha_r, rho_r[:, None], mu, L)
+        pred_r = theory.linf_limit_index(mu, alpha=alpha_r, rho=rho_r[:, None], depth=L)
         depths.append(_LinfDepth(L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r))
     return _LinfRun(mu, d, ia, ib, g, A1, alpha_map, rho_r, alpha_r, depths)
 
@@ -180,7 +174,7 @@ def _check_linf(cfg: LinfConfig, run: _LinfRun) -> list[Check]:
         if L == 2:
             # Weights below rho reach 0 at tau* = ln(rho / (rho - alpha_j)) / mu_j and slide.
             below = alpha_r < rho_r[:, None]
-            tz = theory.linf_zero_time(alpha_r, rho_r[:, None], mu, 2)
+            tz = theory.linf_zero_time(mu, alpha=alpha_r, rho=rho_r[:, None], depth=2)
             st = tr_r.slide_time[:, 0, :]
             rel = np.abs(st[below] - tz[below]) / tz[below]
             slid = np.isfinite(st[below])
@@ -189,7 +183,7 @@ def _check_linf(cfg: LinfConfig, run: _LinfRun) -> list[Check]:
                                 f"{int(slid.sum())}/{below.sum()} weights slid; max rel. error of tau* {np.nanmax(rel):.1e}",
                                 bool(slid.all() and np.nanmax(rel) < 1e-6)))
         else:
-            tb = np.min(theory.linf_blowup_time(alpha_r, rho_r[:, None], mu, L), axis=-1)
+            tb = np.min(theory.linf_blowup_time(mu, alpha=alpha_r, rho=rho_r[:, None], depth=L), axis=-1)
             has = np.isfinite(tb)
             rel = np.abs(T_r[has] - tb[has]) / tb[has]
             no_blow_ok = bool(np.all(~np.isfinite(T_r[~has])))
@@ -222,7 +216,7 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
         ax.pcolormesh(_lin_edges(g), _lin_edges(g), meas_map.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
         fa = np.full((F1.size, d), cfg.others * cfg.rho)
         fa[:, ia], fa[:, ib] = F1.ravel() * cfg.rho, F2.ravel() * cfg.rho
-        pred_fine = theory.linf_limit_index(fa, cfg.rho, mu, L).reshape(F1.shape)
+        pred_fine = theory.linf_limit_index(mu, alpha=fa, rho=cfg.rho, depth=L).reshape(F1.shape)
         ax.contour(F1, F2, pred_fine, levels=np.arange(0.5, d), colors="k", linestyles="--", linewidths=1.4)
         for lab in np.unique(pred_fine):
             ys, xs = np.nonzero(pred_fine == lab)

@@ -9,24 +9,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import patheffects
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 from pydantic import Field
 
 from .. import theory
 from ..analysis import dominant_index, regime_label, tied, visited_sequence
-from ..plots import (
-    MISSING_COLOR,
-    NO_VALUE,
-    REGIME_COLORS,
-    REGIME_NAMES,
-    no_value_label,
-    regime_cmap,
-    regime_image,
-)
-from ..solve import Trajectory
+from ..plots import NO_VALUE, regime_cmap, regime_image
+from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
-from ._draw import _log_edges, _save
+from ._draw import _log_edges, _regime_handles, _save
 from ._measure import staircase_ok
 
 
@@ -71,7 +62,7 @@ def regime_edges(label: Callable[[np.ndarray, np.ndarray], np.ndarray], mu, rhos
     """
     rhos = np.asarray(rhos, dtype=np.float64)
     R = rhos.size
-    marks = theory.l2_alpha_marks(mu, rhos)
+    marks = theory.l2_alpha_marks(mu, rho=rhos)
     lo = np.stack([marks.all_shrink, marks.major_first / 1.5], axis=1)  # (R, 2)
     hi = np.stack([marks.major_first, marks.major_first * 1.5], axis=1)
     # Jitter the brackets per rho, so that the grids of inits are not exact
@@ -131,7 +122,7 @@ def _measure_regime_chart(ctx, cfg) -> dict:
     er = cfg.edge_rho.values()
     e12, e23, half = regime_edges(lambda a, r: _l2_regimes(ctx, a, r, ts)[0], ctx.mu, er, cfg.edge_points, cfg.edge_passes)
     res = float(np.nanmax(half))
-    marks = theory.l2_alpha_marks(ctx.mu, 1.0)
+    marks = theory.l2_alpha_marks(ctx.mu, rho=1.0)
     c_shrink, c_major = float(marks.all_shrink), float(marks.major_first)
     return dict(ts=ts, a_ax=a_ax, r_ax=r_ax, AA=AA, RR=RR, reg=reg, tr=tr, st_chart=st_chart, er=er, e12=e12,
                 e23=e23, half=half, res=res, marks=marks, c_shrink=c_shrink, c_major=c_major)
@@ -183,7 +174,7 @@ def _check_regime_chart(ctx, cfg, m: dict):
     checks.append(Check("regime_chart", f"docs/theory.md s.3 example, mu = {tuple(cfg.example_mu)}, rho = 1: the three regimes",
                         f"collapse up to alpha ~ 0.5, minor first for ~0.55 to 0.9, major first from ~0.95: "
                         f"1/2 edge in [{lo12:g}, {hi12:g}], 2/3 edge in [{lo23:g}, {hi23:g}]",
-                        f"1/2 edge {x12[0]:.4f}, 2/3 edge {x23[0]:.4f} (major-first mark {float(theory.l2_alpha_marks(cfg.example_mu, 1.0).major_first):.4f})",
+                        f"1/2 edge {x12[0]:.4f}, 2/3 edge {x23[0]:.4f} (major-first mark {float(theory.l2_alpha_marks(cfg.example_mu, rho=1.0).major_first):.4f})",
                         bool(lo12 <= x12[0] <= hi12 and lo23 <= x23[0] <= hi23)))
 
     # Switching order in the tau clock, where the staircase completes even next to
@@ -232,11 +223,9 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
             # The fits are drawn in white over the chart; outline the legend sample.
             handles[i] = Line2D([], [], color="w", lw=1.5, path_effects=[patheffects.withStroke(linewidth=3, foreground="0.3")])
             labels[i] = "white lines: log-log fits of the measured edges"
-    handles += [Patch(facecolor=c, edgecolor="k", lw=0.3) for c in REGIME_COLORS]
-    labels += ["regime " + n if n[0].isdigit() else n + " (not at $d$ by the horizon)" for n in REGIME_NAMES]
-    if np.any(img == NO_VALUE):
-        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3))
-        labels.append(no_value_label(st_chart[img == NO_VALUE]))
+    regimes = _regime_handles(st_chart[img == NO_VALUE], undetermined=" (not at $d$ by the horizon)")
+    handles += regimes
+    labels += [h.get_label() for h in regimes]
     # Outside the axes, to the right: inside it covered the top-left cells (issue 17).
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
               frameon=False)

@@ -11,10 +11,10 @@ from pydantic import Field
 from .. import theory
 from ..analysis import Plateau, dominant_index, plateau, regime_label, switching_times, tied, visited_sequence
 from ..plots import feature_colors
-from ..solve import Trajectory
+from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start, mu_text
+from ._report import Check, FigureResult, _one_config_figure, mu_text
 from ._draw import _layout_with_legend, _save
 from ._measure import _first_informative_dominant, staircase_ok
 
@@ -45,15 +45,11 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
 
     **Returns:** a `FigureResult`.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("trajectories", TrajectoriesConfig)
-    run = _measure_trajectories(ctx, cfg)
-    checks = _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run)
-    png = _draw_trajectories(ctx, cfg, run)
-    caption = _trajectories_caption(ctx, cfg)
-    return _finish(ctx, FigureResult("trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", [png], caption,
-                                     [ctx.config_ref("trajectories"), ctx.config_ref("common")], checks), t0)
+    return _one_config_figure(
+        "trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", TrajectoriesConfig,
+        out_dir, quick, config_dir, measure=_measure_trajectories, draw=_draw_trajectories,
+        check=lambda cfg, run: _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run),
+        caption=lambda ctx, cfg, run: _trajectories_caption(ctx, cfg))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +161,7 @@ def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
                         + (f"{len(stepped)} step down first, e.g. alpha/rho = {stepped[0][0]:.3f}: {stepped[0][1]}" if stepped else "none steps down")
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
-    first_pred = theory.l2_first_dominant(sa, mu)
+    first_pred = theory.l2_first_dominant(mu, a=sa)
     first_meas = _first_informative_dominant(tr2.beta)
     live = reg2 != 1
     n_eq = int(np.sum(first_pred[live] == first_meas[live]))

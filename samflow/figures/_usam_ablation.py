@@ -12,8 +12,6 @@ from ..analysis import regime_label
 from ..plots import (
     MISSING_COLOR,
     NO_VALUE,
-    REGIME_COLORS,
-    REGIME_NAMES,
     no_value_label,
     regime_cmap,
     regime_image,
@@ -25,6 +23,7 @@ from ._draw import (
     _label,
     _layout_with_legend,
     _log_edges,
+    _regime_handles,
     _save,
     _staircase_cmap,
     _staircase_handles,
@@ -94,10 +93,10 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
         ax.set_ylabel(r"init scale $\alpha/\rho$")
         ax.set_title(f"{_label(m)}: regime over $(\\rho, \\alpha/\\rho)$", fontsize=10)
     ax = axes[1, 2]
-    pred = theory.l2_first_dominant(a_rel, mu)
-    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=r"$\ell_2$-SAM, predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
-    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=r"$\ell_2$-SAM, measured")
-    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label="USAM, measured")
+    pred = theory.l2_first_dominant(mu, a=a_rel)
+    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=_label("l2") + r", predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
+    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=f"{_label('l2')}, measured")
+    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label=f"{_label('usam')}, measured")
     ax.plot(a_rel, first["gd"], "x", ms=3.5, color="k", label="GD, measured")
     ax.set_xscale("log")
     ax.set_ylim(0.5, d + 2.6)  # room for the legend above the top feature
@@ -110,9 +109,7 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
     if missing:
         handles.append(Patch(facecolor=MISSING_COLOR, label="top: " + no_value_label(missing)))
-    handles += [Patch(facecolor=c, edgecolor="k", lw=0.3, label="regime " + n if n[0].isdigit() else n) for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
-    if reg_missing:
-        handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label="bottom: " + no_value_label(reg_missing)))
+    handles += _regime_handles(reg_missing, missing_prefix="bottom: ")
     fig.suptitle("Ablation: USAM (perturbation $\\rho G$) vs $\\ell_2$-SAM ($\\rho G/\\|G\\|_2$), depth 2, one sample: "
                  "the normalization causes minor first", fontsize=12)
     _layout_with_legend(fig, handles, ncol=6, inches=0.8, top=1 - 0.35 / fig.get_figheight(),

@@ -13,7 +13,7 @@ import numpy as np
 from .._io import atomic_path, atomic_write_text
 from ..config import ConfigError, SweepConfig
 from ..flows import Method
-from ..solve import Summary, Trajectory
+from ..solver import Summary, Trajectory
 
 
 #: The stamp of chunks or results made before samflow recorded code stamps.

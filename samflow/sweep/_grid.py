@@ -13,10 +13,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..config import ConfigError
-from ..data import Dataset
+from ..datasets import Dataset
 from ..flows import Method
 from .._x64 import in_float64
-from ..solve import Clock, SolverSettings, Summary, Trajectory, check_save_times
+from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
 from ._devices import (
     DEFAULT_BATCH_SIZE,

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import store
 from ..config import ConfigError, SweepConfig
-from ..data import Dataset, load_dataset, single_sample
+from ..datasets import Dataset, load_dataset, single_sample
 from .._settings import problems
 from ..store import to_dataset
 from . import _devices
