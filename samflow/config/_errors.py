@@ -38,7 +38,7 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(:| =) ")
+_KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(:| =) ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 

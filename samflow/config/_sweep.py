@@ -15,6 +15,15 @@ from .._settings import SETTING_BOUNDS, SolverSettings, problems
 from ..data import Dataset
 from ..flows import Method
 from ._base import ConfigModel, distinct, field_check
+from ._experiments import (
+    DISCRETE_PREFIX,
+    DiscreteConfig,
+    GeneratorKeys,
+    InitConfig,
+    MethodName,
+    ModelConfig,
+    experiment_problems,
+)
 from ._errors import read_toml, validate
 
 _Strict = ConfigModel
@@ -55,8 +64,9 @@ def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
     return arr
 
 
-class DataConfig(_Strict):
-    """The data: one sample `mu`, explicit `X` and `y`, or a `file` (.npz/.npy/.csv).
+class DataConfig(GeneratorKeys):
+    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz/.npy/.csv),
+    or a `generator` with its keys (`GeneratorKeys`).
 
     - `mu`: the single sample {(mu, +1)}, a list of d numbers.
     - `X`, `y`: a multi-sample data set given inline (n lists of d numbers; n labels).
@@ -70,10 +80,10 @@ class DataConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("mu", "X", "file") if getattr(self, k) is not None]
+        given = [k for k in ("mu", "X", "file", "generator") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of data.mu, data.X (with data.y) or data.file; got "
+                "give exactly one of data.mu, data.X (with data.y), data.file or data.generator; got "
                 + (", ".join(given) or "none")
             )
         if self.mu is not None:
@@ -92,6 +102,9 @@ class DataConfig(_Strict):
                 raise ValueError("data.y must contain only the labels -1 and +1")
         elif self.y is not None:
             raise ValueError("data.y is only used together with data.X")
+        found = self.generator_problems()
+        if found:
+            raise ValueError("\n".join(found))
         return self
 
     def inline(self) -> "Dataset | None":
@@ -101,7 +114,7 @@ class DataConfig(_Strict):
             return Dataset.from_arrays(np.asarray(self.mu, dtype=np.float64)[None, :], np.ones(1))
         if self.X is not None:
             return Dataset.from_arrays(self.X, self.y)
-        return None
+        return self.generate()
 
 
 class GridConfig(_Strict):
@@ -274,7 +287,7 @@ class SweepConfig(_Strict):
 
     name: str = "sweep"
     description: str = ""
-    methods: list[Literal["gd", "l2", "linf", "usam"]] = Field(min_length=1)
+    methods: list[MethodName] = Field(min_length=1)
     depth: Annotated[int, Field(ge=1, le=64)] = 2
     loss: Literal["logistic", "exponential"] = "logistic"
     clock: Literal["t", "tau"] = "t"
@@ -283,8 +296,17 @@ class SweepConfig(_Strict):
     time: TimeConfig
     solver: SolverConfig = SolverConfig()
     output: OutputConfig = OutputConfig()
+    model: ModelConfig = ModelConfig()
+    init: InitConfig | None = None
+    discrete: DiscreteConfig | None = None
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, v):
+        # `model = "two_layer_linear"` is short for `[model] name = "two_layer_linear"`.
+        return {"name": v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _cross(self):
@@ -292,15 +314,25 @@ class SweepConfig(_Strict):
         # ("key: message" or "key = value ..."; see format_errors).
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
-        found = _init_problems(alphas, rhos, relative, self.depth)
         # The rules between clock, data, inits and coords: samflow._settings.problems,
         # on the inline data (a data file is checked by the sweep once read).
-        data = self.data.inline()
+        try:
+            data = self.data.inline()
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+        found = experiment_problems(self, data.d if data is not None else None)
+        if found:  # the checks below assume the tables fit together
+            raise ValueError("\n".join(found))
+        pattern = self.init_pattern(data.d) if data is not None else None
+        peak = float(np.max(np.abs(pattern))) if pattern is not None else 1.0
+        found = _init_problems(alphas * peak, rhos, relative, self.depth) if pattern is None or peak > 0 else []
         W0 = None
         if self.solver.coords == "log":  # the inits matter only there
             scales = _init_scales(alphas, rhos, relative).ravel()
             W0 = np.broadcast_to(scales[:, None, None], (scales.size, self.depth, data.d if data else 1))
-        found += problems(self.methods, self.clock, data, W0, self.solver.coords)
+            if pattern is not None:
+                W0 = W0 * pattern[None]
+        found += problems(self.flow_methods, self.clock, data, W0, self.solver.coords)
         out = self.output
         if out.plot_rho is not None:
             found += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
@@ -313,8 +345,32 @@ class SweepConfig(_Strict):
 
     @property
     def method_enums(self) -> list[Method]:
-        """The methods as `samflow.Method` values."""
-        return [Method(m) for m in self.methods]
+        """The flow methods (not the discrete ones) as `samflow.Method` values."""
+        return [Method(m) for m in self.flow_methods]
+
+    @property
+    def flow_methods(self) -> list[str]:
+        """The methods that are flows ("gd", "l2", "linf", "usam"), in config order."""
+        return [m for m in self.methods if not m.startswith(DISCRETE_PREFIX)]
+
+    def flow_entries(self) -> "list[tuple[str, str, float | None]]":
+        """The entries of the results' `flow` axis, in config order: (label, method,
+        eta). A flow is (m, m, None); a discrete method runs once per step size,
+        labelled "discrete_l2" for one eta, "discrete_l2 eta=0.01" for several."""
+        out = []
+        for m in self.methods:
+            if not m.startswith(DISCRETE_PREFIX):
+                out.append((m, m, None))
+                continue
+            etas = self.discrete.etas() if self.discrete is not None else np.zeros(0)
+            for eta in etas:
+                label = m if etas.size == 1 else f"{m} eta={float(eta)!r}"
+                out.append((label, m.removeprefix(DISCRETE_PREFIX), float(eta)))
+        return out
+
+    def init_pattern(self, d: int) -> "np.ndarray | None":
+        """The (depth, d) init pattern of `[init]` (multiplied by alpha in each cell), or None."""
+        return None if self.init is None else self.init.pattern(self.depth, d)
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
