@@ -269,3 +269,45 @@ def test_cli_refuses_with_one_line_and_writes_nothing(tmp_path, capsys, raw, lin
     err = capsys.readouterr().err.strip()
     assert line in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists() or not any(out.rglob("*.nc"))
+
+
+def test_data_file_with_wrong_init_shape_refused_before_any_folder(tmp_path, capsys):
+    """An [init] that does not fit a data file's d is refused once the file is read:
+    one line naming init.alpha_j and the file, exit 2, no output folder."""
+    np.savez(tmp_path / "data.npz", X=np.array([[1.0, 2.0, 3.0]]), y=np.array([1.0]))
+    raw = _with(data={"file": str(tmp_path / "data.npz")}, init={"alpha_j": [1.0, 2.0]})
+    path = tmp_path / "c.toml"
+    path.write_text(_dump(raw))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "init.alpha_j: has 2 numbers; the data have d = 3" in err and "data.npz" in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_discrete_with_figures_summary_and_resume(tmp_path, capsys):
+    """A flow beside its iteration: the CLI draws the figures; output.save = "summary"
+    holds the dominant index of the full run's beta; a rerun over the checkpoint
+    folder (flow chunks reused, iterations recomputed) gives the same numbers."""
+    from samflow.analysis import dominant_index
+
+    raw = {
+        "methods": ["l2", "discrete_l2"], "discrete": {"eta": 0.01}, "data": {"mu": [0.5, 1.0]},
+        "grid": {"alpha": [0.2, 2.0], "rho": [0.1], "alpha_relative_to_rho": True},
+        "time": {"t1": 3.0, "num": 3, "spacing": "linear"},
+    }
+    path = tmp_path / "c.toml"
+    path.write_text(_dump(raw))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 0
+    assert (out / "dominant_heatmap.png").stat().st_size > 10_000 and (out / "trajectories.png").is_file()
+    full = read_results(out / "results.nc")
+    summary = run_sweep(parse_config({**raw, "output": {"save": "summary"}}), progress=False)
+    np.testing.assert_array_equal(summary["dominant"].values, dominant_index(full["beta"].values))
+    cfg = parse_config(raw)
+    first = run_sweep(cfg, progress=False, checkpoint_dir=tmp_path / "partial")
+    again = run_sweep(cfg, progress=False, checkpoint_dir=tmp_path / "partial")
+    for name in ("beta", "loss", "status", "num_steps"):
+        np.testing.assert_array_equal(again[name].values, first[name].values, err_msg=name)
+        np.testing.assert_array_equal(again[name].values, full[name].values, err_msg=name)

@@ -50,6 +50,18 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
         raise ConfigError(f"data.file: {err}") from None
 
 
+def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
+    """The rules that need the data's dimension d (`[init]` shapes), checked once a
+    `data.file` is read (inline and generated data are checked with the config).
+
+    **Raises:** `ConfigError`, one line naming the key and the file.
+    """
+    if cfg.data.file is not None:
+        found = experiment_problems(cfg, data.d)
+        if found:
+            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
+
+
 def _grid_cells(cfg: SweepConfig, d: int):
     """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R).
     With `[init]`, W0 of a cell is its alpha times the (L, d) pattern."""
@@ -111,10 +123,7 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     data = build_data(cfg, base_dir)
-    if cfg.data.file is not None:  # inline data were checked with the config
-        found = experiment_problems(cfg, data.d)
-        if found:
-            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
+    check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
     if cfg.data.file is not None:
         found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords)
