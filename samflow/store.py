@@ -274,11 +274,6 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     ds["rho"].attrs.update(long_name="SAM radius rho")
     if cells is not None:
         ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
-    if "eta" in ds.coords:
-        ds["eta"].attrs.update(
-            long_name="step size eta of a discrete method (NaN for a flow)",
-            comment="save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
-        )
     ds.attrs.update(_experiment_attrs(cfg))
     ds.attrs.update(
         title=f"samflow sweep '{cfg.name}'",
@@ -304,7 +299,12 @@ def _experiment_coords(cfg, labels: list[str]) -> dict:
     if entries is None or cfg.discrete is None:
         return {}
     etas = {label: eta for label, _, eta in entries()}
-    return {"eta": ("flow", np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64))}
+    values = np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64)
+    attrs = {
+        "long_name": "step size eta of a discrete method (NaN for a flow)",
+        "comment": "save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
+    }
+    return {"eta": ("flow", values, attrs)}
 
 
 def _experiment_attrs(cfg) -> dict:
