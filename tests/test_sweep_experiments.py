@@ -155,6 +155,10 @@ def test_two_layer_config_gd_aligns_with_mu_and_l2_collapses(tmp_path, capsys):
     solo = models.solve_model("gd", m, m.init(3.0 * 0.01), 0.01, sf.single_sample(MU), ds["time"].values,
                               sf.SolverSettings(rtol=1e-8, atol=1e-12, max_steps=65536))
     np.testing.assert_allclose(ds["beta"].sel(flow="gd").values[1, 0], solo.beta, rtol=1e-9)
+    # Slices of a generic model's grid merge to the whole run, bit for bit.
+    cfg = parse_config({**raw, "methods": ["gd"]})
+    merged = merge_slices([run_sweep(cfg, progress=False, grid_slice=(i, 2)) for i in range(2)])
+    np.testing.assert_array_equal(merged["beta"].values, ds["beta"].sel(flow=["gd"]).values)
 
 
 @pytest.mark.slow

@@ -5,6 +5,11 @@ times and the solver settings (see `configs/default.toml` for every key with a
 comment). `load_config` reads and validates a file and raises `ConfigError`,
 whose message lists every problem of the file, one line each, naming the field,
 the bad value and what is allowed.
+
+Modules: `_base` (`ConfigModel`, `ConfigError`, list checks shared by every
+schema), `_errors` (one line per problem, `read_toml`), `_sweep` (the sweep
+schema), `_experiments` (its tables `[discrete]`, `[model]`, `[init]` and the
+keys of `data.generator`, with the rules between them).
 """
 
 from ._base import (
