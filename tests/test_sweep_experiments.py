@@ -122,15 +122,16 @@ def test_discrete_slices_merge_to_the_whole_run():
 
 def test_banded_config_draws_the_generators_data(tmp_path, capsys):
     """configs/banded.toml: the results hold exactly samflow.datasets.banded(...) of
-    the config's keys, and GD's final dominant feature lies in the major band."""
-    raw = _shipped("banded", methods=["gd"], grid={"alpha": [1.0, 10.0]},
+    the config's keys, and GD's final dominant feature lies in the major band (run as
+    discrete GD, eta = 0.1, to stay a default-suite test: no flow compilation)."""
+    raw = _shipped("banded", methods=["discrete_gd"], discrete={"eta": 0.1}, grid={"alpha": [1.0, 10.0]},
                    time={"t1": 1e3, "num": 5, "t_min": 1.0})
     ds = _run_cli(tmp_path, raw, capsys)
     want, band = datasets.banded(40, 9, 0, n_bands=3, intensities=[0.2, 0.5, 1.0], spread=0.3, noise=0.0)
     np.testing.assert_array_equal(ds["data_X"].values, np.asarray(want.X))
     np.testing.assert_array_equal(ds["data_y"].values, np.asarray(want.y))
     assert ds.attrs["data_generator"] == "banded"
-    dom = np.argmax(np.abs(ds["beta"].sel(flow="gd").values[:, 0, -1]), axis=-1)
+    dom = np.argmax(np.abs(ds["beta"].sel(flow="discrete_gd").values[:, 0, -1]), axis=-1)
     assert np.all(band[dom] == 2), dom
 
 
@@ -315,3 +316,30 @@ def test_discrete_with_figures_summary_and_resume(tmp_path, capsys):
     for name in ("beta", "loss", "status", "num_steps"):
         np.testing.assert_array_equal(again[name].values, first[name].values, err_msg=name)
         np.testing.assert_array_equal(again[name].values, full[name].values, err_msg=name)
+
+
+def test_two_layer_and_per_coordinate_configs_as_iterations(tmp_path, capsys):
+    """The default-suite counterpart of the slow tests above (no flow compilation):
+    two_layer.toml run as discrete GD equals samflow.models.run_model_discrete from
+    alpha * the model's init; per_coordinate_init.toml as discrete l2-SAM starts
+    every layer at alpha * alpha_j, so alpha_j = c (all equal) is the plain grid at
+    alpha * c, bit for bit."""
+    small = {"grid": {"alpha": [0.5, 3.0]}, "time": {"t1": 2.0, "num": 2, "spacing": "linear"},
+             "discrete": {"eta": 0.01}}
+    ds = _run_cli(tmp_path, _shipped("two_layer", methods=["discrete_gd"], **small), capsys)
+    m = models.two_layer_linear(5, 5)
+    alpha = ds["alpha_init"].values[:, 0]
+    theta0 = tuple(a[None] * alpha.reshape((-1,) + (1,) * a.ndim) for a in m.init(1.0))
+    solo = models.run_model_discrete("gd", m, theta0, np.full(2, 0.01), 0.01, [1.0, 2.0], sf.single_sample(MU),
+                                     theta0_batched=True)
+    np.testing.assert_allclose(ds["beta"].values[0, :, 0], solo.beta, rtol=1e-13)
+
+    def l2_iterations(init, alphas):
+        raw = _shipped("per_coordinate_init", methods=["discrete_l2"], **{**small, "grid": {"alpha": alphas}})
+        if init is None:
+            raw.pop("init")
+        else:
+            raw["init"] = init
+        return run_sweep(parse_config(raw), progress=False)["beta"].values
+
+    np.testing.assert_array_equal(l2_iterations({"alpha_j": [2.0] * 5}, [0.5, 3.0]), l2_iterations(None, [1.0, 6.0]))
