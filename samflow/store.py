@@ -14,6 +14,7 @@
 | slide_time           | flow, alpha, rho, layer, coord        | time from which a weight slid at 0 |
 | num_steps            | flow, alpha, rho                      | solver steps |
 | alpha_init           | alpha, rho                            | the absolute init scale of each cell |
+| eta (coordinate)     | flow                                  | step size of a discrete method, NaN for a flow (only with [discrete]) |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 
 With `output.save = "summary"` (`samflow.Summary`, for very large grids) the
@@ -38,6 +39,14 @@ replaced by one axis `cell`, whose coordinate holds the flattened index
 `alpha index * n_rho + rho index` of each cell it solved; the `alpha` and `rho`
 coordinates, `alpha_init` and the data stay whole. `samflow.merge.merge_slices`
 puts K slices back into the layout above.
+
+Discrete methods (`methods = ["discrete_l2", ...]`, `[discrete] eta`) are
+entries of the same `flow` axis ("discrete_l2", or "discrete_l2 eta=0.01" for
+several step sizes), on the same time axis: save time t holds the iterate
+k = round(t / eta), whose real time k eta is `real_time`; see
+`samflow.sweep._kinds` for the per-cell variables they fill (NaN where a kind
+has none). Generic models (`[model]`) fill the same variables from
+`samflow.models.solve_model` (attribute `model`).
 
 The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
 "method": xarray's `.sel(method=...)` is the interpolation-method keyword and
@@ -181,7 +190,8 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     methods = list(results)
     summary = cfg.output.save == "summary"
     want = Summary if summary else Trajectory
-    wrong = [m.value for m in methods if not isinstance(results[m], want)]
+    labels = [str(getattr(m, "value", m)) for m in methods]
+    wrong = [label for m, label in zip(methods, labels) if not isinstance(results[m], want)]
     if wrong:
         raise ValueError(
             f"output.save = {cfg.output.save!r} needs a {want.__name__} per method; got another "
@@ -201,7 +211,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
 
     n = len(ts)
     coords = {
-        "flow": [m.value for m in methods],
+        "flow": labels,
         "alpha": cfg.grid.alpha_values(),
         "rho": cfg.grid.rho_values(),
         "time": np.asarray(ts),
@@ -211,6 +221,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     cell = ("flow", "alpha", "rho") if cells is None else ("flow", "cell")
     if cells is not None:
         coords["cell"] = cells
+    coords.update(_experiment_coords(cfg, labels))
     codes = [s.value for s in Status]
     if summary:
         per_time = {
@@ -263,6 +274,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     ds["rho"].attrs.update(long_name="SAM radius rho")
     if cells is not None:
         ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
+    ds.attrs.update(_experiment_attrs(cfg))
     ds.attrs.update(
         title=f"samflow sweep '{cfg.name}'",
         # Strict JSON: a non-finite number (refused by every config schema) raises here
@@ -278,6 +290,35 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
     return ds
+
+
+def _experiment_coords(cfg, labels: list[str]) -> dict:
+    """The coordinate `eta` (flow,) when the config has discrete methods: the step
+    size of each discrete entry, NaN for a flow (`SweepConfig.flow_entries`)."""
+    entries = getattr(cfg, "flow_entries", None)
+    if entries is None or cfg.discrete is None:
+        return {}
+    etas = {label: eta for label, _, eta in entries()}
+    values = np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64)
+    attrs = {
+        "long_name": "step size eta of a discrete method (NaN for a flow)",
+        "comment": "save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
+    }
+    return {"eta": ("flow", values, attrs)}
+
+
+def _experiment_attrs(cfg) -> dict:
+    """Attributes of the experiment tables, only where they differ from the diagonal
+    net from plain inits on given data: `model`, `init`, `data_generator`."""
+    out = {}
+    model = getattr(cfg, "model", None)
+    if model is not None and model.generic:
+        out["model"] = model.name
+    if getattr(cfg, "init", None) is not None:
+        out["init"] = "W0" if cfg.init.W0 is not None else "alpha_j"
+    if getattr(cfg.data, "generator", None) is not None:
+        out["data_generator"] = cfg.data.generator
+    return out
 
 
 def write_results(ds: xr.Dataset, path: "str | Path") -> Path:

@@ -120,6 +120,12 @@ CONFIG_KEYS = {
     "solver.memory_budget_mb", "solver.chunk_size",
     "output.dir", "output.figures", "output.plot_rho", "output.trajectory_alphas",
     "output.save_weights", "output.save",
+    # issue 15: generators, generic models, per-layer inits, discrete methods
+    "data.generator", "data.n", "data.d", "data.seed", "data.n_bands", "data.intensities", "data.scales",
+    "data.spread", "data.noise",
+    "model.name", "model.width", "model.channels", "model.kernel", "model.seed",
+    "init.W0", "init.alpha_j",
+    "discrete.eta",
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
@@ -234,7 +240,7 @@ def _keys(model: type[BaseModel], prefix: str = "") -> set[str]:
         sub = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
         # a table of the config (data, grid, time, solver, output) is walked; an inline
         # value table (a grid axis {start, stop, num, scale}) is a value, not keys
-        if sub and not prefix and name in ("data", "grid", "time", "solver", "output"):
+        if sub and not prefix and name in ("data", "grid", "time", "solver", "output", "model", "init", "discrete"):
             out |= _keys(sub[0], f"{key}.")
         else:
             out.add(prefix + key)
@@ -284,3 +290,28 @@ def test_results_file_layout(tmp_path):
     assert back.sizes["alpha"] == 2 and back.sizes["rho"] == 1 and back.sizes["time"] == 4
     assert back.sizes["coord"] == 2
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
+    assert "eta" not in back.coords  # only with discrete methods
+
+
+def test_results_file_layout_discrete(tmp_path):
+    """Discrete methods are entries of the flow axis, with the coordinate eta (flow,)."""
+    from samflow.config import parse_config
+    from samflow.store import read_results, write_results
+    from samflow.sweep import run_sweep
+
+    cfg = parse_config(
+        {
+            "methods": ["discrete_gd", "discrete_l2"],
+            "discrete": {"eta": [0.1, 0.05]},
+            "data": {"mu": [0.5, 1.0]},
+            "grid": {"alpha": [0.5, 2.0], "rho": [0.1]},
+            "time": {"t1": 1.0, "num": 4, "spacing": "linear"},
+        }
+    )
+    back = read_results(write_results(run_sweep(cfg, progress=False), tmp_path / "results.nc"))
+    for var, dims in RESULT_VARS.items():
+        assert back[var].dims == dims, (var, back[var].dims)
+    assert list(back["flow"].values) == [
+        "discrete_gd eta=0.1", "discrete_gd eta=0.05", "discrete_l2 eta=0.1", "discrete_l2 eta=0.05",
+    ]
+    assert back["eta"].dims == ("flow",) and list(back["eta"].values) == [0.1, 0.05, 0.1, 0.05]

@@ -249,7 +249,24 @@ def _sweep_bases():
     axis["grid"] = {"alpha": {"start": 0.1, "stop": 1.0, "num": 3}, "rho": {"start": 0.5, "stop": 1.0, "num": 2, "scale": "linear"}}
     multi = copy.deepcopy(raw)
     multi["data"] = {"X": [[1.0, 2.0], [2.0, 1.0]], "y": [1.0, -1.0]}
-    return [_plain(parse_config(r).model_dump()) for r in (raw, axis, multi)]
+    # issue 15's tables: discrete step sizes, per-layer and per-coordinate inits, generators
+    discrete = copy.deepcopy(raw)
+    discrete["methods"] = ["l2", "discrete_l2"]
+    discrete["discrete"] = {"eta": [0.1, 0.05]}
+    one_eta = copy.deepcopy(discrete)
+    one_eta["discrete"] = {"eta": 0.1}
+    per_layer = copy.deepcopy(raw)
+    per_layer["init"] = {"W0": [[1.0, 2.0], [0.5, 1.0]]}
+    per_coord = copy.deepcopy(raw)
+    per_coord["init"] = {"alpha_j": [1.0, 2.0]}
+    banded = copy.deepcopy(raw)
+    banded["clock"] = "t"
+    banded["data"] = {"generator": "banded", "n": 6, "d": 3, "seed": 0, "intensities": [0.2, 0.5, 1.0],
+                      "spread": 0.3, "noise": 0.0}
+    scaled = copy.deepcopy(banded)
+    scaled["data"] = {"generator": "increasing_scale", "n": 4, "d": 3, "seed": 0, "scales": [0.2, 0.5, 1.0]}
+    bases = (raw, axis, multi, discrete, one_eta, per_layer, per_coord, banded, scaled)
+    return [_plain(parse_config(r).model_dump()) for r in bases]
 
 
 def _cnn_bases():

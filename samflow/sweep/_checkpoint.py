@@ -12,6 +12,7 @@ import numpy as np
 
 from .._io import atomic_path, atomic_write_text
 from ..config import ConfigError, SweepConfig
+from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method
 from ..solver import Summary, Trajectory
 
@@ -108,7 +109,7 @@ def config_key(cfg: SweepConfig) -> str:
     variables than a full run's, so neither `--resume` nor the merge mixes the
     two); a full run keeps the key it had before `output.save` existed.
     """
-    dump = cfg.model_dump(mode="json")
+    dump = drop_unset_experiment_keys(cfg.model_dump(mode="json"))  # keys of configs without them unchanged
     save = dump.pop("output", {}).get("save", "full")
     if save != "full":
         dump["output.save"] = save

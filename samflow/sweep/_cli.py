@@ -27,7 +27,7 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
-from ._run import build_data, chunk_count, memory_preflight, run_sweep
+from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
 
@@ -104,6 +104,7 @@ def main(argv: "list[str] | None" = None) -> int:
     # Before any folder is made or changed, and before JAX compiles: do the results fit?
     try:
         data = build_data(cfg, config_path.parent)
+        check_data_file(cfg, data)  # before any folder is made
         memory_note = memory_preflight(cfg, data, grid_slice)
     except ConfigError as err:
         return fail(str(err))

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import store
 from ..config import ConfigError, SweepConfig
+from ..config._experiments import experiment_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from .._settings import problems
 from ..store import to_dataset
@@ -20,11 +21,13 @@ from . import _devices
 from ._checkpoint import ChunkCheckpoint, config_key
 from ._devices import batch_width
 from ._grid import grid_chunk_size, solve_grid
+from ._kinds import solve_other
 from ._slices import slice_cells
 
 
 def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
-    """The data set a config describes (`data.mu`, `data.X`/`data.y` or `data.file`).
+    """The data set a config describes (`data.mu`, `data.X`/`data.y`, `data.file`
+    or `data.generator`, drawn by `samflow.datasets`).
 
     A relative `data.file` is resolved against `base_dir` (the config's folder)
     first, then the working directory.
@@ -36,6 +39,8 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
         return single_sample(dc.mu)
     if dc.X is not None:
         return Dataset.from_arrays(dc.X, dc.y)
+    if dc.generator is not None:
+        return dc.generate()
     p = Path(dc.file)
     if not p.is_absolute() and base_dir is not None and (base_dir / p).exists():
         p = base_dir / p
@@ -45,14 +50,30 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
         raise ConfigError(f"data.file: {err}") from None
 
 
+def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
+    """The rules that need the data's dimension d (`[init]` shapes), checked once a
+    `data.file` is read (inline and generated data are checked with the config).
+
+    **Raises:** `ConfigError`, one line naming the key and the file.
+    """
+    if cfg.data.file is not None:
+        found = experiment_problems(cfg, data.d)
+        if found:
+            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
+
+
 def _grid_cells(cfg: SweepConfig, d: int):
-    """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R)."""
+    """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R).
+    With `[init]`, W0 of a cell is its alpha times the (L, d) pattern."""
     a_axis = cfg.grid.alpha_values()
     r_axis = cfg.grid.rho_values()
     A, R = a_axis.size, r_axis.size
     alpha_abs = a_axis[:, None] * (r_axis[None, :] if cfg.grid.alpha_relative_to_rho else 1.0)
     alpha_abs = np.broadcast_to(alpha_abs, (A, R))
     W0 = np.broadcast_to(alpha_abs.reshape(-1)[:, None, None], (A * R, cfg.depth, d)).copy()
+    pattern = cfg.init_pattern(d)
+    if pattern is not None:
+        W0 = W0 * pattern[None]
     rho = np.broadcast_to(r_axis[None, :], (A, R)).reshape(-1).copy()
     return W0, rho, alpha_abs
 
@@ -102,9 +123,10 @@ def run_sweep(
     from tqdm.auto import tqdm
 
     data = build_data(cfg, base_dir)
+    check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
-    if cfg.data.file is not None:  # inline data were checked with the config
-        found = problems(cfg.methods, cfg.clock, data, W0, cfg.solver.coords)
+    if cfg.data.file is not None:
+        found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords)
         if found:
             raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
     memory_preflight(cfg, data, grid_slice)
@@ -115,7 +137,7 @@ def run_sweep(
     key = config_key(cfg)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
-        cost_key = np.lexsort((rho, W0[:, 0, 0] / rho))
+        cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
     rank = np.argsort(cost_key)
     n_cells = n_real = W0.shape[0]
     cells = None
@@ -136,18 +158,25 @@ def run_sweep(
         else None
     )
     results, timings = {}, {}
-    total = len(cfg.methods) * W0.shape[0]
+    summary = cfg.output.save == "summary"
+    total = len(cfg.flow_entries()) * W0.shape[0]
     with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
-        for m in cfg.method_enums:
-            bar.set_postfix_str(m.value)
+        for label, method, eta in cfg.flow_entries():
+            bar.set_postfix_str(label)
             t0 = time.perf_counter()
-            results[m] = solve_grid(
-                m, data, W0, rho, ts, clock=cfg.clock, settings=settings,
-                chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
-                memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                sort_key=rank, summary=cfg.output.save == "summary",
-            )
-            timings[m.value] = time.perf_counter() - t0
+            if eta is None and not cfg.model.generic:
+                results[label] = solve_grid(
+                    method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
+                    chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
+                    memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
+                    sort_key=rank, summary=summary,
+                )
+            else:
+                results[label] = solve_other(
+                    cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
+                    summary=summary, on_batch=bar.update,
+                )
+            timings[label] = time.perf_counter() - t0
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
@@ -184,7 +213,13 @@ def chunk_count(
         n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
         summary=cfg.output.save == "summary",
     )
-    return len(cfg.methods) * -(-B // size)
+    return _n_checkpointed(cfg) * -(-B // size)
+
+
+def _n_checkpointed(cfg: SweepConfig) -> int:
+    """Methods solved by `solve_grid` in chunks (the flows of the diagonal net); the
+    other kinds (`samflow.sweep._kinds`) are recomputed on `--resume`."""
+    return 0 if cfg.model.generic else len(cfg.flow_methods)
 
 
 def memory_preflight(
@@ -212,7 +247,7 @@ def memory_preflight(
         available_bytes = _devices.available_memory_bytes()
     try:
         return _devices.check_memory(
-            n_cells, len(cfg.methods), cfg.depth, data.d, cfg.time.values().size,
+            n_cells, len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
             summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
             n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
             memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,

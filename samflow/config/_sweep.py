@@ -1,99 +1,32 @@
-"""Sweep configuration: a TOML file, validated in full before any computation.
-
-A config names the methods, the depth, the data, the (alpha, rho) grid, the save
-times and the solver settings (see `configs/default.toml` for every key with a
-comment). `load_config` reads and validates a file and raises `ConfigError`,
-whose message lists every problem of the file, one line each, naming the field,
-the bad value and what is allowed.
-"""
+"""The sweep config's schema (`SweepConfig` and its tables) and its readers
+`parse_config`, `load_config`."""
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-import re
-import tomllib
-import types
-import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
+from pydantic import Field, field_validator, model_validator
+
+from .._settings import SETTING_BOUNDS, SolverSettings, problems
+from ..datasets import Dataset
+from ..flows import Method
+from ._base import ConfigModel, distinct, field_check
+from ._experiments import (
+    DISCRETE_PREFIX,
+    DiscreteConfig,
+    GeneratorKeys,
+    InitConfig,
+    MethodName,
+    ModelConfig,
+    experiment_problems,
 )
-
-from ._settings import SETTING_BOUNDS, SolverSettings, problems
-from .datasets import Dataset
-from .flows import Method
-
-__all__ = ["ConfigError", "ConfigModel", "SweepConfig", "format_errors", "load_config", "parse_config", "read_toml"]
-
-
-class ConfigError(ValueError):
-    """A config file that cannot be used; `str(err)` is one line per problem."""
-
-
-class ConfigModel(BaseModel):
-    """Base of every config schema (sweep, CNN, figures): unknown keys and wrong
-    types are refused, and so are non-finite numbers (nan, inf, -inf, which TOML
-    allows) in every float field, nested lists, tuples and tables included, in
-    this one place, so no key can be forgotten (`format_errors` reports them with
-    `NON_FINITE_MESSAGE`, naming the key)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
+from ._errors import read_toml, validate
 
 _Strict = ConfigModel
-NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
-
-
-def increasing(what: str, empty: str | None = None) -> typing.Callable[[list], list]:
-    """A check for `field_check`: the list must be strictly increasing (message
-    "`what` must be strictly increasing, got [...]"); with `empty`, an empty list
-    is refused with that message first. The check returns the list it was given."""
-
-    def check(values: list) -> list:
-        if empty is not None and not values:
-            raise ValueError(empty)
-        if any(b <= a for a, b in zip(values, values[1:])):
-            raise ValueError(f"{what} must be strictly increasing, got {values}")
-        return values
-
-    return check
-
-
-def distinct(message: str) -> typing.Callable[[list], list]:
-    """A check for `field_check`: no entry may repeat; `message` is the error,
-    with `{}` standing for the list."""
-
-    def check(values: list) -> list:
-        if len(set(values)) != len(values):
-            raise ValueError(message.format(values))
-        return values
-
-    return check
-
-
-def field_check(*fields: str, check: typing.Callable[[Any], Any]):
-    """A pydantic field validator of `fields` running `check` (which raises
-    `ValueError`) on every given value (None, an omitted optional key, passes);
-    assign it to a class attribute of a `ConfigModel`:
-    `_alphas = field_check("alphas", check=increasing("train.alphas"))`.
-    The error names the field, as a validator written in the class does."""
-
-    def validator(cls, v):
-        if v is not None:
-            check(v)
-        return v
-
-    return field_validator(*fields)(validator)
 
 
 class GridAxis(_Strict):
@@ -131,8 +64,9 @@ def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
     return arr
 
 
-class DataConfig(_Strict):
-    """The data: one sample `mu`, explicit `X` and `y`, or a `file` (.npz/.npy/.csv).
+class DataConfig(GeneratorKeys):
+    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz/.npy/.csv),
+    or a `generator` with its keys (`GeneratorKeys`).
 
     - `mu`: the single sample {(mu, +1)}, a list of d numbers.
     - `X`, `y`: a multi-sample data set given inline (n lists of d numbers; n labels).
@@ -146,10 +80,10 @@ class DataConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("mu", "X", "file") if getattr(self, k) is not None]
+        given = [k for k in ("mu", "X", "file", "generator") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give exactly one of data.mu, data.X (with data.y) or data.file; got "
+                "give exactly one of data.mu, data.X (with data.y), data.file or data.generator; got "
                 + (", ".join(given) or "none")
             )
         if self.mu is not None:
@@ -168,6 +102,9 @@ class DataConfig(_Strict):
                 raise ValueError("data.y must contain only the labels -1 and +1")
         elif self.y is not None:
             raise ValueError("data.y is only used together with data.X")
+        found = self.generator_problems()
+        if found:
+            raise ValueError("\n".join(found))
         return self
 
     def inline(self) -> "Dataset | None":
@@ -177,7 +114,7 @@ class DataConfig(_Strict):
             return Dataset.from_arrays(np.asarray(self.mu, dtype=np.float64)[None, :], np.ones(1))
         if self.X is not None:
             return Dataset.from_arrays(self.X, self.y)
-        return None
+        return self.generate()
 
 
 class GridConfig(_Strict):
@@ -350,7 +287,7 @@ class SweepConfig(_Strict):
 
     name: str = "sweep"
     description: str = ""
-    methods: list[Literal["gd", "l2", "linf", "usam"]] = Field(min_length=1)
+    methods: list[MethodName] = Field(min_length=1)
     depth: Annotated[int, Field(ge=1, le=64)] = 2
     loss: Literal["logistic", "exponential"] = "logistic"
     clock: Literal["t", "tau"] = "t"
@@ -359,8 +296,17 @@ class SweepConfig(_Strict):
     time: TimeConfig
     solver: SolverConfig = SolverConfig()
     output: OutputConfig = OutputConfig()
+    model: ModelConfig = ModelConfig()
+    init: InitConfig | None = None
+    discrete: DiscreteConfig | None = None
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, v):
+        # `model = "two_layer_linear"` is short for `[model] name = "two_layer_linear"`.
+        return {"name": v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _cross(self):
@@ -368,15 +314,25 @@ class SweepConfig(_Strict):
         # ("key: message" or "key = value ..."; see format_errors).
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
-        found = _init_problems(alphas, rhos, relative, self.depth)
         # The rules between clock, data, inits and coords: samflow._settings.problems,
         # on the inline data (a data file is checked by the sweep once read).
-        data = self.data.inline()
+        try:
+            data = self.data.inline()
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+        found = experiment_problems(self, data.d if data is not None else None)
+        if found:  # the checks below assume the tables fit together
+            raise ValueError("\n".join(found))
+        pattern = self.init_pattern(data.d) if data is not None else None
+        peak = float(np.max(np.abs(pattern))) if pattern is not None else 1.0
+        found = _init_problems(alphas * peak, rhos, relative, self.depth) if pattern is None or peak > 0 else []
         W0 = None
         if self.solver.coords == "log":  # the inits matter only there
             scales = _init_scales(alphas, rhos, relative).ravel()
             W0 = np.broadcast_to(scales[:, None, None], (scales.size, self.depth, data.d if data else 1))
-        found += problems(self.methods, self.clock, data, W0, self.solver.coords)
+            if pattern is not None:
+                W0 = W0 * pattern[None]
+        found += problems(self.flow_methods, self.clock, data, W0, self.solver.coords)
         out = self.output
         if out.plot_rho is not None:
             found += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
@@ -389,8 +345,32 @@ class SweepConfig(_Strict):
 
     @property
     def method_enums(self) -> list[Method]:
-        """The methods as `samflow.Method` values."""
-        return [Method(m) for m in self.methods]
+        """The flow methods (not the discrete ones) as `samflow.Method` values."""
+        return [Method(m) for m in self.flow_methods]
+
+    @property
+    def flow_methods(self) -> list[str]:
+        """The methods that are flows ("gd", "l2", "linf", "usam"), in config order."""
+        return [m for m in self.methods if not m.startswith(DISCRETE_PREFIX)]
+
+    def flow_entries(self) -> "list[tuple[str, str, float | None]]":
+        """The entries of the results' `flow` axis, in config order: (label, method,
+        eta). A flow is (m, m, None); a discrete method runs once per step size,
+        labelled "discrete_l2" for one eta, "discrete_l2 eta=0.01" for several."""
+        out = []
+        for m in self.methods:
+            if not m.startswith(DISCRETE_PREFIX):
+                out.append((m, m, None))
+                continue
+            etas = self.discrete.etas() if self.discrete is not None else np.zeros(0)
+            for eta in etas:
+                label = m if etas.size == 1 else f"{m} eta={float(eta)!r}"
+                out.append((label, m.removeprefix(DISCRETE_PREFIX), float(eta)))
+        return out
+
+    def init_pattern(self, d: int) -> "np.ndarray | None":
+        """The (depth, d) init pattern of `[init]` (multiplied by alpha in each cell), or None."""
+        return None if self.init is None else self.init.pattern(self.depth, d)
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
@@ -465,136 +445,6 @@ def _off_grid(key: str, values, axis: np.ndarray, axis_name: str) -> list[str]:
     return lines
 
 
-def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
-    """A 'did you mean' hint for an unknown key at `loc` of `model`."""
-    if not loc:
-        return ""
-    cls: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        field = getattr(cls, "model_fields", {}).get(part)
-        if field is None:
-            return ""
-        ann = field.annotation
-        args = list(getattr(ann, "__args__", (ann,)))
-        for a in list(args):
-            args.extend(getattr(a, "__args__", ()))
-        cls = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        if cls is None:
-            return ""
-    close = difflib.get_close_matches(str(loc[-1]), list(cls.model_fields), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-_KEYED = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*)(:| =) ")
-_UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
-
-
-def _unwrap(ann):
-    """`ann` without Annotated and without an Optional's None (neither adds a
-    location part to pydantic's errors)."""
-    while True:
-        origin, args = typing.get_origin(ann), typing.get_args(ann)
-        if origin is Annotated:
-            ann = args[0]
-        elif origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
-            ann = next(a for a in args if a is not type(None))
-        else:
-            return ann
-
-
-def _clean_loc(loc: tuple, model: type[BaseModel]) -> tuple:
-    """The keys of an error location, without the union member tags pydantic puts
-    in it (e.g. 'list[float]', 'GridAxis' in ('grid', 'alpha', 'GridAxis', 'start')).
-
-    The location is followed through the schema, so a key that looks like a tag
-    (data.X, or an unknown key '[]') is kept.
-    """
-    out, cur = [], model
-    for part in loc:
-        cur = _unwrap(cur) if cur is not None else None
-        origin, args = typing.get_origin(cur), typing.get_args(cur)
-        if origin in (typing.Union, types.UnionType) and isinstance(part, str):
-            named = [a for a in args if getattr(a, "__name__", None) == part]
-            cur = named[0] if named else next((a for a in args if typing.get_origin(_unwrap(a)) is not None), None)
-            continue  # a member tag, not a key
-        out.append(part)
-        if isinstance(cur, type) and issubclass(cur, BaseModel) and isinstance(part, str):
-            field = cur.model_fields.get(part)
-            cur = field.annotation if field is not None else None
-        elif origin in (list, tuple) and isinstance(part, int):
-            cur = args[0] if origin is list else (args[part] if part < len(args) else None)
-        elif origin is dict:
-            cur = args[1]
-        else:
-            cur = None
-    return tuple(out)
-
-
-def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
-    """One line per problem of a pydantic `ValidationError` of `model`, each naming
-    the file (`source`), the field, the bad value and what is allowed."""
-    entries = []
-    for e in err.errors(include_url=False):
-        loc = _clean_loc(e["loc"], model)
-        # A key with a line break or another unprintable character (TOML allows
-        # any quoted key) is shown as its repr, so the message stays one line per error.
-        where = ".".join(str(p) if str(p).isprintable() else repr(p) for p in loc) or "(top level)"
-        if e["type"] == "extra_forbidden":
-            hint = _did_you_mean(loc, model)
-            entries.append((where, f"unknown key{hint}; remove it or fix its spelling"))
-            continue
-        if e["type"] == "missing":
-            entries.append((where, "required key is missing"))
-            continue
-        msg = e["msg"].removeprefix("Value error, ")
-        value = e.get("input")
-        if e["type"] == "finite_number":
-            msg = NON_FINITE_MESSAGE
-        if isinstance(value, dict) or isinstance(value, BaseModel):
-            # A check between keys of a table: its lines name their own keys, as
-            # "key: message" (the key becomes the location) or "key = value ..." (kept whole).
-            for line in msg.splitlines():
-                m = _KEYED.match(line)
-                if m and m.group(2) == ":":
-                    entries.append((".".join(p for p in (where if loc else "", m.group(1)) if p), line[m.end():]))
-                elif m and not loc:
-                    entries.append(("", line))
-                else:
-                    entries.append((where, line))
-            continue
-        # A validator's message may name its field and value itself ("grid.rho must be >= 0,
-        # got -0.01"): say each once.
-        msg = msg.removeprefix(where + " ") if loc else msg
-        entries.append((where, msg if ", got " in msg or "(got " in msg else msg + f" (got {value!r})"))
-    # A value that fits no member of a union (list | {start, stop, num}) reports
-    # one line per member: keep the specific lines, merge the generic ones.
-    out = []
-    for where, msg in entries:
-        if msg.startswith(_UNION_NOISE):
-            if any(w.startswith(where + ".") or (w == where and not m.startswith(_UNION_NOISE)) for w, m in entries):
-                continue
-            generic = [m for w, m in entries if w == where and m.startswith(_UNION_NOISE)]
-            if len(generic) > 1:
-                msg = "must be a list of numbers or a table {start, stop, num, scale}" + (
-                    msg[msg.index(" (got"):] if " (got" in msg else ""
-                )
-        out.append(f"{source}: {where}: {msg}" if where else f"{source}: {msg}")
-    return "\n".join(dict.fromkeys(out))
-
-
-def validate(model: type[BaseModel], raw: dict, source: str = "config"):
-    """Validate `raw` (a dict read from TOML) against the pydantic `model`.
-
-    **Raises:** `ConfigError` listing every problem, one line each.
-    """
-    try:
-        return model.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(format_errors(err, source, model)) from None
-
-
 def parse_config(raw: dict, source: str = "config") -> SweepConfig:
     """Validate a sweep config given as a dict (as read from TOML).
 
@@ -610,25 +460,3 @@ def load_config(path: "str | Path") -> SweepConfig:
     file, invalid TOML, or invalid values.
     """
     return parse_config(read_toml(path), str(path))
-
-
-def read_toml(path: "str | Path") -> dict:
-    """Read a TOML file into a dict.
-
-    **Raises:** `ConfigError` (one line) for a missing or unreadable file or invalid TOML.
-    """
-    path = Path(path)
-    if path.is_dir():
-        tomls = sorted(path.glob("*.toml"), key=lambda f: (f.name != "default.toml", f.name))
-        raise ConfigError(
-            f"{path}: is a folder; give the path of one .toml file"
-            + (f" in it, e.g. {tomls[0]}" if tomls else " (see configs/)")
-        )
-    if not path.is_file():
-        raise ConfigError(f"{path}: config file not found; give the path of a .toml file (see configs/)")
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read the file: {err}") from None
