@@ -290,6 +290,18 @@ def locate_switches(
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 
 
+def sweep_switches(methods, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
+    """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells,
+    at the sweep's batch `width` (so a slice gives the bits of the whole grid).
+    Methods that are not flows of `samflow.Method` are left out."""
+    out = {}
+    for m in methods:
+        if isinstance(m, Method):
+            sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width)
+            out[m] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
+    return out
+
+
 def switches_of(method, data, alpha, rho, ts, *, depth: int = 2, alpha_batched: bool = False, **kw) -> SwitchTimes:
     """`locate_switches` for a `samflow.solve`-style call (alpha, rho as there;
     one cell for a scalar rho: no leading axis)."""

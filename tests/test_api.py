@@ -35,8 +35,9 @@ IMPORT_PATHS = {
         "collapse_edge", "major_first_edge",
         "band_dominance", "direction_distance", "dominant_index", "limit_direction",
         "max_margin_direction", "plateau", "regime_label", "regime_label_from_dominant",
-        "switching_times", "tied", "visited_sequence",
+        "switching_times", "switch_times", "SwitchTimes", "tied", "visited_sequence",
     ],
+    "samflow.switches": ["REFINE_RTOL", "SwitchTimes", "locate_switches", "switches_of"],
     "samflow.config": [
         "ConfigError", "ConfigModel", "NON_FINITE_MESSAGE", "SweepConfig", "load_config",
         "parse_config", "read_toml", "validate",
@@ -111,7 +112,7 @@ CONFIG_KEYS = {
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
-RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample"}  # README's list
+RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample", "switch"}  # README's list
 RESULT_VARS = {
     "beta": ("flow", "alpha", "rho", "time", "coord"),
     "loss": ("flow", "alpha", "rho", "time"),
@@ -120,6 +121,12 @@ RESULT_VARS = {
     "event_time": ("flow", "alpha", "rho"),
     "event_real_time": ("flow", "alpha", "rho"),
     "collapse_direction": ("flow", "alpha", "rho", "coord"),
+    "switch_time": ("flow", "alpha", "rho", "switch"),
+    "switch_real_time": ("flow", "alpha", "rho", "switch"),
+    "switch_from": ("flow", "alpha", "rho", "switch"),
+    "switch_to": ("flow", "alpha", "rho", "switch"),
+    "switch_count": ("flow", "alpha", "rho"),
+    "switch_ok": ("flow", "alpha", "rho"),
 }
 RESULT_ATTRS = {"config", "config_key", "code_stamp", "git_commit", "versions"}
 
@@ -239,4 +246,7 @@ def test_results_file_layout(tmp_path):
     assert list(back["flow"].values) == ["gd", "l2"]
     assert back.sizes["alpha"] == 2 and back.sizes["rho"] == 1 and back.sizes["time"] == 4
     assert back.sizes["coord"] == 2
+    # d = 2: 2 d + 2 switch slots; the leader (feature 2 for GD, tied at 0) never changes.
+    assert back.sizes["switch"] == 6 and str(back["switch_to"].dtype) == "int8"
+    assert bool(back["switch_ok"].all()) and int(back["switch_count"].sel(flow="gd").max()) == 0
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
