@@ -172,6 +172,7 @@ def switching_times(dom: ArrayLike, times: ArrayLike) -> list[tuple[float, int, 
     dropped first, so a switch is a change between two consecutive remaining
     entries; it is dated at the first saved time that has the new index (the
     switch happened between the previous remaining saved time and this one).
+    For the switch times located by the solver, see `switch_times`.
 
     **Arguments:** `dom` `(time,)` int, from `dominant_index`; `times` `(time,)`.
 
@@ -594,15 +595,19 @@ def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*b
 _EDGES = ("EdgeResult", "collapse_edge", "major_first_edge")
 
 
-def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default"):
+def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
+                 to_end: bool = False):
     """Exact switch times of the dominant feature argmax_j |beta_j| of a
     `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
     dated at save times (`samflow.switches`).
 
     The cell is solved again by the same engine from its first saved state
-    (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) to the
-    last save time, with the event "a challenger overtakes the leader" on; the
-    record is checked against that solve's leader at every untied save time.
+    (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) with
+    the event "a challenger overtakes the leader" on, up to the first save time
+    at which the trajectory's last saved leader is seen
+    (`samflow.switches.switch_horizon`; with `to_end`, up to the last save
+    time); the record is checked against that solve's leader at every untied
+    save time.
 
     **Arguments:** `traj` a `samflow.Trajectory` of one cell or a 1-D batch of
     B cells (a `Summary` has no weights: use `samflow.switches.locate_switches`
@@ -624,7 +629,7 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     import jax
 
     from ._settings import SolverSettings
-    from .switches import REFINE_RTOL, locate_switches
+    from .switches import REFINE_RTOL, locate_switches, switch_horizon
 
     W = getattr(traj, "W", None)
     if W is None:
@@ -643,9 +648,11 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     if rho_b.shape != (W.shape[0],):
         raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
     settings = SolverSettings() if settings is None else settings
+    beta = np.asarray(traj.beta, dtype=np.float64).reshape(W.shape[:2] + W.shape[-1:])
+    t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
     out = locate_switches(
         method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
-        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol,
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0],
     )
     # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
     out = type(out)(

@@ -61,7 +61,7 @@ from ._settings import SolverSettings, check_data, check_depth, check_save_times
 from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
 
-__all__ = ["SwitchTimes", "locate_switches", "REFINE_RTOL"]
+__all__ = ["SwitchTimes", "locate_switches", "switch_horizon", "REFINE_RTOL"]
 
 # The re-solve's tolerance: tighter than the main solve's default 1e-8, so that
 # the switch times meet 1e-6 relative with margin (tests/test_switches.py).
@@ -189,7 +189,7 @@ def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K):
     else:
         t_real = r_time
     sw = SwitchTimes(r_time, t_real, r_from, r_to, n, (lead0 + 1).astype(jnp.int32), finite & c.done)
-    return sw, field.to_W(c.out_Y)
+    return sw, field.to_W(c.out_Y), c.steps, c.seg
 
 
 def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
@@ -218,11 +218,37 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
 
 @eqx.filter_jit
 def _switch_batch(W0, rho, data, ts, method, clock, settings, K):
-    def one(W, r):
-        sw, W_saved = _switch_cell(W, r, data, ts, method=method, clock=clock, settings=settings, K=K)
-        return _check(sw, W_saved, ts)
+    def one(W, r, ts_cell):
+        sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K)
+        return _check(sw, W_saved, ts_cell)
 
-    return jax.vmap(one)(W0, rho)
+    return jax.vmap(one)(W0, rho, ts)
+
+
+def switch_horizon(dom, tied, ts) -> np.ndarray:
+    """Where a cell's re-solve may stop, from the leaders of its main solve at
+    the save times: the first save time at which the LAST leader of the save
+    grid is seen (a later switch would have to be undone before the next save,
+    which no dating on the save grid can see either); at least `ts[1]`; the
+    horizon `ts[-1]` for a cell with no valid save (`dom` <= 0 or tied everywhere).
+
+    **Arguments:** `dom` `(B, n)` int (`samflow.analysis.dominant_index`),
+    `tied` `(B, n)` bool (`samflow.analysis.tied`), `ts` `(n,)`.
+
+    **Returns:** float64 `(B,)`.
+    """
+    dom = np.asarray(dom).astype(np.int64)
+    ts = np.asarray(ts, dtype=np.float64)
+    valid = (dom > 0) & ~np.asarray(tied, bool)
+    out = np.full(dom.shape[0], ts[-1])
+    for i in range(dom.shape[0]):
+        k = np.flatnonzero(valid[i])
+        if k.size == 0:
+            continue
+        change = k[1:][dom[i, k[1:]] != dom[i, k[:-1]]]
+        last = change[-1] if change.size else k[0]
+        out[i] = ts[min(max(int(last), 1), ts.size - 1)]
+    return out
 
 
 def refine_settings(settings: SolverSettings, rtol: "float | None" = REFINE_RTOL) -> SolverSettings:
@@ -247,6 +273,7 @@ def locate_switches(
     max_switches: "int | None" = None,
     rtol: "float | None" = REFINE_RTOL,
     chunk: int = 256,
+    t_stop=None,
 ) -> SwitchTimes:
     """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
     by an event of the engine (module docstring; docs/theory.md s.5).
@@ -258,7 +285,9 @@ def locate_switches(
     `max_switches` K slots per cell (default 2 d + 2); `rtol` the re-solve's
     relative tolerance (default `REFINE_RTOL` = 1e-10; None keeps
     `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
-    the last chunk padded, so the bits do not depend on how a grid is sliced).
+    the last chunk padded, so the bits do not depend on how a grid is sliced);
+    `t_stop` `(B,)` optional horizons <= `ts[-1]` (`switch_horizon`: the
+    re-solve of a cell ends there, its later save times are clipped to it).
 
     **Returns:** `SwitchTimes` with leading axis B.
 
@@ -281,23 +310,39 @@ def locate_switches(
         raise ValueError(f"max_switches must be >= 1, got {max_switches}")
     settings = refine_settings(settings.resolved(method, W0, data, clock), rtol)
     B = W0.shape[0]
+    t_stop = np.full(B, ts[-1]) if t_stop is None else np.asarray(t_stop, dtype=np.float64)
+    if t_stop.shape != (B,) or not np.all((t_stop > 0) & (t_stop <= ts[-1])):
+        raise ValueError(f"t_stop must be ({B},) horizons in (0, ts[-1]], got shape {t_stop.shape}")
+    ts_cells = np.minimum(ts[None, :], t_stop[:, None])
     width = max(1, min(int(chunk), B))
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        out = _switch_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), method, clock, settings, K)
+        out = _switch_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]), method, clock, settings, K)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 
 
-def sweep_switches(methods, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
+def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
     """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells,
-    at the sweep's batch `width` (so a slice gives the bits of the whole grid).
-    Methods that are not flows of `samflow.Method` are left out."""
+    at the sweep's batch `width` (so a slice gives the bits of the whole grid),
+    each cell re-solved up to its `switch_horizon` read off its main solve
+    (`results[method]`, a Trajectory or a Summary). Methods that are not flows
+    of `samflow.Method` are left out."""
+    from .analysis import dominant_index, tied
+
     out = {}
-    for m in methods:
+    for m, res in results.items():
         if isinstance(m, Method):
-            sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width)
+            if hasattr(res, "dominant"):
+                dom, tie = np.asarray(res.dominant), np.asarray(res.tied)
+            else:
+                beta = np.asarray(res.beta)
+                dom, tie = dominant_index(beta), tied(beta, 1e-9)
+            t_stop = switch_horizon(dom, tie, ts)
+            # A slice is padded with copies of its last cell (`run_sweep`).
+            t_stop = np.concatenate([t_stop, np.repeat(t_stop[-1:], W0.shape[0] - t_stop.size)])
+            sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop)
             out[m] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
     return out
 

@@ -151,7 +151,7 @@ def run_sweep(
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
-    ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, progress)
+    ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress)
     ds.attrs["config_key"] = config_key(cfg)
     ds.attrs["code_stamp"] = code_stamp
     if checkpoint is not None and checkpoint.other_stamps:
@@ -161,13 +161,13 @@ def run_sweep(
     return ds
 
 
-def _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, progress):
+def _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress):
     """The exact switch times of every flow (`samflow.switches`; a re-solve of
     each cell with a switch event), stored as the `switch_*` variables."""
     from ..switches import sweep_switches
 
     t0 = time.perf_counter()
-    sw = sweep_switches(cfg.method_enums, data, W0, rho, ts, clock=cfg.clock, settings=settings,
+    sw = sweep_switches(results, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                         width=batch_width(cfg.solver.batch_size, n_cells), n_real=n_real)
     ds = store.add_switch_times(ds, sw, cells=cells)
     if progress:
