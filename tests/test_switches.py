@@ -189,3 +189,35 @@ def test_switch_horizon_is_where_the_last_saved_leader_is_first_seen():
     tie = np.zeros(dom.shape, bool)
     tie[1, 0] = True
     np.testing.assert_array_equal(switch_horizon(dom, tie, ts), [3.0, 1.0, 1.0, 5.0, 2.0])
+
+
+def test_the_sweep_trajectory_figure_marks_the_exact_switch_times(tmp_path, monkeypatch):
+    """plots.plot_trajectories draws each switch at `switch_time` when the file has it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from samflow import plots
+    from test_plots import _staircase, make_ds
+
+    kept, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig))
+    times = np.linspace(0.5, 4.0, 8)
+    ds = make_ds(_staircase()[None, None, None], np.zeros((1, 1, 1)), alpha=[0.5], rho=[1.0], times=times, flows=("l2",))
+    exact = [1.93, 2.71]  # inside (times[2], times[3]] and (times[4], times[5]]
+    ds["switch_time"] = (("flow", "alpha", "rho", "switch"), np.array([[[exact + [np.nan]]]]))
+    ds["switch_from"] = (("flow", "alpha", "rho", "switch"), np.array([[[[1, 2, -1]]]], np.int8))
+    ds["switch_to"] = (("flow", "alpha", "rho", "switch"), np.array([[[[2, 3, -1]]]], np.int8))
+    ds["switch_ok"] = (("flow", "alpha", "rho"), np.array([[[True]]]))
+    plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[0.5])
+    ax = [a for a in kept[-1].axes if a.get_title()][0]
+    dotted = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+    np.testing.assert_allclose(dotted, exact)
+    ds["switch_ok"][:] = False  # a refused record: back to the save grid
+    plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[0.5])
+    ax = [a for a in kept[-1].axes if a.get_title()][0]
+    dotted = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+    np.testing.assert_allclose(dotted, times[[3, 5]])
+    for fig in kept:
+        close(fig)
