@@ -41,7 +41,6 @@ __all__ = [
     "band_dominance",
     "tied",
     "switching_times",
-    "switch_times",
     "visited_sequence",
     "regime_label",
     "regime_label_from_dominant",
@@ -595,80 +594,15 @@ def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*b
 _EDGES = ("EdgeResult", "collapse_edge", "major_first_edge")
 
 
-def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
-                 to_end: bool = False):
-    """Exact switch times of the dominant feature argmax_j |beta_j| of a
-    `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
-    dated at save times (`samflow.switches`).
-
-    The cell is solved again by the same engine from its first saved state
-    (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) with
-    the event "a challenger overtakes the leader" on, up to the first save time
-    at which the trajectory's last saved leader is seen
-    (`samflow.switches.switch_horizon`; with `to_end`, up to the last save
-    time); the record is checked against that solve's leader at every untied
-    save time.
-
-    **Arguments:** `traj` a `samflow.Trajectory` of one cell or a 1-D batch of
-    B cells (a `Summary` has no weights: use `samflow.switches.locate_switches`
-    on the inits); `method`, `data`, `rho` (scalar or (B,)), `clock`,
-    `settings` (default `SolverSettings()`) as given to `samflow.solve`;
-    `max_switches` slots per cell (default 2 d + 2); `rtol` of the re-solve
-    ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`).
-
-    **Returns:** `SwitchTimes` (`time` in the clock of the solve and `t` in
-    real time, `from_`, `to` 1-based, `count`, `first`, `ok`), NumPy arrays
-    with the batch axis of `traj` (none for one cell). A refused record
-    (`ok` False: more than `max_switches` switches, or a switch the check
-    found missing) is all NaN / -1, never a wrong time.
-
-    **Raises:** `ValueError` (one line) for a `traj` without weights, fewer
-    than two save times, a rho that does not match the batch, or any error of
-    `samflow.solve` for these inputs.
-    """
-    import jax
-
-    from ._settings import SolverSettings
-    from .switches import REFINE_RTOL, locate_switches, switch_horizon
-
-    W = getattr(traj, "W", None)
-    if W is None:
-        raise ValueError("switch_times needs a Trajectory with weights W (a Summary has none); "
-                         "use samflow.switches.locate_switches on the inits")
-    W = np.asarray(W, dtype=np.float64)
-    one = W.ndim == 3
-    W = W[None] if one else W
-    if W.ndim != 4:
-        raise ValueError(f"traj.W must be (n_save, L, d) or (B, n_save, L, d), got shape {W.shape}")
-    ts = np.asarray(traj.ts, dtype=np.float64).reshape(-1, W.shape[1])[0]
-    t_real = np.asarray(traj.t, dtype=np.float64).reshape(W.shape[0], W.shape[1])[:, 0]
-    if ts.size < 2:
-        raise ValueError("switch_times needs at least two save times")
-    rho_b = np.broadcast_to(np.asarray(rho, dtype=np.float64), (W.shape[0],)) if np.ndim(rho) == 0 else np.asarray(rho, dtype=np.float64)
-    if rho_b.shape != (W.shape[0],):
-        raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
-    settings = SolverSettings() if settings is None else settings
-    beta = np.asarray(traj.beta, dtype=np.float64).reshape(W.shape[:2] + W.shape[-1:])
-    t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
-    out = locate_switches(
-        method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
-        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0],
-    )
-    # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
-    out = type(out)(
-        out.time + ts[0], out.t + t_real[:, None], out.from_, out.to, out.count, out.first, out.ok,
-    )
-    return jax.tree_util.tree_map(lambda x: x[0], out) if one else out
-
-
 def __getattr__(name: str):
     # The edges solve flows (JAX): import them on first use only.
     if name in _EDGES:
         from . import edges
 
         return getattr(edges, name)
-    if name == "SwitchTimes":
-        from .switches import SwitchTimes
+    # The exact switch times solve flows too (samflow.switches).
+    if name in ("switch_times", "SwitchTimes"):
+        from . import switches
 
-        return SwitchTimes
+        return getattr(switches, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

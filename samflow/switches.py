@@ -29,6 +29,14 @@ At a switch the new leader is chosen by the same rule among the challengers
 other two). A cell whose beta is 0 (collapse) or not finite (blow-up) ends its
 record there.
 
+**Horizon.** With the main solve's leaders at the save times at hand (the
+sweep, `analysis.switch_times`), a cell is re-solved only up to the first save
+time at which its last saved leader is seen (`switch_horizon`): a switch after
+it would have to be undone before the next save. On a 64 x 64 l2 grid (d = 5,
+t to 1e4, 64 save times) this costs 1.6 x the main solve, against 10 x to the
+end (`scripts/bench_switches.py`): the vmapped segments run in lockstep, so each
+switch adds a pass over the rest of the horizon for the whole batch.
+
 **Check.** Diffrax tests the event at the end of each step, so a switch and its
 undoing inside ONE step (a near tangency) would go unseen. Each re-solve saves at
 the cell's save times too; at every save where the top two |beta_j| differ by
@@ -61,7 +69,7 @@ from ._settings import SolverSettings, check_data, check_depth, check_save_times
 from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
 
-__all__ = ["SwitchTimes", "locate_switches", "switch_horizon", "REFINE_RTOL"]
+__all__ = ["SwitchTimes", "locate_switches", "switch_horizon", "switch_times", "switches_of", "REFINE_RTOL"]
 
 # The re-solve's tolerance: tighter than the main solve's default 1e-8, so that
 # the switch times meet 1e-6 relative with margin (tests/test_switches.py).
@@ -345,6 +353,69 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
             sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop)
             out[m] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
     return out
+
+
+def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
+                 to_end: bool = False):
+    """Exact switch times of the dominant feature argmax_j |beta_j| of a
+    `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
+    dated at save times (`samflow.switches`).
+
+    The cell is solved again by the same engine from its first saved state
+    (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) with
+    the event "a challenger overtakes the leader" on, up to the first save time
+    at which the trajectory's last saved leader is seen
+    (`samflow.switches.switch_horizon`; with `to_end`, up to the last save
+    time); the record is checked against that solve's leader at every untied
+    save time.
+
+    **Arguments:** `traj` a `samflow.Trajectory` of one cell or a 1-D batch of
+    B cells (a `Summary` has no weights: use `samflow.switches.locate_switches`
+    on the inits); `method`, `data`, `rho` (scalar or (B,)), `clock`,
+    `settings` (default `SolverSettings()`) as given to `samflow.solve`;
+    `max_switches` slots per cell (default 2 d + 2); `rtol` of the re-solve
+    ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`).
+
+    **Returns:** `SwitchTimes` (`time` in the clock of the solve and `t` in
+    real time, `from_`, `to` 1-based, `count`, `first`, `ok`), NumPy arrays
+    with the batch axis of `traj` (none for one cell). A refused record
+    (`ok` False: more than `max_switches` switches, or a switch the check
+    found missing) is all NaN / -1, never a wrong time.
+
+    **Raises:** `ValueError` (one line) for a `traj` without weights, fewer
+    than two save times, a rho that does not match the batch, or any error of
+    `samflow.solve` for these inputs.
+    """
+    from .analysis import dominant_index, tied
+
+    W = getattr(traj, "W", None)
+    if W is None:
+        raise ValueError("switch_times needs a Trajectory with weights W (a Summary has none); "
+                         "use samflow.switches.locate_switches on the inits")
+    W = np.asarray(W, dtype=np.float64)
+    one = W.ndim == 3
+    W = W[None] if one else W
+    if W.ndim != 4:
+        raise ValueError(f"traj.W must be (n_save, L, d) or (B, n_save, L, d), got shape {W.shape}")
+    ts = np.asarray(traj.ts, dtype=np.float64).reshape(-1, W.shape[1])[0]
+    t_real = np.asarray(traj.t, dtype=np.float64).reshape(W.shape[0], W.shape[1])[:, 0]
+    if ts.size < 2:
+        raise ValueError("switch_times needs at least two save times")
+    rho_b = np.broadcast_to(np.asarray(rho, dtype=np.float64), (W.shape[0],)) if np.ndim(rho) == 0 else np.asarray(rho, dtype=np.float64)
+    if rho_b.shape != (W.shape[0],):
+        raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
+    settings = SolverSettings() if settings is None else settings
+    beta = np.asarray(traj.beta, dtype=np.float64).reshape(W.shape[:2] + W.shape[-1:])
+    t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
+    out = locate_switches(
+        method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0],
+    )
+    # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
+    out = type(out)(
+        out.time + ts[0], out.t + t_real[:, None], out.from_, out.to, out.count, out.first, out.ok,
+    )
+    return jax.tree_util.tree_map(lambda x: x[0], out) if one else out
 
 
 def switches_of(method, data, alpha, rho, ts, *, depth: int = 2, alpha_batched: bool = False, **kw) -> SwitchTimes:
