@@ -151,7 +151,8 @@ def _leader(field: SamField, c, rho, data, multi, exclude=None):
 
 
 def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K):
-    """One cell: (SwitchTimes, out_Y, t_real_of_s) before the save-time check."""
+    """One cell: (SwitchTimes before the save-time check, W at the save times,
+    solver steps, segments)."""
     require_float64("samflow.switches")
     L, d = W0.shape
     multi = method is Method.LINF and data.X.shape[0] > 1
