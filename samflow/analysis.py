@@ -171,6 +171,7 @@ def switching_times(dom: ArrayLike, times: ArrayLike) -> list[tuple[float, int, 
     dropped first, so a switch is a change between two consecutive remaining
     entries; it is dated at the first saved time that has the new index (the
     switch happened between the previous remaining saved time and this one).
+    For the switch times located by the solver, see `switch_times`.
 
     **Arguments:** `dom` `(time,)` int, from `dominant_index`; `times` `(time,)`.
 
@@ -599,4 +600,9 @@ def __getattr__(name: str):
         from . import edges
 
         return getattr(edges, name)
+    # The exact switch times solve flows too (samflow.switches).
+    if name in ("switch_times", "SwitchTimes"):
+        from . import switches
+
+        return getattr(switches, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -220,13 +220,25 @@ def _time_window(times, dom, loss, t_ev, slides) -> tuple[float, float]:
     return lo, hi if hi > lo else lo + 1.0
 
 
+def _cell_switches(ds, m, ir, ia, dom, times) -> list[tuple[float, int, int]]:
+    """(time, from, to) of one cell: the exact switch times of the results file
+    (`switch_time`, `samflow.switches`) where it has a kept record, else the
+    save-grid dating (`switching_times`)."""
+    if "switch_time" in ds and bool(ds["switch_ok"].sel(flow=m).isel(rho=ir, alpha=ia).values):
+        sel = lambda v: ds[v].sel(flow=m).isel(rho=ir, alpha=ia).values
+        t, f, to = sel("switch_time"), sel("switch_from"), sel("switch_to")
+        return [(float(t[k]), int(f[k]), int(to[k])) for k in range(t.size) if np.isfinite(t[k])]
+    return switching_times(dom, times)
+
+
 def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=None) -> Path:
     """|beta_j| (log scale) and the loss over time for a few alphas: rows methods, columns alphas.
 
     Each panel draws |beta_j(t)| of every feature on a log axis (so features that
     start equal, as with w(0) = alpha 1, separate visibly), a dotted line with
     "a->b" at every switch of the dominant feature argmax_j |beta_j| (leads tied
-    to 1e-9 are not switches), a dashed line at a collapse / blow-up / stall
+    to 1e-9 are not switches; at its exact time where the file has `switch_time`,
+    else at the first save time after it), a dashed line at a collapse / blow-up / stall
     (`event_time`), and the loss on a second, linear axis (grey, dashed). Its
     title names the method and alpha, the order of the dominant features
     (docs/theory.md s.5) and how the trajectory ended; only l2-SAM panels name a
@@ -274,7 +286,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             if pos.size:  # at most 12 decades below the largest value: a collapse dives to 1e-300
                 ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
             dom = _sequence(beta)
-            for t_sw, f, to in switching_times(dom, times):
+            for t_sw, f, to in _cell_switches(ds, m, ir, a, dom, times):
                 ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
                 ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
                         ha="right", va="bottom", color="0.3")

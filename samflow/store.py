@@ -16,6 +16,11 @@
 | alpha_init           | alpha, rho                            | the absolute init scale of each cell |
 | eta (coordinate)     | flow                                  | step size of a discrete method, NaN for a flow (only with [discrete]) |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
+| switch_time          | flow, alpha, rho, switch              | exact switch times of the dominant feature, clock units, NaN-padded (`add_switch_times`) |
+| switch_real_time     | flow, alpha, rho, switch              | the same in real time t (+inf past e^69 in the tau clock) |
+| switch_from, switch_to | flow, alpha, rho, switch            | int8: leader before / after (1-based), -1 padded |
+| switch_count         | flow, alpha, rho                      | switches found |
+| switch_ok            | flow, alpha, rho                      | bool: False where the record was refused (all NaN / -1) |
 
 With `output.save = "summary"` (`samflow.Summary`, for very large grids) the
 file holds no `beta` (and no `weights`); per save time it keeps
@@ -319,6 +324,44 @@ def _experiment_attrs(cfg) -> dict:
     if getattr(cfg.data, "generator", None) is not None:
         out["data_generator"] = cfg.data.generator
     return out
+
+
+def add_switch_times(ds: xr.Dataset, switches: dict, cells=None) -> xr.Dataset:
+    """Add the exact switch times of each method (`samflow.switches.SwitchTimes`
+    with leading axis A*R, or n with `cells`, as `to_dataset` takes results) to
+    `ds` as the `switch_*` variables of the module docstring, along a new axis
+    `switch` (1..K). Methods of `ds` missing from `switches` get NaN / -1.
+
+    **Raises:** `ValueError` when the records of the methods differ in K.
+    """
+    flows = [str(f) for f in ds["flow"].values]
+    grid = ("alpha", "rho") if cells is None else ("cell",)
+    shape = tuple(ds.sizes[g] for g in grid)
+    Ks = {np.asarray(sw.time).shape[-1] for sw in switches.values()}
+    if len(Ks) > 1:
+        raise ValueError(f"switch records of different lengths {sorted(Ks)}")
+    K = Ks.pop() if Ks else 1
+
+    def stack(field, fill, dtype, tail):
+        out = np.full((len(flows),) + shape + tail, fill, dtype)
+        for i, f in enumerate(flows):
+            sw = next((v for m, v in switches.items() if getattr(m, "value", m) == f), None)
+            if sw is not None:
+                out[i] = np.asarray(getattr(sw, field)).reshape(shape + tail)
+        return out
+
+    dims = ("flow",) + grid
+    unit = ds.attrs.get("clock", "t")
+    ds = ds.assign_coords(switch=np.arange(1, K + 1))
+    ds["switch_time"] = (dims + ("switch",), stack("time", np.nan, np.float64, (K,)),
+                         {"long_name": "switch time of the dominant feature argmax_j |beta_j| (event-located)", "units": unit})
+    ds["switch_real_time"] = (dims + ("switch",), stack("t", np.nan, np.float64, (K,)),
+                              {"long_name": "switch time in real time t (+inf past e^69)"})
+    ds["switch_from"] = (dims + ("switch",), stack("from_", -1, np.int8, (K,)), {"long_name": "leader before the switch (1-based), -1 padded"})
+    ds["switch_to"] = (dims + ("switch",), stack("to", -1, np.int8, (K,)), {"long_name": "leader after the switch (1-based), -1 padded"})
+    ds["switch_count"] = (dims, stack("count", 0, np.int32, ()), {"long_name": "switches found (more than the slots: refused)"})
+    ds["switch_ok"] = (dims, stack("ok", False, bool, ()), {"long_name": "switch record kept (False: refused, all NaN; or not computed: discrete methods, generic models)"})
+    return ds
 
 
 def write_results(ds: xr.Dataset, path: "str | Path") -> Path:

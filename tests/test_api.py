@@ -35,8 +35,9 @@ IMPORT_PATHS = {
         "collapse_edge", "major_first_edge",
         "band_dominance", "direction_distance", "dominant_index", "limit_direction",
         "max_margin_direction", "plateau", "regime_label", "regime_label_from_dominant",
-        "switching_times", "tied", "visited_sequence",
+        "switching_times", "switch_times", "SwitchTimes", "tied", "visited_sequence",
     ],
+    "samflow.switches": ["REFINE_RTOL", "SwitchTimes", "locate_switches", "switches_of"],
     "samflow.config": [
         "ConfigError", "ConfigModel", "NON_FINITE_MESSAGE", "SweepConfig", "load_config",
         "parse_config", "read_toml", "validate",
@@ -129,7 +130,7 @@ CONFIG_KEYS = {
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
-RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample"}  # README's list
+RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample", "switch"}  # README's list
 RESULT_VARS = {
     "beta": ("flow", "alpha", "rho", "time", "coord"),
     "loss": ("flow", "alpha", "rho", "time"),
@@ -138,6 +139,12 @@ RESULT_VARS = {
     "event_time": ("flow", "alpha", "rho"),
     "event_real_time": ("flow", "alpha", "rho"),
     "collapse_direction": ("flow", "alpha", "rho", "coord"),
+    "switch_time": ("flow", "alpha", "rho", "switch"),
+    "switch_real_time": ("flow", "alpha", "rho", "switch"),
+    "switch_from": ("flow", "alpha", "rho", "switch"),
+    "switch_to": ("flow", "alpha", "rho", "switch"),
+    "switch_count": ("flow", "alpha", "rho"),
+    "switch_ok": ("flow", "alpha", "rho"),
 }
 RESULT_ATTRS = {"config", "config_key", "code_stamp", "git_commit", "versions"}
 
@@ -289,6 +296,9 @@ def test_results_file_layout(tmp_path):
     assert list(back["flow"].values) == ["gd", "l2"]
     assert back.sizes["alpha"] == 2 and back.sizes["rho"] == 1 and back.sizes["time"] == 4
     assert back.sizes["coord"] == 2
+    # d = 2: 2 d + 2 switch slots; the leader (feature 2 for GD, tied at 0) never changes.
+    assert back.sizes["switch"] == 6 and str(back["switch_to"].dtype) == "int8"
+    assert bool(back["switch_ok"].all()) and int(back["switch_count"].sel(flow="gd").max()) == 0
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
     assert "eta" not in back.coords  # only with discrete methods
 
@@ -301,7 +311,7 @@ def test_results_file_layout_discrete(tmp_path):
 
     cfg = parse_config(
         {
-            "methods": ["discrete_gd", "discrete_l2"],
+            "methods": ["gd", "discrete_gd", "discrete_l2"],
             "discrete": {"eta": [0.1, 0.05]},
             "data": {"mu": [0.5, 1.0]},
             "grid": {"alpha": [0.5, 2.0], "rho": [0.1]},
@@ -312,6 +322,13 @@ def test_results_file_layout_discrete(tmp_path):
     for var, dims in RESULT_VARS.items():
         assert back[var].dims == dims, (var, back[var].dims)
     assert list(back["flow"].values) == [
-        "discrete_gd eta=0.1", "discrete_gd eta=0.05", "discrete_l2 eta=0.1", "discrete_l2 eta=0.05",
+        "gd", "discrete_gd eta=0.1", "discrete_gd eta=0.05", "discrete_l2 eta=0.1", "discrete_l2 eta=0.05",
     ]
-    assert back["eta"].dims == ("flow",) and list(back["eta"].values) == [0.1, 0.05, 0.1, 0.05]
+    eta = back["eta"].values
+    assert back["eta"].dims == ("flow",) and np.isnan(eta[0]) and list(eta[1:]) == [0.1, 0.05, 0.1, 0.05]
+    # The flow beside discrete entries still gets its exact switch times (the sweep
+    # once looked them up by Method while the results were keyed by label, and
+    # silently stored none); discrete entries have none (switch_ok False).
+    ok = back["switch_ok"].values
+    assert ok[0].all() and not ok[1:].any()
+    assert (back["switch_count"].values[0] == 0).all()  # GD from equal inits: d leads throughout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import matplotlib.pyplot as plt
+import jax
 import numpy as np
 from pydantic import Field
 
@@ -13,7 +14,8 @@ from ..analysis import Plateau, dominant_index, plateau, regime_label, switching
 from ..plots import feature_colors
 from ..solver import Trajectory
 from ..status import Status
-from ._context import Context, _LogAxis, _Strict, _init, _solve
+from ..switches import SwitchTimes, locate_switches, switch_horizon
+from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _one_config_figure, mu_text
 from ._draw import _layout_with_legend, _save
 from ._measure import _first_informative_dominant, staircase_ok
@@ -68,7 +70,8 @@ class _TrajectoriesRun:
     tr2: Trajectory  # the sweep on ts2
     reg2: np.ndarray  # (S,) regime of each sweep cell
     dom2: np.ndarray  # (S, n_save) dominant feature, 0 where tied
-    seqs: dict  # regime-2 sweep cell -> visited dominant features
+    seqs: dict  # regime-2 sweep cell -> visited dominant features (exact switches)
+    sw2: SwitchTimes  # (S, K) exact switch times of the sweep (samflow.switches)
     regp: np.ndarray  # (S,) regime of the sweep on ts
     plp: Plateau  # loss plateau of the sweep on ts
 
@@ -91,12 +94,22 @@ def _measure_trajectories(ctx: Context, cfg: TrajectoriesConfig) -> _Trajectorie
     tr2 = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts2, clock="t")
     reg2 = regime_label(tr2.beta, tr2.status)
     dom2 = np.where(tied(tr2.beta, 1e-9), 0, dominant_index(tr2.beta))
-    seqs = {i: visited_sequence(dom2[i]) for i in np.flatnonzero(reg2 == 2)}
+    # The order and the timing checks read the exact switches (event-located),
+    # not the save grid; a refused record (`ok` False) gives no sequence.
+    W2 = _init(sa * cfg.rho, 2, d)
+    c = ctx.common.chunk
+    idx = np.minimum(np.arange(sa.size + (-sa.size) % c), sa.size - 1)
+    t_stop = switch_horizon(dominant_index(tr2.beta), tied(tr2.beta, 1e-9), ts2)[idx]
+    sw2 = locate_switches("l2", data, W2[idx], np.full(idx.size, cfg.rho), ts2, clock="t", settings=SETTINGS,
+                          chunk=c, t_stop=t_stop)
+    sw2 = jax.tree_util.tree_map(lambda x: np.asarray(x)[: sa.size], sw2)
+    seqs = {i: ([int(sw2.first[i])] + [int(v) for v in sw2.to[i, : sw2.count[i]]]) if sw2.ok[i] else []
+            for i in np.flatnonzero(reg2 == 2)}
     # The plateau over the sweep, on the panels' linear time grid.
     trp = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts, clock="t")
     regp = regime_label(trp.beta, trp.status)
     plp = plateau(trp.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
-    return _TrajectoriesRun(mu, d, ts, a, tr, reg, pl, sa, ts2, tr2, reg2, dom2, seqs, regp, plp)
+    return _TrajectoriesRun(mu, d, ts, a, tr, reg, pl, sa, ts2, tr2, reg2, dom2, seqs, sw2, regp, plp)
 
 
 def _draw_trajectories(ctx: Context, cfg: TrajectoriesConfig, run: _TrajectoriesRun) -> str:
@@ -195,10 +208,11 @@ def _check_plateau(run: _TrajectoriesRun) -> list[Check]:
 
 def _check_major_time(run: _TrajectoriesRun) -> list[Check]:
     """The time at which the major feature takes the lead falls with alpha/rho in regime 2."""
-    d, sa, ts2, dom2, seqs = run.d, run.sa, run.ts2, run.dom2, run.seqs
+    d, sa, sw2, seqs = run.d, run.sa, run.sw2, run.seqs
     checks = []
     idx = sorted(seqs)
-    t_d = np.array([next((t for t, _, to in switching_times(dom2[i], ts2) if to == d), np.nan) for i in idx])
+    # The exact time (event-located, samflow.switches) of the first switch to d.
+    t_d = np.array([next((t for t, to in zip(sw2.time[i], sw2.to[i]) if to == d), np.nan) for i in idx])
     a_d = sa[idx]
     fin = np.isfinite(t_d)
     mono = bool(fin.sum() >= 2 and np.all(np.diff(t_d[fin]) <= 0))

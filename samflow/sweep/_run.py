@@ -15,6 +15,7 @@ from .. import store
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..datasets import Dataset, load_dataset, single_sample
+from ..flows import Method
 from .._settings import problems
 from ..store import to_dataset
 from . import _devices
@@ -180,12 +181,31 @@ def run_sweep(
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
+    ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress)
     ds.attrs["config_key"] = config_key(cfg)
     ds.attrs["code_stamp"] = code_stamp
     if checkpoint is not None and checkpoint.other_stamps:
         ds.attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
     if grid_slice is not None:
         ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
+    return ds
+
+
+def _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress):
+    """The exact switch times of every flow (`samflow.switches`; a re-solve of
+    each cell with a switch event), stored as the `switch_*` variables."""
+    from ..switches import sweep_switches
+
+    t0 = time.perf_counter()
+    # Only the flows of the diagonal net have an engine to re-solve with the switch
+    # event; discrete methods and generic models keep NaN / -1 and switch_ok False.
+    flows = {Method.parse(method): results[label] for label, method, eta in cfg.flow_entries()
+             if eta is None and not cfg.model.generic}
+    sw = sweep_switches(flows, data, W0, rho, ts, clock=cfg.clock, settings=settings,
+                        width=batch_width(cfg.solver.batch_size, n_cells), n_real=n_real)
+    ds = store.add_switch_times(ds, sw, cells=cells)
+    if progress:
+        print(f"switch times: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return ds
 
 

@@ -1,0 +1,427 @@
+"""Exact switch times of the dominant feature (docs/theory.md s.5).
+
+The dominant index D = argmax_j |beta_j| changes where the leader a and a
+challenger b have |beta_a| = |beta_b|. A save grid only dates such a switch to
+the next save time; `locate_switches` locates it to the solver's accuracy.
+
+**How.** Each cell is solved again by the same engine (`samflow._integrate`:
+the same field, segments and events, so the linf sign switches, the l2
+collapse, blow-up and the other singular points are handled exactly as in the
+main solve), with one more event condition, "lead":
+
+    v = log|beta_lead| - max_{j != lead} log|beta_j| + 1e-12
+
+(log|beta_j| = sum_l log|w_lj|, no underflow; dimensionless), which falls
+through 0 the moment any challenger overtakes the leader. diffrax's root finder
+locates it to 1e-13 relative in time (`EventSet`'s bisection); the segment
+ends there, the switch (time, leader, challenger) is recorded, the challenger
+becomes the leader and the next segment starts at the event: several switches
+between two save times, and a switch in a segment that also ends on another
+event, are all found. The offset 1e-12 keeps the new leader's condition
+positive at the start of its segment; it dates a switch late by
+1e-12 / |d log(|beta_b| / |beta_a|) / dt| (1e-8 at a rate gap of 1e-4).
+
+The leader at the start is the argmax of |beta_j|; among the features tied
+with it to 1e-9 relative (the symmetric init is tied at t = 0) the one growing
+fastest (largest d log|beta_j|/dt) leads, so a tie at the start is no switch.
+At a switch the new leader is chosen by the same rule among the challengers
+(three features meeting at one point: the leader passes to the fastest of the
+other two). A cell whose beta is 0 (collapse) or not finite (blow-up) ends its
+record there.
+
+**Horizon.** With the main solve's leaders at the save times at hand (the
+sweep, `analysis.switch_times`), a cell is re-solved only up to the first save
+time at which its last saved leader is seen (`switch_horizon`): a switch after
+it would have to be undone before the next save. On a 64 x 64 l2 grid (d = 5,
+t to 1e4, 64 save times) this costs 1.6 x the main solve, against 10 x to the
+end (`scripts/bench_switches.py`): the vmapped segments run in lockstep, so each
+switch adds a pass over the rest of the horizon for the whole batch.
+
+**Check.** Diffrax tests the event at the end of each step, so a switch and its
+undoing inside ONE step (a near tangency) would go unseen. Each re-solve saves at
+the cell's save times too; at every save where the top two |beta_j| differ by
+more than 1e-9 relative, the leader the record implies must equal the argmax
+of the re-solve's beta. A cell that fails this (or has more switches than
+`max_switches`) is refused: `ok` False and every time NaN, never a wrong time.
+
+Both clocks: `time` is in the clock of the solve; `t` is real time (equal to
+`time` in the t clock; in the tau clock from the engine's s = log(1 + t), +inf
+past the tracked range, docs/theory.md s.3). tau is not tracked in the t clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from .datasets import Dataset
+from .flows import Clock, Method
+from .losses import get_loss
+from ._events import _CONDITIONS, EventSet
+from ._field import SamField
+from ._integrate import _initial_state, _sanitize, _segment, _segment_solver, batch_cells
+from ._settings import SolverSettings, check_data, check_depth, check_save_times
+from ._singular import _r_scale
+from ._x64 import in_float64, require_float64
+
+__all__ = ["SwitchTimes", "locate_switches", "switch_horizon", "switch_times", "switches_of", "REFINE_RTOL"]
+
+# The re-solve's tolerance: tighter than the main solve's default 1e-8, so that
+# the switch times meet 1e-6 relative with margin (tests/test_switches.py).
+REFINE_RTOL = 1e-10
+_OFFSET = 1e-12  # the lead condition's offset (module docstring)
+_TIE = 1e-9  # relative tie of |beta| (as `samflow.analysis.tied`)
+_LOG_ZERO = -1.0e4  # log|w| of a weight that is exactly 0
+
+
+class SwitchTimes(eqx.Module):
+    """The switches of the dominant feature of one cell (leading batch axes for
+    a batch), `K = max_switches` slots, in time order.
+
+    **Fields:**
+
+    - `time`: `(K,)` float64, switch times in the clock of the solve; NaN-padded.
+    - `t`: `(K,)` float64, the same in real time t (= `time` in the t clock;
+      +inf past the tracked range of the tau clock); NaN-padded.
+    - `from_`: `(K,)` int32, the leader before (1-based); -1 padded.
+    - `to`: `(K,)` int32, the leader after (1-based); -1 padded.
+    - `count`: `()` int32, switches found (may exceed K: see `ok`).
+    - `first`: `()` int32, the leader at the start (1-based; by the rule of
+      the module docstring, also when beta(0) = 0).
+    - `ok`: `()` bool. False when the record was refused (more than K switches,
+      or the save-time check of the module docstring failed): then every slot
+      is NaN / -1.
+    """
+
+    time: Float[Array, " K"]
+    t: Float[Array, " K"]
+    from_: Int[Array, " K"]
+    to: Int[Array, " K"]
+    count: Int[Array, ""]
+    first: Int[Array, ""]
+    ok: Bool[Array, ""]
+
+
+def _log_abs_beta(field: SamField, Y) -> Float[Array, " d"]:
+    """log|beta_j| = sum_l log|w_lj| (a weight at 0 counts as e^-10000)."""
+    if field.log_coords:
+        return jnp.sum(Y, axis=0)
+    a = jnp.abs(Y)
+    return jnp.sum(jnp.where(a > 0, jnp.log(jnp.where(a > 0, a, 1.0)), _LOG_ZERO), axis=0)
+
+
+def _lead_value(field: SamField, Y, lead) -> Float[Array, ""]:
+    lb = _log_abs_beta(field, Y)
+    others = jnp.where(jnp.arange(lb.shape[0]) == lead, -jnp.inf, lb)
+    return lb[lead] - jnp.max(others) + _OFFSET
+
+
+class _LeadEvents(EventSet):
+    """The cell's `EventSet` plus the "lead" condition (last in `names`)."""
+
+    lead: Int[Array, ""]
+
+    def values(self, t, y, args):
+        base = [_CONDITIONS[k](self, t, y, args) for k in self.names if k != "lead"]
+        return jnp.stack(base + [_lead_value(self.field, y[0], self.lead)])
+
+
+def _with_lead(events: EventSet, lead) -> _LeadEvents:
+    kw = {f.name: getattr(events, f.name) for f in dataclasses.fields(events)}
+    kw["names"] = events.names + ("lead",)
+    return _LeadEvents(**kw, lead=lead)
+
+
+def _leader(field: SamField, c, rho, data, multi, exclude=None):
+    """argmax |beta_j| (j != `exclude`); among those tied with it to _TIE, the
+    fastest growing (largest d log|beta_j|/dt): the leader just after now."""
+    lb = _log_abs_beta(field, c.Y)
+    if exclude is not None:
+        lb = jnp.where(jnp.arange(lb.shape[0]) == exclude, -jnp.inf, lb)
+    dW, _ = field.velocity_W(c.Y, c.s, c.segment_args(rho, data, multi))
+    W = field.to_W(c.Y)
+    rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
+    near = lb >= jnp.max(lb) + jnp.log1p(-_TIE)
+    return jnp.argmax(jnp.where(near, rate, -jnp.inf))
+
+
+def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K):
+    """One cell: (SwitchTimes before the save-time check, W at the save times,
+    solver steps, segments)."""
+    require_float64("samflow.switches")
+    L, d = W0.shape
+    multi = method is Method.LINF and data.X.shape[0] > 1
+    max_segments = (settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))) + K + 1
+    W0, rho, data, finite = _sanitize(W0, rho, data)
+    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
+    field = SamField(method, clock, get_loss(settings.loss), sign)
+    w_scale = jnp.max(jnp.abs(W0))
+    base = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
+    init = _initial_state(field, base, W0, rho, data, ts, finite, multi)
+    lead0 = _leader(field, init, rho, data, multi)
+    dtype = W0.dtype
+    rec0 = (
+        jnp.full((K,), jnp.nan, dtype), jnp.full((K,), jnp.nan, dtype),
+        jnp.full((K,), -1, jnp.int32), jnp.full((K,), -1, jnp.int32), jnp.asarray(0, jnp.int32),
+    )
+
+    def body(carry):
+        c, lead, (r_time, r_s, r_from, r_to, n) = carry
+        events = _with_lead(base, lead)
+        run = _segment_solver(field, events, settings, w_scale)
+        c2 = _segment(c, field=field, events=events, run=run, ts=ts, rho=rho, data=data, multi=multi)
+        # The lead event ended this segment: the state sits on the crossing.
+        lb = _log_abs_beta(field, c2.Y)
+        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > L * _LOG_ZERO)
+        fired = ~c2.done & live & (jnp.abs(_lead_value(field, c2.Y, lead)) <= 1e-7)
+        # Several features tied at the crossing: the fastest growing one leads on.
+        new = _leader(field, c2, rho, data, multi, exclude=lead)
+        slot = jnp.minimum(n, K - 1)
+        put = lambda arr, v: jnp.where(fired & (n < K), arr.at[slot].set(v), arr)
+        rec = (
+            put(r_time, c2.t0), put(r_s, c2.s),
+            put(r_from, (lead + 1).astype(jnp.int32)), put(r_to, (new + 1).astype(jnp.int32)),
+            n + fired.astype(jnp.int32),
+        )
+        return c2, jnp.where(fired, new, lead), rec
+
+    cond = lambda carry: (~carry[0].done) & (carry[0].seg < max_segments)
+    c, _, (r_time, r_s, r_from, r_to, n) = jax.lax.while_loop(cond, body, (init, lead0, rec0))
+    if clock is Clock.TAU:
+        # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
+        t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < c.t_untracked, jnp.expm1(r_s), jnp.inf))
+    else:
+        t_real = r_time
+    sw = SwitchTimes(r_time, t_real, r_from, r_to, n, (lead0 + 1).astype(jnp.int32), finite & c.done)
+    return sw, field.to_W(c.out_Y), c.steps, c.seg
+
+
+def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
+    """Refuse (NaN / -1, ok False) a record that disagrees with the re-solve's
+    own leader at a save time where the top two |beta_j| are untied, or that
+    overflowed its K slots."""
+    K = sw.time.shape[-1]
+    beta = jnp.prod(W_saved, axis=-2)  # (n, d)
+    a = jnp.abs(beta)
+    top2 = jnp.sort(a, axis=-1)[..., -2:]
+    valid = jnp.all(jnp.isfinite(beta), -1) & (top2[:, 1] > 0) & (top2[:, 0] < (1.0 - _TIE) * top2[:, 1])
+    dom = jnp.argmax(a, axis=-1) + 1
+    # Leader implied by the record at each save: `to` of the last switch before it.
+    before = jnp.where(jnp.isnan(sw.time)[None, :], False, sw.time[None, :] <= ts[:, None])  # (n, K)
+    k_last = jnp.sum(before, axis=1) - 1
+    implied = jnp.where(k_last >= 0, sw.to[jnp.maximum(k_last, 0)], sw.first)
+    agree = jnp.all(jnp.where(valid, dom == implied, True))
+    ok = sw.ok & agree & (sw.count <= K)
+    nan = jnp.full_like(sw.time, jnp.nan)
+    neg = jnp.full_like(sw.from_, -1)
+    return SwitchTimes(
+        jnp.where(ok, sw.time, nan), jnp.where(ok, sw.t, nan), jnp.where(ok, sw.from_, neg),
+        jnp.where(ok, sw.to, neg), sw.count, sw.first, ok,
+    )
+
+
+@eqx.filter_jit
+def _switch_batch(W0, rho, data, ts, method, clock, settings, K):
+    def one(W, r, ts_cell):
+        sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K)
+        return _check(sw, W_saved, ts_cell)
+
+    return jax.vmap(one)(W0, rho, ts)
+
+
+def switch_horizon(dom, tied, ts) -> np.ndarray:
+    """Where a cell's re-solve may stop, from the leaders of its main solve at
+    the save times: the first save time at which the LAST leader of the save
+    grid is seen (a later switch would have to be undone before the next save,
+    which no dating on the save grid can see either); at least `ts[1]`; the
+    horizon `ts[-1]` for a cell with no valid save (`dom` <= 0 or tied everywhere).
+
+    **Arguments:** `dom` `(B, n)` int (`samflow.analysis.dominant_index`),
+    `tied` `(B, n)` bool (`samflow.analysis.tied`), `ts` `(n,)`.
+
+    **Returns:** float64 `(B,)`.
+    """
+    dom = np.asarray(dom).astype(np.int64)
+    ts = np.asarray(ts, dtype=np.float64)
+    valid = (dom > 0) & ~np.asarray(tied, bool)
+    out = np.full(dom.shape[0], ts[-1])
+    for i in range(dom.shape[0]):
+        k = np.flatnonzero(valid[i])
+        if k.size == 0:
+            continue
+        change = k[1:][dom[i, k[1:]] != dom[i, k[:-1]]]
+        last = change[-1] if change.size else k[0]
+        out[i] = ts[min(max(int(last), 1), ts.size - 1)]
+    return out
+
+
+def refine_settings(settings: SolverSettings, rtol: "float | None" = REFINE_RTOL) -> SolverSettings:
+    """The settings of the re-solve: `settings` with rtol lowered to `rtol`
+    (never raised) and atol scaled by the same factor."""
+    if rtol is None or rtol >= settings.rtol:
+        return settings
+    f = rtol / settings.rtol
+    return dataclasses.replace(settings, rtol=rtol, atol=settings.atol * f)
+
+
+@in_float64
+def locate_switches(
+    method: "str | Method",
+    data: Dataset,
+    W0,
+    rho,
+    ts,
+    *,
+    clock: "str | Clock" = Clock.T,
+    settings: SolverSettings = SolverSettings(),
+    max_switches: "int | None" = None,
+    rtol: "float | None" = REFINE_RTOL,
+    chunk: int = 256,
+    t_stop=None,
+) -> SwitchTimes:
+    """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
+    by an event of the engine (module docstring; docs/theory.md s.5).
+
+    **Arguments:** `method`, `data`, `clock`, `settings` as in `samflow.solve`;
+    `W0` float `(B, L, d)` inits (`samflow.solve.batch_cells` makes them from
+    alpha); `rho` `(B,)`; `ts` `(n_save,)` the save times of the main solve
+    (the horizon is `ts[-1]`; the record is checked at these times);
+    `max_switches` K slots per cell (default 2 d + 2); `rtol` the re-solve's
+    relative tolerance (default `REFINE_RTOL` = 1e-10; None keeps
+    `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
+    the last chunk padded, so the bits do not depend on how a grid is sliced);
+    `t_stop` `(B,)` optional horizons <= `ts[-1]` (`switch_horizon`: the
+    re-solve of a cell ends there, its later save times are clipped to it).
+
+    **Returns:** `SwitchTimes` with leading axis B.
+
+    **Raises:** `ValueError` (one line) for an unknown method or clock, bad
+    save times, `W0` not `(B, L, d)` or `rho` not `(B,)`, or K < 1.
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    check_data(data)
+    ts = check_save_times(ts)
+    W0 = np.asarray(W0, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
+    if W0.ndim != 3 or W0.shape[-1] != data.d:
+        raise ValueError(f"W0 must have shape (B, L, d={data.d}), got {W0.shape}")
+    if rho.shape != W0.shape[:1]:
+        raise ValueError(f"rho must have shape ({W0.shape[0]},), one radius per init, got {rho.shape}")
+    check_depth(W0.shape[1])
+    K = 2 * data.d + 2 if max_switches is None else int(max_switches)
+    if K < 1:
+        raise ValueError(f"max_switches must be >= 1, got {max_switches}")
+    settings = refine_settings(settings.resolved(method, W0, data, clock), rtol)
+    B = W0.shape[0]
+    t_stop = np.full(B, ts[-1]) if t_stop is None else np.asarray(t_stop, dtype=np.float64)
+    if t_stop.shape != (B,) or not np.all((t_stop > 0) & (t_stop <= ts[-1])):
+        raise ValueError(f"t_stop must be ({B},) horizons in (0, ts[-1]], got shape {t_stop.shape}")
+    ts_cells = np.minimum(ts[None, :], t_stop[:, None])
+    width = max(1, min(int(chunk), B))
+    parts = []
+    for i in range(0, B, width):
+        idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
+        out = _switch_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]), method, clock, settings, K)
+        parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
+
+
+def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
+    """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells,
+    at the sweep's batch `width` (so a slice gives the bits of the whole grid),
+    each cell re-solved up to its `switch_horizon` read off its main solve
+    (`results[method]`, a Trajectory or a Summary). Methods that are not flows
+    of `samflow.Method` are left out."""
+    from .analysis import dominant_index, tied
+
+    out = {}
+    for m, res in results.items():
+        if isinstance(m, Method):
+            if hasattr(res, "dominant"):
+                dom, tie = np.asarray(res.dominant), np.asarray(res.tied)
+            else:
+                beta = np.asarray(res.beta)
+                dom, tie = dominant_index(beta), tied(beta, 1e-9)
+            t_stop = switch_horizon(dom, tie, ts)
+            # A slice is padded with copies of its last cell (`run_sweep`).
+            t_stop = np.concatenate([t_stop, np.repeat(t_stop[-1:], W0.shape[0] - t_stop.size)])
+            sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop)
+            out[m] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
+    return out
+
+
+def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
+                 to_end: bool = False):
+    """Exact switch times of the dominant feature argmax_j |beta_j| of a
+    `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
+    dated at save times (`samflow.switches`).
+
+    The cell is solved again by the same engine from its first saved state
+    (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) with
+    the event "a challenger overtakes the leader" on, up to the first save time
+    at which the trajectory's last saved leader is seen
+    (`samflow.switches.switch_horizon`; with `to_end`, up to the last save
+    time); the record is checked against that solve's leader at every untied
+    save time.
+
+    **Arguments:** `traj` a `samflow.Trajectory` of one cell or a 1-D batch of
+    B cells (a `Summary` has no weights: use `samflow.switches.locate_switches`
+    on the inits); `method`, `data`, `rho` (scalar or (B,)), `clock`,
+    `settings` (default `SolverSettings()`) as given to `samflow.solve`;
+    `max_switches` slots per cell (default 2 d + 2); `rtol` of the re-solve
+    ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`).
+
+    **Returns:** `SwitchTimes` (`time` in the clock of the solve and `t` in
+    real time, `from_`, `to` 1-based, `count`, `first`, `ok`), NumPy arrays
+    with the batch axis of `traj` (none for one cell). A refused record
+    (`ok` False: more than `max_switches` switches, or a switch the check
+    found missing) is all NaN / -1, never a wrong time.
+
+    **Raises:** `ValueError` (one line) for a `traj` without weights, fewer
+    than two save times, a rho that does not match the batch, or any error of
+    `samflow.solve` for these inputs.
+    """
+    from .analysis import dominant_index, tied
+
+    W = getattr(traj, "W", None)
+    if W is None:
+        raise ValueError("switch_times needs a Trajectory with weights W (a Summary has none); "
+                         "use samflow.switches.locate_switches on the inits")
+    W = np.asarray(W, dtype=np.float64)
+    one = W.ndim == 3
+    W = W[None] if one else W
+    if W.ndim != 4:
+        raise ValueError(f"traj.W must be (n_save, L, d) or (B, n_save, L, d), got shape {W.shape}")
+    ts = np.asarray(traj.ts, dtype=np.float64).reshape(-1, W.shape[1])[0]
+    t_real = np.asarray(traj.t, dtype=np.float64).reshape(W.shape[0], W.shape[1])[:, 0]
+    if ts.size < 2:
+        raise ValueError("switch_times needs at least two save times")
+    rho_b = np.broadcast_to(np.asarray(rho, dtype=np.float64), (W.shape[0],)) if np.ndim(rho) == 0 else np.asarray(rho, dtype=np.float64)
+    if rho_b.shape != (W.shape[0],):
+        raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
+    settings = SolverSettings() if settings is None else settings
+    beta = np.asarray(traj.beta, dtype=np.float64).reshape(W.shape[:2] + W.shape[-1:])
+    t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
+    out = locate_switches(
+        method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0],
+    )
+    # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
+    out = type(out)(
+        out.time + ts[0], out.t + t_real[:, None], out.from_, out.to, out.count, out.first, out.ok,
+    )
+    return jax.tree_util.tree_map(lambda x: x[0], out) if one else out
+
+
+def switches_of(method, data, alpha, rho, ts, *, depth: int = 2, alpha_batched: bool = False, **kw) -> SwitchTimes:
+    """`locate_switches` for a `samflow.solve`-style call (alpha, rho as there;
+    one cell for a scalar rho: no leading axis)."""
+    W0, rho_b, batched = batch_cells(alpha, rho, check_depth(depth), data.d, alpha_batched=alpha_batched)
+    out = locate_switches(method, data, np.asarray(W0), np.asarray(rho_b), ts, **kw)
+    return out if batched else jax.tree_util.tree_map(lambda x: x[0], out)
