@@ -16,7 +16,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from .flows import Clock, Method
+from .flows import Clock
 from .model import beta as beta_of
 from .model import residual
 from ._field import SamField, _rsurface_parts
@@ -167,13 +167,7 @@ class EventSet(eqx.Module):
     def for_cell(cls, field: SamField, depth: int, multi: bool, settings, w_scale, r_scale) -> "EventSet":
         """The events of a cell of `field` at this depth (`multi`: linf on
         multi-sample data; `r_scale` = max|X| there, else None)."""
-        names = []
-        if field.method is Method.L2 and depth >= 2:
-            names.append("collapse")
-        if field.method is Method.L2:
-            names.append("critical")
-        if field.method is Method.LINF:
-            names.append("cross")
+        names = list(field.method.spec.events_at(depth))
         if multi:
             names += ["rcross", "rexit"]
         if field.clock is Clock.TAU:

@@ -20,7 +20,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
 from .data import Dataset
-from .flows import Method, unit_l2
+from .flows import Method
 from .losses import AbstractLoss, get_loss
 from ._settings import _brief, _float_array, check_rho
 
@@ -158,17 +158,7 @@ def model_grad(f: Callable, theta: Pytree, data: Dataset, loss="logistic") -> Py
 
 def model_perturbation(method: "str | Method", G: Pytree, rho) -> Pytree:
     """eps(G) of the table in the module docstring, norms over all leaves together."""
-    method = Method.parse(method)
-    if method is Method.GD:
-        return jax.tree_util.tree_map(jnp.zeros_like, G)
-    if method is Method.LINF:
-        return jax.tree_util.tree_map(lambda g: rho * jnp.sign(g), G)
-    if method is Method.USAM:
-        return jax.tree_util.tree_map(lambda g: rho * g, G)
-    if method is Method.L2:
-        flat, unravel = ravel_pytree(G)
-        return unravel(rho * unit_l2(flat))
-    raise ValueError(f"unknown method {method!r}")
+    return Method.parse(method).spec.perturbation(G, rho)
 
 
 def model_velocity(method, f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> Pytree:

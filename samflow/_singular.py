@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .data import Dataset
-from .flows import Method, unit_l2
+from .flows import unit_l2
 from .model import beta as beta_of
 from .model import loss_value, prod_excl, residual
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
@@ -259,7 +259,7 @@ def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_e
         )
         frozen = frozen | (hold[None] & at_zero)
         col_mixed = jnp.any(mixed)
-    elif method is Method.LINF:
+    elif method.spec.slides:
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf
         )

@@ -33,7 +33,6 @@ field; with `memory = None` (or 0) it is plain `sign`.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -90,18 +89,12 @@ def perturbation(
     **Returns:** eps, shape (L, d). For l2, ||eps||_2 = rho exactly when G != 0
     and eps = 0 when G = 0.
     """
-    if method is Method.GD:
-        return jnp.zeros_like(W)
-    if method is Method.LINF:
-        # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the
-        # sign memory stand in for sign(0) on a switching surface.
-        return rho * jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    spec = Method.parse(method).spec
     G = -r[None, :] * prod_excl(W)
-    if method is Method.L2:
-        return rho * unit_l2(G)
-    if method is Method.USAM:
-        return rho * G
-    raise ValueError(f"unknown method {method!r}")
+    # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the sign
+    # memory stand in for sign(0) on a switching surface (used by linf only).
+    sign_G = jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    return spec.perturbation(G, rho, sign=sign_G)
 
 
 def perturbed_weights(W, r, rho, method: Method, memory=None):
@@ -141,7 +134,7 @@ def rescaled_velocity(
     `mu` is then y_1 x_1.
     """
     mu = data.y[0] * data.X[0]
-    r_pert = residual(W, data, loss) if method is Method.USAM else mu
+    r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
     W_hat = perturbed_weights(W, r_pert, rho, method, memory)
     z_hat = jnp.dot(beta(W_hat), mu)
     dW = mu[None, :] * prod_excl(W_hat)
@@ -188,29 +181,14 @@ def log_velocity(
 
     **Raises:** `ValueError` for linf (its field is discontinuous at 0).
     """
-    if method is Method.LINF:
-        raise ValueError("log coordinates do not apply to linf-SAM (its weights slide at 0)")
+    spec = Method.parse(method).spec
     mu = data.y[0] * data.X[0]
     sigma = jnp.prod(sign, axis=0)
     X = jnp.sum(x, axis=0)
     E = X[None, :] - 2.0 * x
     beta_abs_log = X
     z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
-    if method is Method.GD:
-        a = jnp.ones_like(x)
-    elif method is Method.L2:
-        nz = mu != 0
-        log_mu = jnp.log(jnp.where(nz, jnp.abs(mu), 1.0))
-        terms = jnp.where(nz[None, :], 2.0 * (log_mu[None, :] + X[None, :] - x), -jnp.inf)
-        lse = jax.nn.logsumexp(terms)
-        has_g = jnp.isfinite(lse)
-        log_norm = 0.5 * jnp.where(has_g, lse, 0.0)
-        a = jnp.where(has_g, 1.0 - rho * mu * sigma * jnp.exp(E - log_norm), 1.0)
-    elif method is Method.USAM:
-        r = loss.slope(z) * mu
-        a = 1.0 - rho * r * sigma * jnp.exp(E)
-    else:
-        raise ValueError(f"unknown method {method!r}")
+    a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss)  # ValueError for linf
     z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * jnp.prod(a, axis=0))
     log_rate = loss.log_inv_slope(z_hat)
     k = 1.0 if rescaled else loss.slope(z_hat)
@@ -247,8 +225,7 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "s
     """
     import numpy as np
 
-    method = Method.parse(method)
-    if method is Method.LINF:
+    if not Method.parse(method).spec.log_coords:
         return LOG_NOT_LINF
     if data is not None and data.X.shape[0] != 1:
         return LOG_ONE_SAMPLE

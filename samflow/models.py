@@ -188,7 +188,7 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         return jnp.where(ok, ratio - capture, 1.0)
 
     event, watch, start_collapsed = None, jnp.asarray(False), jnp.asarray(False)
-    if method is Method.L2:
+    if method.spec.collapses:
         watch = rho > 0
         start_collapsed = watch & (collapse_cond(theta0, rho) <= 0) & ok_in
         # Positive until the capture; bisection on the step's interpolant
@@ -215,7 +215,7 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         throw=False,
     )
     theta_ts, theta_end = sol.ys
-    if method is Method.L2:
+    if method.spec.collapses:
         theta_ts, collapsed, event_time = _after_collapse(
             f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in
         )
