@@ -22,6 +22,10 @@ from jaxtyping import Array, Float
 from .data import Dataset
 from .flows import Method
 from .losses import AbstractLoss, get_loss
+from ._iterate import _all_finite as _all_finite
+from ._iterate import _finite_rows as _finite_rows
+from ._iterate import _mask_rows as _mask_rows
+from ._iterate import _safe_inputs as _safe_inputs
 from ._settings import _brief, _float_array, check_rho
 
 Pytree = Any
@@ -173,38 +177,6 @@ def model_sam_step(method, f: Callable, theta: Pytree, rho, eta, data: Dataset, 
     """One discrete step theta - eta grad L(theta + eps(theta)) (sign(0) = 0 for linf)."""
     v = model_velocity(method, f, theta, rho, data, loss)
     return jax.tree_util.tree_map(lambda th, dv: th + eta * dv, theta, v)
-
-
-def _all_finite(tree) -> Array:
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-
-
-def _safe_inputs(theta0: Pytree, rho, data: Dataset):
-    """float64 inputs of one cell, with non-finite ones replaced by harmless zeros
-    (the cell is then marked by `ok_in` and its outputs are NaN): returns
-    (theta0, rho, data, ok_in)."""
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
-    rho = jnp.asarray(rho, jnp.float64)
-    ok_in = _all_finite(theta0) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
-    rho = jnp.where(ok_in, rho, 0.0)
-    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
-    return theta0, rho, data, ok_in
-
-
-def _finite_rows(tree) -> Array:
-    """(n_save,) True where every leaf of a time-stacked pytree is finite."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(x).reshape(x.shape[0], -1), axis=1) for x in leaves]), axis=0
-    )
-
-
-def _mask_rows(tree, ok):
-    return jax.tree_util.tree_map(
-        lambda x: jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.nan), tree
-    )
 
 
 def _flat_norm(tree) -> Array:

@@ -43,7 +43,9 @@ from .losses import get_loss
 from .model import beta as beta_of
 from .model import grad_loss, loss_value, residual
 from ._integrate import batch_cells, solve
-from ._settings import SolverSettings, _brief, check_data, check_depth, check_save_times
+from ._iterate import _check_eta as _check_eta
+from ._iterate import save_iterations as save_iterations
+from ._settings import SolverSettings, check_data, check_depth, check_save_times
 from .status import Status
 from ._x64 import in_float64
 
@@ -81,37 +83,6 @@ class DiscreteTrajectory(eqx.Module):
     finite: Bool[Array, ""]
     status: Int[Array, ""]
     event_t: Float[Array, ""]
-
-
-def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Iteration indices and real times of the iterates saved for the times `ts`.
-
-    **Arguments:** `ts` `(n_save,)` save times in real time t (checked as in
-    `samflow.solve`); `eta` > 0, the step size.
-
-    **Returns:** `(k, t)`: int64 `(n_save,)` with k_i = round(ts_i / eta)
-    (non-decreasing; two save times closer than eta can share an iterate) and
-    float64 `(n_save,)` with t_i = k_i eta.
-
-    **Raises:** `ValueError` for bad save times or a step size that is not a
-    finite number > 0.
-    """
-    eta = _check_eta(eta)
-    ts = check_save_times(ts)
-    ratio = ts / eta
-    if ratio[-1] >= 2.0**62:
-        raise ValueError(
-            f"the horizon {ts[-1]} is {ratio[-1]:.3g} steps of eta = {eta}: too many iterations"
-        )
-    k = np.rint(ratio).astype(np.int64)
-    return k, k * eta
-
-
-def _check_eta(eta) -> float:
-    eta_arr = np.asarray(eta, dtype=np.float64)
-    if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
-        raise ValueError(f"eta (the step size) must be a finite number > 0, got {_brief(eta)}")
-    return float(eta_arr)
 
 
 def sam_step(

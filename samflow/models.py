@@ -57,6 +57,7 @@ from .data import Dataset
 from .flows import Method
 from .losses import get_loss
 from ._events import _BracketEvent
+from ._iterate import save_iterations
 from ._settings import _SOLVERS, SolverSettings, check_data, check_save_times
 from .status import Status
 from ._x64 import in_float64
@@ -383,8 +384,6 @@ def run_model_discrete(
     a finite number > 0 (`ValueError` otherwise). Cost ts[-1] / eta steps per
     cell.
     """
-    from .discrete import save_iterations
-
     method = Method.parse(method)
     get_loss(loss)
     ks, _ = save_iterations(ts, eta)
