@@ -38,7 +38,7 @@ _LOG_T_MAX = 69.0
 _CRITICAL_GATE = 1e3
 
 
-class _BracketEvent(optx.Bisection):
+class BracketBisection(optx.Bisection):
     """Bisection that stops when the bracket is small in time alone.
 
     `optx.Bisection` also asks |f| < atol, which never holds for a steep event
@@ -194,7 +194,7 @@ class EventSet(eqx.Module):
         # Bisection on the bracket: Newton on Tsit5's dense interpolant can fail
         # to terminate. Decreasing conditions: events are down-crossings.
         return diffrax.Event(
-            self.value, root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True), direction=False
+            self.value, root_finder=BracketBisection(rtol=1e-13, atol=1e-13, flip=True), direction=False
         )
 
 
