@@ -57,6 +57,7 @@ from .data import Dataset
 from .flows import Method
 from .losses import get_loss
 from ._events import BracketBisection
+from ._singular import extrapolate_to_zero, linear_fill
 from ._settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
 from .status import Status
 from ._x64 import in_float64
@@ -140,28 +141,22 @@ def _saved_outputs(f, theta, data: Dataset, loss_fn, predictor):
 
 def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in):
     """Saved states of an l2 cell whose solve ended at the capture (or started there):
-    R and theta extrapolated linearly to R = 0 (the collapse time), theta frozen after.
+    R = `collapse_ratio` and theta extrapolated linearly to R = 0 (the collapse
+    time; `samflow._singular.extrapolate_to_zero`, as the diagonal network's
+    critical point), theta frozen after.
 
     **Returns:** (theta_ts, collapsed (), event_time ()).
     """
     theta_end = jax.tree_util.tree_map(lambda x: x[0], theta_end)
     t_end = jnp.where(start_collapsed, 0.0, sol.ts[1][0])
     collapsed = ((sol.result == diffrax.RESULTS.event_occurred) | start_collapsed) & ok_in
-    v_end = velocity(theta_end, rho)
-    R, dR = jax.jvp(lambda th: collapse_ratio(f, th, rho, data, loss_fn)[0], (theta_end,), (v_end,))
-    dt_rem = jnp.where((dR < 0) & ~start_collapsed, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
-    theta_c = jax.tree_util.tree_map(lambda x, v: x + dt_rem * v, theta_end, v_end)
+    R_fn = lambda th: collapse_ratio(f, th, rho, data, loss_fn)[0]
+    dt_rem, theta_c = extrapolate_to_zero(R_fn, theta_end, velocity(theta_end, rho), moving=~start_collapsed)
     event_time = jnp.where(collapsed, t_end + dt_rem, jnp.nan)
     span = jnp.where(dt_rem > 0, dt_rem, 1.0)
     frac = jnp.clip((ts - t_end) / span, 0.0, 1.0)  # 0 at the capture, 1 at the collapse
     after_capture = collapsed & (ts >= t_end)
-
-    def fill(x, xe, xc):
-        shape = (-1,) + (1,) * xe.ndim
-        path = xe[None] + frac.reshape(shape) * (xc - xe)[None]
-        return jnp.where(after_capture.reshape(shape), path, x)
-
-    return jax.tree_util.tree_map(fill, theta_ts, theta_end, theta_c), collapsed, event_time
+    return linear_fill(theta_ts, after_capture, frac, theta_end, theta_c), collapsed, event_time
 
 
 def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettings, loss, predictor=None) -> ModelTrajectory:
