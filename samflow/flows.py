@@ -5,7 +5,8 @@ Every flow is one rule, written once:
     W_hat = W + eps(G),   G = grad L(W) = -r * prod_excl(W),
     dW/dt = -grad L(W_hat) = r(W_hat) * prod_excl(W_hat),
 
-with the perturbation eps of the method:
+with the perturbation eps of the method (`Method.spec.perturbation`, the
+table of `samflow._methods`, shared with the generic models):
 
 | method | eps(G)             |
 |--------|--------------------|
@@ -15,7 +16,7 @@ with the perturbation eps of the method:
 | usam   | rho G              |
 
 For one sample {(mu, +1)}, r(W) = slope(z) mu with slope > 0. For gd, l2 and linf
-eps does not depend on that factor, and dividing the velocity by slope(z_hat)
+eps does not depend on that factor (`slope_free`), and dividing the velocity by slope(z_hat)
 gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 
     dW/dtau = mu * prod_excl(W_hat),   log(dt/dtau) = log_inv_slope(z_hat).

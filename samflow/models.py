@@ -8,7 +8,8 @@ function `f(theta, x) -> scalar`, with `theta` any pytree of float64 arrays and
     L(theta) = (1/n) sum_i ell(y_i f(theta, x_i)),   G = grad L(theta) (autodiff),
 
 and the flows / discrete algorithms use the perturbation eps(G) of docs/theory.md s.2
-with every norm taken over all leaves of the pytree together:
+with every norm taken over all leaves of the pytree together (`Method.spec`, the
+one table of `samflow._methods` that the diagonal network uses too):
 
 | method | eps(G)                         |
 |--------|--------------------------------|
