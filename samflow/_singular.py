@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 
 from .data import Dataset
-from .flows import unit_l2
+from .flows import Method
 from .model import beta as beta_of
-from .model import loss_value, prod_excl, residual
+from .model import grad_loss, loss_value, residual
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 if TYPE_CHECKING:
@@ -178,9 +178,9 @@ def _critical_ratio(W, rho, data, loss):
     margins (a perturbation that multiplies the loss), including a loss that
     has underflowed. Norms are scaled by max|G| first (no underflow).
     """
-    G = -residual(W, data, loss)[None, :] * prod_excl(W)
-    W_hat = W + rho * unit_l2(G)
-    G_hat = -residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    G = grad_loss(W, data, loss)
+    W_hat = W + Method.L2.spec.perturbation(G, rho)
+    G_hat = grad_loss(W_hat, data, loss)
     m = jnp.maximum(jnp.max(jnp.abs(G)), jnp.max(jnp.abs(G_hat)))
     m = jnp.where(m > 0, m, 1.0)
     g = jnp.sqrt(jnp.sum((G / m) ** 2))
