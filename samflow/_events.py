@@ -16,7 +16,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from .flows import Clock, Method
+from .flows import Clock
 from .diagonal_net import beta as beta_of
 from .diagonal_net import residual
 from ._field import SamField, _rsurface_parts
@@ -38,7 +38,7 @@ _LOG_T_MAX = 69.0
 _CRITICAL_GATE = 1e3
 
 
-class _BracketEvent(optx.Bisection):
+class BracketBisection(optx.Bisection):
     """Bisection that stops when the bracket is small in time alone.
 
     `optx.Bisection` also asks |f| < atol, which never holds for a steep event
@@ -167,13 +167,7 @@ class EventSet(eqx.Module):
     def for_cell(cls, field: SamField, depth: int, multi: bool, settings, w_scale, r_scale) -> "EventSet":
         """The events of a cell of `field` at this depth (`multi`: linf on
         multi-sample data; `r_scale` = max|X| there, else None)."""
-        names = []
-        if field.method is Method.L2 and depth >= 2:
-            names.append("collapse")
-        if field.method is Method.L2:
-            names.append("critical")
-        if field.method is Method.LINF:
-            names.append("cross")
+        names = list(field.method.spec.events_at(depth))
         if multi:
             names += ["rcross", "rexit"]
         if field.clock is Clock.TAU:
@@ -200,7 +194,7 @@ class EventSet(eqx.Module):
         # Bisection on the bracket: Newton on Tsit5's dense interpolant can fail
         # to terminate. Decreasing conditions: events are down-crossings.
         return diffrax.Event(
-            self.value, root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True), direction=False
+            self.value, root_finder=BracketBisection(rtol=1e-13, atol=1e-13, flip=True), direction=False
         )
 
 

@@ -20,9 +20,9 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
 from .data import Dataset
-from .flows import Method, unit_l2
+from .flows import Method
 from .losses import AbstractLoss, get_loss
-from ._settings import _brief, _float_array, check_rho
+from ._settings import brief, float_array
 
 Pytree = Any
 
@@ -137,7 +137,7 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
     return Model(f, beta, init, f"linear conv C={n_channels} K={kernel}")
 
 
-def _loss_obj(loss) -> AbstractLoss:
+def loss_obj(loss) -> AbstractLoss:
     return get_loss(loss) if isinstance(loss, str) else loss
 
 
@@ -148,7 +148,7 @@ def model_outputs(f: Callable, theta: Pytree, X: Float[Array, "n d"]) -> Float[A
 
 def model_loss(f: Callable, theta: Pytree, data: Dataset, loss="logistic") -> Float[Array, ""]:
     """L(theta) = mean_i ell(y_i f(theta, x_i)), a scalar."""
-    return jnp.mean(_loss_obj(loss).value(data.y * model_outputs(f, theta, data.X)))
+    return jnp.mean(loss_obj(loss).value(data.y * model_outputs(f, theta, data.X)))
 
 
 def model_grad(f: Callable, theta: Pytree, data: Dataset, loss="logistic") -> Pytree:
@@ -158,17 +158,7 @@ def model_grad(f: Callable, theta: Pytree, data: Dataset, loss="logistic") -> Py
 
 def model_perturbation(method: "str | Method", G: Pytree, rho) -> Pytree:
     """eps(G) of the table in the module docstring, norms over all leaves together."""
-    method = Method.parse(method)
-    if method is Method.GD:
-        return jax.tree_util.tree_map(jnp.zeros_like, G)
-    if method is Method.LINF:
-        return jax.tree_util.tree_map(lambda g: rho * jnp.sign(g), G)
-    if method is Method.USAM:
-        return jax.tree_util.tree_map(lambda g: rho * g, G)
-    if method is Method.L2:
-        flat, unravel = ravel_pytree(G)
-        return unravel(rho * unit_l2(flat))
-    raise ValueError(f"unknown method {method!r}")
+    return Method.parse(method).spec.perturbation(G, rho)
 
 
 def model_velocity(method, f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> Pytree:
@@ -185,39 +175,7 @@ def model_sam_step(method, f: Callable, theta: Pytree, rho, eta, data: Dataset, 
     return jax.tree_util.tree_map(lambda th, dv: th + eta * dv, theta, v)
 
 
-def _all_finite(tree) -> Array:
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-
-
-def _safe_inputs(theta0: Pytree, rho, data: Dataset):
-    """float64 inputs of one cell, with non-finite ones replaced by harmless zeros
-    (the cell is then marked by `ok_in` and its outputs are NaN): returns
-    (theta0, rho, data, ok_in)."""
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64), theta0)
-    rho = jnp.asarray(rho, jnp.float64)
-    ok_in = _all_finite(theta0) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    theta0 = jax.tree_util.tree_map(lambda x: jnp.where(ok_in, x, 0.0), theta0)
-    rho = jnp.where(ok_in, rho, 0.0)
-    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
-    return theta0, rho, data, ok_in
-
-
-def _finite_rows(tree) -> Array:
-    """(n_save,) True where every leaf of a time-stacked pytree is finite."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    return jnp.all(
-        jnp.stack([jnp.all(jnp.isfinite(x).reshape(x.shape[0], -1), axis=1) for x in leaves]), axis=0
-    )
-
-
-def _mask_rows(tree, ok):
-    return jax.tree_util.tree_map(
-        lambda x: jnp.where(ok.reshape((-1,) + (1,) * (x.ndim - 1)), x, jnp.nan), tree
-    )
-
-
-def _flat_norm(tree) -> Array:
+def flat_norm(tree) -> Array:
     flat, _ = ravel_pytree(tree)
     # Scaled by max|x| first: no overflow above 1e154, no underflow below 1e-154.
     m = jnp.max(jnp.abs(flat))
@@ -249,18 +207,13 @@ def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logisti
     G = model_grad(f, theta, data, loss)
     eps = model_perturbation(Method.L2, G, rho)
     theta_hat = jax.tree_util.tree_map(jnp.add, theta, eps)
-    g, gh = _flat_norm(G), _flat_norm(model_grad(f, theta_hat, data, loss))
+    g, gh = flat_norm(G), flat_norm(model_grad(f, theta_hat, data, loss))
     ratio = jnp.where(g > 0, g / jnp.where(gh > 0, gh, 1.0), 0.0)
     ok = model_loss(f, theta_hat, data, loss) <= 2.0 * model_loss(f, theta, data, loss)
     return ratio, ok
 
 
-def _check_rho(rho):
-    """rho as float64 `(B,)` and whether it was a vector (`samflow.solve.check_rho`)."""
-    return check_rho(rho)
-
-
-def _check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, batched: bool, theta0_batched) -> Pytree:
+def check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, batched: bool, theta0_batched) -> Pytree:
     """Validate the inits of a `solve_model` / `run_model_discrete` call before
     anything is compiled; returns theta0 with float64 numpy leaves.
 
@@ -270,11 +223,11 @@ def _check_cells(f: Callable, predictor, theta0: Pytree, data: Dataset, B: int, 
     against len(rho).
     """
     if not isinstance(theta0_batched, (bool, np.bool_)):
-        raise ValueError(f"theta0_batched must be True or False, got {_brief(theta0_batched)}")
+        raise ValueError(f"theta0_batched must be True or False, got {brief(theta0_batched)}")
     leaves, treedef = jax.tree_util.tree_flatten(theta0)
     if not leaves:
         raise ValueError("theta0 has no arrays: give the model's parameters (e.g. model.init(alpha))")
-    leaves = [_float_array(x, "theta0") for x in leaves]
+    leaves = [float_array(x, "theta0") for x in leaves]
     if theta0_batched:
         if not batched:
             raise ValueError(

@@ -149,7 +149,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     surface0 = jnp.asarray(False)
     if multi:
         rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
-    if method is Method.LINF:
+    if method.spec.slides:
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
             rsurf=(rmem0, rslide0) if multi else None,
@@ -418,8 +418,8 @@ def solve_cell(
     L, d = W0.shape
     # linf on multi-sample data: the direction also flips where r_j(W) = 0
     # (`_linf_multi_field`); on one sample r_j = slope mu_j never changes sign.
-    multi = method is Method.LINF and data.X.shape[0] > 1
-    if settings.coords == "log" and method is Method.LINF:
+    multi = method.spec.slides and data.X.shape[0] > 1
+    if settings.coords == "log" and not method.spec.log_coords:
         raise ValueError(LOG_NOT_LINF)  # `solve` checks first (`check_problem`)
     if multi and clock is Clock.TAU:
         raise ValueError(TAU_ONE_SAMPLE)

@@ -273,3 +273,7 @@ def check_data(data: Dataset, name: str = "data") -> None:
         Dataset.from_arrays(np.asarray(data.X), np.asarray(data.y))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name}: {e}") from None
+
+
+# The package's names for three helpers above (the generic models and the iteration engine use them).
+SOLVERS, brief, float_array = _SOLVERS, _brief, _float_array

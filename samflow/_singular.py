@@ -12,9 +12,9 @@ import jax
 import jax.numpy as jnp
 
 from .data import Dataset
-from .flows import Method, unit_l2
+from .flows import Method
 from .model import beta as beta_of
-from .model import loss_value, prod_excl, residual
+from .model import grad_loss, loss_value, residual
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 if TYPE_CHECKING:
@@ -178,9 +178,9 @@ def _critical_ratio(W, rho, data, loss):
     margins (a perturbation that multiplies the loss), including a loss that
     has underflowed. Norms are scaled by max|G| first (no underflow).
     """
-    G = -residual(W, data, loss)[None, :] * prod_excl(W)
-    W_hat = W + rho * unit_l2(G)
-    G_hat = -residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
+    G = grad_loss(W, data, loss)
+    W_hat = W + Method.L2.spec.perturbation(G, rho)
+    G_hat = grad_loss(W_hat, data, loss)
     m = jnp.maximum(jnp.max(jnp.abs(G)), jnp.max(jnp.abs(G_hat)))
     m = jnp.where(m > 0, m, 1.0)
     g = jnp.sqrt(jnp.sum((G / m) ** 2))
@@ -201,30 +201,60 @@ def _critical_cond(W, rho, data, loss, capture_radius, gate):
     return jnp.where(armed, R - capture_radius, _BIG)
 
 
+def zero_time(R, dR):
+    """Clock time for a distance R to reach 0 falling linearly at its rate dR:
+    R / -dR, 0 where R does not fall. R and dR may carry one common positive
+    factor (it cancels). The one collapse extrapolation of samflow
+    (docs/theory.md s.4): near a singular point the field is bounded, so R
+    falls at a constant rate and the error is O(capture^2)."""
+    return jnp.where(dR < 0, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
+
+
+def extrapolate_to_zero(R_fn, theta, v, moving=True):
+    """The remaining clock time dt to R_fn = 0 along the velocity `v` (a pytree
+    like theta), from R and its rate dR = d R_fn(theta)[v] (`zero_time`;
+    0 where not `moving`), and the point theta + dt v. For any model and any
+    distance function R_fn(theta) to a singular set, e.g. `_critical_ratio`
+    here or `samflow.models.collapse_ratio`."""
+    R, dR = jax.jvp(R_fn, (theta,), (v,))
+    dt = jnp.where(moving, zero_time(R, dR), 0.0)
+    return dt, jax.tree_util.tree_map(lambda x, u: x + dt * u, theta, v)
+
+
 def _critical_target(W, dW, rho, data, loss):
-    """Linear extrapolation to the critical point from the capture: R falls at a
-    constant rate there (bounded field). `dW` is dW/dclock; returns the remaining
-    clock time dt (>= 0) and the point W + dt dW."""
-    R, dR = jax.jvp(lambda w: _critical_ratio(w, rho, data, loss)[0], (W,), (dW,))
-    dt = jnp.where(dR < 0, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
-    return dt, W + dt * dW
+    """Linear extrapolation to the critical point from the capture
+    (`extrapolate_to_zero` with R = `_critical_ratio`). `dW` is dW/dclock;
+    returns the remaining clock time dt (>= 0) and the point W + dt dW."""
+    return extrapolate_to_zero(lambda w: _critical_ratio(w, rho, data, loss)[0], W, dW)
+
+
+def linear_fill(saved, mask, frac, a, b):
+    """Saved states (pytrees with a leading (n_save,) axis) replaced where
+    `mask` by the straight path a + frac (b - a) (`frac` (n_save,)): the state
+    between a capture and the singular point it is extrapolated to."""
+
+    def fill(x, xa, xb):
+        shape = (-1,) + (1,) * xa.ndim
+        path = xa[None] + frac.reshape(shape) * (xb - xa)[None]
+        return jnp.where(mask.reshape(shape), path, x)
+
+    return jax.tree_util.tree_map(fill, saved, a, b)
 
 
 def _hold_critical(out_W, after, approach, frac, W_detect, W_stop):
     """Saved weights (n_save, L, d) of a cell that reached a critical point: held
     at `W_stop` after the event, linear from the capture (`W_detect`) to it in
     between (`frac` 1 at the capture, 0 at the event), as the extrapolation assumes."""
-    path = W_stop[None] + frac[:, None, None] * (W_detect - W_stop)[None]
-    out_W = jnp.where(approach[:, None, None], path, out_W)
+    out_W = linear_fill(out_W, approach, frac, W_stop, W_detect)
     return jnp.where(after[:, None, None], W_stop[None], out_W)
 
 
 def extrapolate_collapse(W, dW):
     """Remaining clock time to W = 0 along a straight line from the capture:
-    ||W||^2 / (-W . dW) (0 if the field does not point inwards). The field is
-    bounded near 0, so the error is O(capture^2) (docs/theory.md s.4)."""
-    radial = -jnp.sum(W * dW)
-    return jnp.where(radial > 0, jnp.sum(W**2) / jnp.where(radial > 0, radial, 1.0), 0.0)
+    `zero_time` of R = ||W|| at its rate W . dW / ||W||, both times ||W||,
+    i.e. ||W||^2 / (-W . dW) (0 if the field does not point inwards). The
+    field is bounded near 0, so the error is O(capture^2) (docs/theory.md s.4)."""
+    return zero_time(jnp.sum(W**2), jnp.sum(W * dW))
 
 
 def _beta_direction(field: SamField, Y, W):
@@ -259,7 +289,7 @@ def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_e
         )
         frozen = frozen | (hold[None] & at_zero)
         col_mixed = jnp.any(mixed)
-    elif method is Method.LINF:
+    elif method.spec.slides:
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf
         )

@@ -16,8 +16,9 @@ the requested `ts` when these are multiples of eta). Use `save_iterations` to se
 the mapping in advance.
 
 **Memory.** The iterations run as a `lax.scan` over the save intervals with a
-`lax.while_loop` inside, so memory grows with the number of save times only,
-never with the number of iterations.
+`lax.while_loop` inside (`samflow._iterate.iterate`, the engine shared with
+`samflow.models`), so memory grows with the number of save times only, never
+with the number of iterations.
 
 **Failures.** linf-SAM at the discontinuity of sign, or any method with a step
 size too large for the curvature, can drive the iterates to inf or NaN. That cell
@@ -43,8 +44,10 @@ from .losses import get_loss
 from .model import beta as beta_of
 from .model import grad_loss, loss_value, residual
 from ._integrate import batch_cells, solve
-from ._settings import SolverSettings, _brief, check_data, check_depth, check_save_times
-from .status import Status
+from ._iterate import _check_eta as _check_eta
+from ._iterate import iterate, safe_inputs
+from ._iterate import save_iterations as save_iterations
+from ._settings import SolverSettings, check_data, check_depth, check_save_times
 from ._x64 import in_float64
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
@@ -83,37 +86,6 @@ class DiscreteTrajectory(eqx.Module):
     event_t: Float[Array, ""]
 
 
-def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
-    """Iteration indices and real times of the iterates saved for the times `ts`.
-
-    **Arguments:** `ts` `(n_save,)` save times in real time t (checked as in
-    `samflow.solve`); `eta` > 0, the step size.
-
-    **Returns:** `(k, t)`: int64 `(n_save,)` with k_i = round(ts_i / eta)
-    (non-decreasing; two save times closer than eta can share an iterate) and
-    float64 `(n_save,)` with t_i = k_i eta.
-
-    **Raises:** `ValueError` for bad save times or a step size that is not a
-    finite number > 0.
-    """
-    eta = _check_eta(eta)
-    ts = check_save_times(ts)
-    ratio = ts / eta
-    if ratio[-1] >= 2.0**62:
-        raise ValueError(
-            f"the horizon {ts[-1]} is {ratio[-1]:.3g} steps of eta = {eta}: too many iterations"
-        )
-    k = np.rint(ratio).astype(np.int64)
-    return k, k * eta
-
-
-def _check_eta(eta) -> float:
-    eta_arr = np.asarray(eta, dtype=np.float64)
-    if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
-        raise ValueError(f"eta (the step size) must be a finite number > 0, got {_brief(eta)}")
-    return float(eta_arr)
-
-
 def sam_step(
     W: Float[Array, "L d"],
     rho: Float[Array, ""],
@@ -140,60 +112,19 @@ def sam_step(
 
 
 def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str) -> DiscreteTrajectory:
-    """Iterate one cell and save at the iterations `ks` (non-decreasing, >= 0)."""
+    """Iterate one cell with `sam_step` (the engine `samflow._iterate.iterate`)
+    and save at the iterations `ks` (non-decreasing, >= 0)."""
     loss_fn = get_loss(loss)
-    dtype = jnp.result_type(W0.dtype, jnp.float64)
-    W0 = W0.astype(dtype)
-    rho = jnp.asarray(rho, dtype)
-    eta = jnp.asarray(eta, dtype)
-
-    ok_in = (
-        jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.isfinite(eta) & jnp.all(jnp.isfinite(data.X))
-    )
     # Bad inputs are replaced by harmless ones so that nothing non-finite is
     # iterated; the cell is marked and its outputs are NaN.
-    W0 = jnp.where(ok_in, W0, 0.0)
-    rho = jnp.where(ok_in, rho, 0.0)
-    data = Dataset(X=jnp.where(ok_in, data.X, 0.0), y=data.y)
-
-    def body(carry):
-        W, k, k_bad = carry
-        W = sam_step(W, rho, eta, data, method=method, loss=loss)
-        k = k + 1
-        bad = ~jnp.all(jnp.isfinite(W))
-        return W, k, jnp.where(bad & (k_bad < 0), k, k_bad)
-
-    def advance(carry, k_target):
-        # The trip count depends on the save times only, not on the cell, so under
-        # vmap every cell runs the same loop (no cell can stall another).
-        carry = jax.lax.while_loop(lambda c: c[1] < k_target, body, carry)
-        return carry, carry[0]
-
-    k0 = jnp.zeros((), ks.dtype)
-    (_, _, k_bad), out_W = jax.lax.scan(advance, (W0, k0, -jnp.ones_like(k0)), ks)
-
-    saved_ok = jnp.all(jnp.isfinite(out_W), axis=(1, 2)) & ok_in
-    # Once non-finite, always reported as NaN (an inf may turn back into a finite
-    # number by cancellation, which would be meaningless).
-    saved_ok = jnp.cumprod(saved_ok.astype(jnp.int32)).astype(bool)
-    out_W = jnp.where(saved_ok[:, None, None], out_W, jnp.nan)
-    finite = jnp.all(saved_ok)
-    status = jnp.where(
-        ~ok_in, int(Status.NONFINITE_INPUT), jnp.where(finite, int(Status.FINISHED), int(Status.FAILED))
-    )
+    W0, rho, data, ok_in = safe_inputs(W0, rho, data)
+    eta = jnp.asarray(eta, W0.dtype)
+    step = lambda W: sam_step(W, rho, eta, data, method=method, loss=loss)
+    out_W, rows, status, k_bad = iterate(step, W0, ks, ok_in)
     event_t = jnp.where(ok_in & (k_bad >= 0), k_bad * eta, jnp.nan)
-    return DiscreteTrajectory(
-        ts=ts,
-        t=ks * eta,
-        steps=ks,
-        eta=eta,
-        W=out_W,
-        beta=jax.vmap(beta_of)(out_W),
-        loss=jax.vmap(lambda W: loss_value(W, data, loss_fn))(out_W),
-        finite=finite,
-        status=status,
-        event_t=event_t,
-    )
+    beta = jax.vmap(beta_of)(out_W)
+    losses = jax.vmap(lambda W: loss_value(W, data, loss_fn))(out_W)
+    return DiscreteTrajectory(ts, ks * eta, ks, eta, out_W, beta, losses, jnp.all(rows), status, event_t)
 
 
 @eqx.filter_jit

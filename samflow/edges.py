@@ -373,7 +373,7 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
         # the bisection).
         T = 1e30 / mu_min
         T = T if tau else 2.0 * T / r ** (L - 2)
-        if method is Method.LINF:
+        if method.spec.slides:
             # linf from a = 1 -+ delta reaches 0 or blows up at tau ~ delta^-(L-2) / mu
             # (s.3.2): follow it down to delta = rtol. Not further: a cell whose
             # weights all slid at 0 goes on to the horizon (no stop event), so a
@@ -382,7 +382,7 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
             T = T if tau else 2.0 * T / r ** (L - 2)
     else:
         T = float(horizon)
-    log = tau and method is Method.L2 and coords != "linear"
+    log = tau and method.spec.log_coords and coords != "linear"
     if tau:
         settings = dataclasses.replace(settings, blowup_log10=min(300.0, L * math.log10(escape * r)),
                                        coords="log" if log else "linear")
@@ -402,7 +402,7 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
         Wf = np.asarray(tr.W[:, -1])
         fin = np.all(np.isfinite(Wf), axis=(1, 2))
         collapsed = (st == Status.COLLAPSED) | (fin & np.all(Wf == 0, axis=(1, 2)))
-        if method is Method.LINF:
+        if method.spec.slides:
             # Every weight slid at 0 (s.4.3): beta = 0 from then on, even if the
             # solver later ran out of steps following the zero state to the horizon.
             slid = np.isfinite(np.asarray(tr.slide_time)) | (mask[:, None, :] == 0)

@@ -5,7 +5,8 @@ Every flow is one rule, written once:
     W_hat = W + eps(G),   G = grad L(W) = -r * prod_excl(W),
     dW/dt = -grad L(W_hat) = r(W_hat) * prod_excl(W_hat),
 
-with the perturbation eps of the method:
+with the perturbation eps of the method (`Method.spec.perturbation`, the
+table of `samflow._methods`, shared with the generic models):
 
 | method | eps(G)             |
 |--------|--------------------|
@@ -15,7 +16,7 @@ with the perturbation eps of the method:
 | usam   | rho G              |
 
 For one sample {(mu, +1)}, r(W) = slope(z) mu with slope > 0. For gd, l2 and linf
-eps does not depend on that factor, and dividing the velocity by slope(z_hat)
+eps does not depend on that factor (`slope_free`), and dividing the velocity by slope(z_hat)
 gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 
     dW/dtau = mu * prod_excl(W_hat),   log(dt/dtau) = log_inv_slope(z_hat).
@@ -33,13 +34,14 @@ field; with `memory = None` (or 0) it is plain `sign`.
 
 from __future__ import annotations
 
-import enum
-
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .data import Dataset
+from ._methods import METHOD_LABELS as METHOD_LABELS
+from ._methods import Clock as Clock
+from ._methods import Method as Method
+from ._methods import unit_l2 as unit_l2
 from .losses import AbstractLoss
 from .model import beta, prod_excl, residual
 
@@ -54,76 +56,6 @@ __all__ = [
     "rescaled_velocity",
     "log_velocity",
 ]
-
-
-class _Named(str, enum.Enum):
-    """A str enum whose `parse` refuses an unknown name in one line naming the
-    allowed values (the kind is the class name: "method", "clock")."""
-
-    @classmethod
-    def parse(cls, name):
-        """The member named `name` (or `name` itself); `ValueError` otherwise."""
-        try:
-            return cls(name)
-        except ValueError:
-            allowed = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown {cls.__name__.lower()} {name!r}: allowed values are {allowed}") from None
-
-
-class Method(_Named):
-    """The four flows. Values are the names used in configs and result files."""
-
-    GD = "gd"
-    L2 = "l2"
-    LINF = "linf"
-    USAM = "usam"
-
-
-class Clock(_Named):
-    """The time variable of a solve: real time `t` or rescaled time `tau`."""
-
-    T = "t"
-    TAU = "tau"
-
-
-METHOD_LABELS = {
-    Method.GD: "GD",
-    Method.L2: r"$\ell_2$-SAM",
-    Method.LINF: r"$\ell_\infty$-SAM",
-    Method.USAM: "USAM",
-}
-
-
-def _unit_l2_parts(G):
-    m = jnp.max(jnp.abs(G))
-    nonzero = m > 0
-    safe_m = jnp.where(nonzero, m, 1.0)
-    Gs = G / safe_m
-    n = jnp.sqrt(jnp.sum(Gs * Gs))
-    safe_n = jnp.where(nonzero, n, 1.0)
-    return jnp.where(nonzero, Gs / safe_n, 0.0), nonzero, safe_m, safe_n
-
-
-@jax.custom_jvp
-def unit_l2(G: Float[Array, "..."]) -> Float[Array, "..."]:
-    """G / ||G||_2 over all entries, and exactly 0 where G = 0.
-
-    Scaled by max|G| first, so the result has norm 1 to rounding however small
-    G is (no underflow of G**2), with no additive epsilon. Its JVP is the exact
-    (I - u u^T) dG / ||G||, formed from the scaled quantities so that it stays
-    finite for G as small as 1e-300 (plain autodiff of the scaling would
-    overflow through 1/max|G|**2); at G = 0 the JVP is 0.
-    """
-    return _unit_l2_parts(G)[0]
-
-
-@unit_l2.defjvp
-def _unit_l2_jvp(primals, tangents):
-    (G,), (dG,) = primals, tangents
-    u, nonzero, safe_m, safe_n = _unit_l2_parts(G)
-    dGs = dG / safe_m
-    du = (dGs - u * jnp.sum(u * dGs)) / safe_n
-    return u, jnp.where(nonzero, du, 0.0)
 
 
 def sign_with_memory(W: Float[Array, "L d"], memory: Float[Array, "L d"] | None) -> Float[Array, "L d"]:
@@ -158,18 +90,12 @@ def perturbation(
     **Returns:** eps, shape (L, d). For l2, ||eps||_2 = rho exactly when G != 0
     and eps = 0 when G = 0.
     """
-    if method is Method.GD:
-        return jnp.zeros_like(W)
-    if method is Method.LINF:
-        # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the
-        # sign memory stand in for sign(0) on a switching surface.
-        return rho * jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    spec = Method.parse(method).spec
     G = -r[None, :] * prod_excl(W)
-    if method is Method.L2:
-        return rho * unit_l2(G)
-    if method is Method.USAM:
-        return rho * G
-    raise ValueError(f"unknown method {method!r}")
+    # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the sign
+    # memory stand in for sign(0) on a switching surface (used by linf only).
+    sign_G = jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    return spec.perturbation(G, rho, sign=sign_G)
 
 
 def perturbed_weights(W, r, rho, method: Method, memory=None):
@@ -209,7 +135,7 @@ def rescaled_velocity(
     `mu` is then y_1 x_1.
     """
     mu = data.y[0] * data.X[0]
-    r_pert = residual(W, data, loss) if method is Method.USAM else mu
+    r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
     W_hat = perturbed_weights(W, r_pert, rho, method, memory)
     z_hat = jnp.dot(beta(W_hat), mu)
     dW = mu[None, :] * prod_excl(W_hat)
@@ -256,29 +182,14 @@ def log_velocity(
 
     **Raises:** `ValueError` for linf (its field is discontinuous at 0).
     """
-    if method is Method.LINF:
-        raise ValueError("log coordinates do not apply to linf-SAM (its weights slide at 0)")
+    spec = Method.parse(method).spec
     mu = data.y[0] * data.X[0]
     sigma = jnp.prod(sign, axis=0)
     X = jnp.sum(x, axis=0)
     E = X[None, :] - 2.0 * x
     beta_abs_log = X
     z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
-    if method is Method.GD:
-        a = jnp.ones_like(x)
-    elif method is Method.L2:
-        nz = mu != 0
-        log_mu = jnp.log(jnp.where(nz, jnp.abs(mu), 1.0))
-        terms = jnp.where(nz[None, :], 2.0 * (log_mu[None, :] + X[None, :] - x), -jnp.inf)
-        lse = jax.nn.logsumexp(terms)
-        has_g = jnp.isfinite(lse)
-        log_norm = 0.5 * jnp.where(has_g, lse, 0.0)
-        a = jnp.where(has_g, 1.0 - rho * mu * sigma * jnp.exp(E - log_norm), 1.0)
-    elif method is Method.USAM:
-        r = loss.slope(z) * mu
-        a = 1.0 - rho * r * sigma * jnp.exp(E)
-    else:
-        raise ValueError(f"unknown method {method!r}")
+    a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss)  # ValueError for linf
     z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * jnp.prod(a, axis=0))
     log_rate = loss.log_inv_slope(z_hat)
     k = 1.0 if rescaled else loss.slope(z_hat)
@@ -315,8 +226,7 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "s
     """
     import numpy as np
 
-    method = Method.parse(method)
-    if method is Method.LINF:
+    if not Method.parse(method).spec.log_coords:
         return LOG_NOT_LINF
     if data is not None and data.X.shape[0] != 1:
         return LOG_ONE_SAMPLE

@@ -8,7 +8,8 @@ function `f(theta, x) -> scalar`, with `theta` any pytree of float64 arrays and
     L(theta) = (1/n) sum_i ell(y_i f(theta, x_i)),   G = grad L(theta) (autodiff),
 
 and the flows / discrete algorithms use the perturbation eps(G) of docs/theory.md s.2
-with every norm taken over all leaves of the pytree together:
+with every norm taken over all leaves of the pytree together (`Method.spec`, the
+one table of `samflow._methods` that the diagonal network uses too):
 
 | method | eps(G)                         |
 |--------|--------------------------------|
@@ -56,31 +57,28 @@ from jaxtyping import Array, Float, Int
 from .data import Dataset
 from .flows import Method
 from .losses import get_loss
-from ._events import _BracketEvent
-from ._settings import _SOLVERS, SolverSettings, check_data, check_save_times
+from ._events import BracketBisection
+from ._singular import extrapolate_to_zero, linear_fill
+from ._settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
 from .status import Status
 from ._x64 import in_float64
-from ._generic import (  # noqa: F401  (moved there; this module keeps the names)
+from ._generic import (
     Model as Model,
-    diagonal_network as diagonal_network,
-    two_layer_linear as two_layer_linear,
-    linear_conv as linear_conv,
-    _loss_obj as _loss_obj,
-    model_outputs as model_outputs,
-    model_loss as model_loss,
-    model_grad as model_grad,
-    model_perturbation as model_perturbation,
-    model_velocity as model_velocity,
-    model_sam_step as model_sam_step,
-    _all_finite as _all_finite,
-    _safe_inputs as _safe_inputs,
-    _finite_rows as _finite_rows,
-    _mask_rows as _mask_rows,
-    _flat_norm as _flat_norm,
+    check_cells,
     collapse_ratio as collapse_ratio,
-    _check_rho as _check_rho,
-    _check_cells as _check_cells,
+    diagonal_network as diagonal_network,
+    flat_norm as _flat_norm,  # noqa: F401  (the name the tests know)
+    linear_conv as linear_conv,
+    loss_obj,
+    model_grad as model_grad,
+    model_loss as model_loss,
+    model_outputs as model_outputs,
+    model_perturbation as model_perturbation,
+    model_sam_step as model_sam_step,
+    model_velocity as model_velocity,
+    two_layer_linear as two_layer_linear,
 )
+from ._iterate import finite_prefix, iterate, safe_inputs, save_iterations
 
 __all__ = [
     "Model",
@@ -133,30 +131,33 @@ class ModelTrajectory(eqx.Module):
     num_steps: Int[Array, ""]
 
 
+def _saved_outputs(f, theta, data: Dataset, loss_fn, predictor):
+    """Outputs (n_save, n), loss (n_save,) and effective predictor (n_save, d)
+    (None without a predictor) of saved states, a pytree with a leading (n_save,) axis."""
+    outs = jax.vmap(lambda th: model_outputs(f, th, data.X))(theta)
+    losses = jnp.mean(loss_fn.value(data.y[None, :] * outs), axis=1)
+    beta = None if predictor is None else jax.vmap(predictor)(theta)
+    return outs, losses, beta
+
+
 def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in):
     """Saved states of an l2 cell whose solve ended at the capture (or started there):
-    R and theta extrapolated linearly to R = 0 (the collapse time), theta frozen after.
+    R = `collapse_ratio` and theta extrapolated linearly to R = 0 (the collapse
+    time; `samflow._singular.extrapolate_to_zero`, as the diagonal network's
+    critical point), theta frozen after.
 
     **Returns:** (theta_ts, collapsed (), event_time ()).
     """
     theta_end = jax.tree_util.tree_map(lambda x: x[0], theta_end)
     t_end = jnp.where(start_collapsed, 0.0, sol.ts[1][0])
     collapsed = ((sol.result == diffrax.RESULTS.event_occurred) | start_collapsed) & ok_in
-    v_end = velocity(theta_end, rho)
-    R, dR = jax.jvp(lambda th: collapse_ratio(f, th, rho, data, loss_fn)[0], (theta_end,), (v_end,))
-    dt_rem = jnp.where((dR < 0) & ~start_collapsed, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
-    theta_c = jax.tree_util.tree_map(lambda x, v: x + dt_rem * v, theta_end, v_end)
+    R_fn = lambda th: collapse_ratio(f, th, rho, data, loss_fn)[0]
+    dt_rem, theta_c = extrapolate_to_zero(R_fn, theta_end, velocity(theta_end, rho), moving=~start_collapsed)
     event_time = jnp.where(collapsed, t_end + dt_rem, jnp.nan)
     span = jnp.where(dt_rem > 0, dt_rem, 1.0)
     frac = jnp.clip((ts - t_end) / span, 0.0, 1.0)  # 0 at the capture, 1 at the collapse
     after_capture = collapsed & (ts >= t_end)
-
-    def fill(x, xe, xc):
-        shape = (-1,) + (1,) * xe.ndim
-        path = xe[None] + frac.reshape(shape) * (xc - xe)[None]
-        return jnp.where(after_capture.reshape(shape), path, x)
-
-    return jax.tree_util.tree_map(fill, theta_ts, theta_end, theta_c), collapsed, event_time
+    return linear_fill(theta_ts, after_capture, frac, theta_end, theta_c), collapsed, event_time
 
 
 def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettings, loss, predictor=None) -> ModelTrajectory:
@@ -176,8 +177,8 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     within O(capture_radius^2 rho^2) of 0).
     """
     method = Method.parse(method)
-    loss_fn = _loss_obj(loss)
-    theta0, rho, data, ok_in = _safe_inputs(theta0, rho, data)
+    loss_fn = loss_obj(loss)
+    theta0, rho, data, ok_in = safe_inputs(theta0, rho, data)
     capture = settings.capture_radius
 
     def velocity(th, rho_):
@@ -188,21 +189,21 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         return jnp.where(ok, ratio - capture, 1.0)
 
     event, watch, start_collapsed = None, jnp.asarray(False), jnp.asarray(False)
-    if method is Method.L2:
+    if method.spec.collapses:
         watch = rho > 0
         start_collapsed = watch & (collapse_cond(theta0, rho) <= 0) & ok_in
         # Positive until the capture; bisection on the step's interpolant
         # brackets the capture time (as in samflow.solve).
         event = diffrax.Event(
             lambda t, y, args, **kw: jnp.where(args[1], collapse_cond(y, args[0]), 1.0),
-            root_finder=_BracketEvent(rtol=1e-13, atol=1e-13, flip=True),
+            root_finder=BracketBisection(rtol=1e-13, atol=1e-13, flip=True),
             direction=False,
         )
     # A cell that starts captured does not move (zero field: a trivial solve).
     live = jnp.where(start_collapsed, 0.0, 1.0)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(lambda v: live * v, velocity(th, args[0]))),
-        _SOLVERS[settings.solver](),
+        SOLVERS[settings.solver](),
         0.0,
         ts[-1],
         None,
@@ -215,19 +216,15 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         throw=False,
     )
     theta_ts, theta_end = sol.ys
-    if method is Method.L2:
+    if method.spec.collapses:
         theta_ts, collapsed, event_time = _after_collapse(
             f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in
         )
     else:
         collapsed, event_time = jnp.asarray(False), jnp.asarray(jnp.nan, jnp.float64)
     ok = (sol.result == diffrax.RESULTS.successful) | collapsed
-    rows = _finite_rows(theta_ts) & ok_in
-    rows = jnp.cumprod(rows.astype(jnp.int32)).astype(bool)
-    theta = _mask_rows(theta_ts, rows)
-    outs = jax.vmap(lambda th: model_outputs(f, th, data.X))(theta)
-    losses = jnp.mean(loss_fn.value(data.y[None, :] * outs), axis=1)
-    beta = None if predictor is None else jax.vmap(predictor)(theta)
+    theta, _ = finite_prefix(theta_ts, ok_in)
+    outs, losses, beta = _saved_outputs(f, theta, data, loss_fn, predictor)
     status = jnp.select(
         [~ok_in, collapsed, ok, sol.result == diffrax.RESULTS.max_steps_reached],
         [int(Status.NONFINITE_INPUT), int(Status.COLLAPSED), int(Status.FINISHED), int(Status.MAX_STEPS)],
@@ -250,8 +247,8 @@ def _model_cells(f, theta0, rho, data: Dataset, theta0_batched):
     if not callable(fn):
         raise ValueError(f"f must be a function f(theta, x) or a samflow.models.Model, got {type(f).__name__}")
     check_data(data)
-    r, batched = _check_rho(rho)
-    theta0 = _check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
+    r, batched = check_rho(rho)
+    theta0 = check_cells(fn, predictor, theta0, data, r.shape[0], batched, theta0_batched)
     return fn, predictor, theta0, jnp.asarray(r), batched
 
 
@@ -332,27 +329,12 @@ class ModelDiscreteTrajectory(eqx.Module):
 
 
 def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
-    loss_fn = _loss_obj(loss)
-    theta0, rho, data, ok_in = _safe_inputs(theta0, rho, data)
-
-    def body(c):
-        th, k = c
-        return model_sam_step(method, f, th, rho, eta, data, loss_fn), k + 1
-
-    def advance(c, k_target):
-        c = jax.lax.while_loop(lambda c: c[1] < k_target, body, c)
-        return c, c[0]
-
-    _, thetas = jax.lax.scan(advance, (theta0, jnp.zeros((), ks.dtype)), ks)
-    rows = _finite_rows(thetas) & ok_in
-    rows = jnp.cumprod(rows.astype(jnp.int32)).astype(bool)
-    thetas = _mask_rows(thetas, rows)
-    outs = jax.vmap(lambda th: model_outputs(f, th, data.X))(thetas)
-    losses = jnp.mean(loss_fn.value(data.y[None, :] * outs), axis=1)
-    beta = None if predictor is None else jax.vmap(predictor)(thetas)
-    status = jnp.where(
-        ~ok_in, int(Status.NONFINITE_INPUT), jnp.where(jnp.all(rows), int(Status.FINISHED), int(Status.FAILED))
-    )
+    """Iterate one cell with `model_sam_step` (the engine `samflow._iterate.iterate`)."""
+    loss_fn = loss_obj(loss)
+    theta0, rho, data, ok_in = safe_inputs(theta0, rho, data)
+    step = lambda th: model_sam_step(method, f, th, rho, eta, data, loss_fn)
+    thetas, _, status, _ = iterate(step, theta0, ks, ok_in)
+    outs, losses, beta = _saved_outputs(f, thetas, data, loss_fn, predictor)
     return ModelDiscreteTrajectory(ts, ks * eta, ks, thetas, outs, losses, beta, status)
 
 
@@ -383,8 +365,6 @@ def run_model_discrete(
     a finite number > 0 (`ValueError` otherwise). Cost ts[-1] / eta steps per
     cell.
     """
-    from .discrete import save_iterations
-
     method = Method.parse(method)
     get_loss(loss)
     ks, _ = save_iterations(ts, eta)

@@ -29,6 +29,10 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
 
+# Check the checkout this file is in: run as a script, sys.path[0] is tests/, and
+# an editable install elsewhere (another worktree, the main checkout) would win.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import samflow as sf  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parent / "data" / "pin_reference.npz"
