@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Clock, Method, log_velocity, perturbed_weights, real_time_velocity, rescaled_velocity
 from .losses import AbstractLoss
-from .model import prod_excl, residual
+from .diagonal_net import prod_excl, residual
 
 
 class SegmentArgs(eqx.Module):

@@ -19,7 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method
 from .losses import AbstractLoss, get_loss
 from ._settings import brief, float_array

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from ._settings import brief, check_save_times
 from .status import Status
 

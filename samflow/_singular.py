@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method
-from .model import beta as beta_of
-from .model import grad_loss, loss_value, residual
+from .diagonal_net import beta as beta_of
+from .diagonal_net import grad_loss, loss_value, residual
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 if TYPE_CHECKING:

@@ -3,6 +3,12 @@
 generators, so that one module answers "what is a data set, and how to make, load
 and save one"; this module re-exports its names."""
 
+import warnings as _warnings
+
+_warnings.warn("samflow.data is deprecated and will be removed in the next release: import from samflow.datasets",
+               DeprecationWarning, stacklevel=2)
+
+
 from .datasets import (  # noqa: F401
     Dataset as Dataset,
     load_dataset as load_dataset,

@@ -6,7 +6,7 @@ With step size eta and radius rho, every method is the iteration
 
 with the perturbation eps of `samflow.flows.perturbation` (0, rho G / ||G||_2,
 rho sign(G) or rho G for G = grad L(theta_k)); the code calls that function and
-`samflow.model.grad_loss`, so the discrete algorithms and the flows share one
+`samflow.diagonal_net.grad_loss`, so the discrete algorithms and the flows share one
 definition. The flows are the limit eta -> 0 with rho held fixed.
 
 **Time.** Iteration k is real time t = k eta, the clock `t` of `samflow.solve`.
@@ -38,11 +38,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method, perturbed_weights
 from .losses import get_loss
-from .model import beta as beta_of
-from .model import grad_loss, loss_value, residual
+from .diagonal_net import beta as beta_of
+from .diagonal_net import grad_loss, loss_value, residual
 from ._integrate import batch_cells, solve
 from ._iterate import _check_eta as _check_eta
 from ._iterate import iterate, safe_inputs

@@ -37,13 +37,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .data import Dataset
+from .datasets import Dataset
 from ._methods import METHOD_LABELS as METHOD_LABELS
 from ._methods import Clock as Clock
 from ._methods import Method as Method
 from ._methods import unit_l2 as unit_l2
 from .losses import AbstractLoss
-from .model import beta, prod_excl, residual
+from .diagonal_net import beta, prod_excl, residual
 
 __all__ = [
     "Clock",

@@ -4,6 +4,12 @@ name (`from samflow.diagonal_net import beta, grad_loss, ...`). The new name say
 what the module is, and no longer reads as a twin of `samflow.models` (the solver
 for any differentiable model)."""
 
+import warnings as _warnings
+
+_warnings.warn("samflow.model is deprecated and will be removed in the next release: import from samflow.diagonal_net",
+               DeprecationWarning, stacklevel=2)
+
+
 from .diagonal_net import (  # noqa: F401
     __all__ as __all__,
     _init_shape_message as _init_shape_message,

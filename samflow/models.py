@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .data import Dataset
+from .datasets import Dataset
 from .flows import Method
 from .losses import get_loss
 from ._events import BracketBisection

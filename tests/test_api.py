@@ -333,3 +333,17 @@ def test_results_file_layout_discrete(tmp_path):
     ok = back["switch_ok"].values
     assert ok[0].all() and not ok[1:].any()
     assert (back["switch_count"].values[0] == 0).all()  # GD from equal inits: d leads throughout
+
+
+def test_deprecated_modules_warn_and_the_package_does_not():
+    """`samflow.model` and `samflow.data` warn (DeprecationWarning) when imported;
+    `import samflow` and the command-line modules import none of them (a warning on
+    every import would teach users to ignore it)."""
+    ok = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                         "import samflow, samflow.sweep, samflow.switches, samflow.models, samflow.discrete, samflow.edges"],
+                        capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr[-1500:]
+    for old, new in (("samflow.model", "samflow.diagonal_net"), ("samflow.data", "samflow.datasets")):
+        r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", f"import {old}"],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode != 0 and f"import from {new}" in r.stderr, (old, r.stderr[-500:])
