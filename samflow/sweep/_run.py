@@ -181,7 +181,7 @@ def chunk_count(
     size = grid_chunk_size(
         B, cfg.depth, data.d, cfg.time.values().size, chunk_size=cfg.solver.chunk_size,
         batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
-        n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+        n_devices=n_devices if n_devices is not None else len(jax.devices()),
         summary=cfg.output.save == "summary",
     )
     return len(cfg.methods) * -(-B // size)
@@ -214,7 +214,7 @@ def memory_preflight(
         return _devices.check_memory(
             n_cells, len(cfg.methods), cfg.depth, data.d, cfg.time.values().size,
             summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
-            n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+            n_devices=n_devices if n_devices is not None else len(jax.devices()),
             memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,
             num_slices=grid_slice[1] if grid_slice is not None else None,
         )
