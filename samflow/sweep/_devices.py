@@ -48,11 +48,7 @@ __all__ = [
     "check_memory",
     "sharded_solver",
     "use_cpu_cores",
-    "start_distributed",
-    "is_writer",
-    "agree",
-    "agree_same",
-]
+]  # (start_distributed, is_writer, agree, agree_same: the sweep's own, not re-exported)
 
 #: Cells per device in one vmapped solve (64x64 l2 chart on 2 cores: 64 -> 1.8 s,
 #: 128 -> 1.3 s, 256 -> 1.4 s, 512 -> 2.9 s, 1024 -> 3.3 s; cost-sorted cells).

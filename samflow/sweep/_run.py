@@ -175,7 +175,7 @@ def chunk_count(
     """How many chunks (the checkpoint unit, one `.npz` each under `.partial/`)
     a run of `cfg` (or of slice `grid_slice = (i, K)`) has, over all its methods:
     `len(methods) * ceil(cells / chunk size)`, with the chunk size `solve_grid`
-    uses (`grid_chunk_size`). `n_devices` None counts the local JAX devices.
+    uses (`grid_chunk_size`). `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
     """
     B = _n_cells(cfg, grid_slice)
     size = grid_chunk_size(
@@ -199,7 +199,7 @@ def memory_preflight(
     (`samflow.parallel.check_memory`).
 
     `available_bytes` "auto" asks `samflow.parallel.available_memory_bytes()`;
-    `n_devices` None counts the local JAX devices.
+    `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
 
     **Returns:** None, or a one-line note when `solver.memory_budget_mb` is below
     what the batches in flight need.
