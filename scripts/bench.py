@@ -627,7 +627,7 @@ def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
             rate, rtol, err, reached = scipy_ladder(prob, res, target, cfg["scipy_max_rtol_levels"])
             ratio = res["cells_per_s"] / rate
             say(f"       scipy loop: rtol {rtol:.0e} (err {err:.1e}{'' if reached else ', target NOT reached'}) "
-                f"{rate:.2f} cells/s; samflow {ratio:.1f}x{'' if reached else ' (lower bound)'}")
+                f"{rate:.2f} cells/s; samflow {ratio:.3g}x{'' if reached else ' (lower bound)'}")
         rows[key] = (res["cells_per_s"], ratio)
     say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
     SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
