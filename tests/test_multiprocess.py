@@ -127,3 +127,12 @@ def test_bad_distributed_flags_one_line_exit_2(tmp_path, capsys, args, message):
 def test_start_distributed_checks_before_jax_starts():
     with pytest.raises(ValueError, match=r"^--process-id must be in 0\.\.2, got -1$"):
         start_distributed("127.0.0.1:1234", 3, -1)
+
+
+def test_sweep_help_lists_the_distributed_flags(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--distributed", "--coordinator", "--num-processes", "--process-id"):
+        assert flag in out
