@@ -60,6 +60,7 @@ from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .diagonal_net import init_weights, loss_value
 from .status import Status
+from ._cache import no_runtime_checks
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._field import SamField, SegmentArgs
 from ._settings import _SOLVERS, STUCK_INIT, TAU_ONE_SAMPLE, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
@@ -228,11 +229,12 @@ def _segment_solver(field: SamField, events: EventSet, settings: SolverSettings,
     event = events.diffrax_event()
 
     def run(t0, t1, y0, args, ts_seg):
-        return diffrax.diffeqsolve(
-            term, solver, t0, t1, None, y0, args=args,
-            saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))),
-            stepsize_controller=controller, event=event, max_steps=settings.max_steps, throw=False,
-        )
+        with no_runtime_checks():  # no host callback: the compile cache keeps the program (samflow._cache)
+            return diffrax.diffeqsolve(
+                term, solver, t0, t1, None, y0, args=args,
+                saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))),
+                stepsize_controller=controller, event=event, max_steps=settings.max_steps, throw=False,
+            )
 
     return run
 

@@ -30,9 +30,14 @@ def use_float64() -> None:
 
 def prepare_process() -> None:
     """What every command line and script does first, for its own process only:
-    float64 in JAX (`use_float64`) and matplotlib's Agg backend (files, no
-    display). Library modules set neither on import."""
+    float64 in JAX (`use_float64`), JAX's persistent compilation cache
+    (`samflow._cache.enable_compilation_cache`: a second run loads its compiled
+    programs; `SAMFLOW_COMPILATION_CACHE=off` disables it) and matplotlib's Agg
+    backend (files, no display). Library modules set none of these on import."""
+    from ._cache import enable_compilation_cache
+
     use_float64()
+    enable_compilation_cache()
     import matplotlib
 
     matplotlib.use("Agg")

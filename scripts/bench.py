@@ -22,13 +22,24 @@ What it measures, in one run, on one machine, at one accuracy:
   fixed step h (steps land on the save times), collapsed cells masked once
   ||W|| < 1e-6 rho; h is halved from 1 until the target is met on the subset, or
   down to the mode's finest step (its speedup is then a lower bound, marked so).
-- the same samflow measurement for GD, linf-SAM, depth 3 and d = 50;
+- the same samflow measurement for GD, linf-SAM, depths 3 and 4, n = 4 samples, d = 50
+  and d = 200 (the l2 rows with their scipy loops);
 - a flop-and-byte floor for the chart and the ratio of the measured time to it.
 
 The accuracy target of the baselines is max(1e-6, samflow's measured error):
 the issue's 1e-6, or samflow's own error where that is worse. The last line is
 
-    BENCH cells_per_s=... speedup_vs_scipy=... speedup_vs_numpy_rk4=... grid256_s=... peak_mem_mb=... floor_ratio=...
+    BENCH cells_per_s=... speedup_vs_scipy=... speedup_vs_numpy_rk4=... grid256_s=... peak_mem_mb=...
+          floor_ratio=... d50_cells_per_s=... d200_cells_per_s=... l3_vs_scipy=... l4_vs_scipy=...
+          n4_vs_scipy=... warm_sweep_s=... figures_s=... first_compile_s=...
+
+(one line; `nan` where a mode does not measure it: tiny skips the other charts, only
+--full runs the figure script). `warm_sweep_s` is the wall of a second
+`python -m samflow.sweep configs/default.toml` process with the compile cache warm
+(tiny: a 2-cell config); `figures_s` the wall of `scripts/reproduce_figures.py`
+with a cold cache; `first_compile_s` the chart solver's cold compilation (this
+process keeps no persistent cache); `*_vs_scipy` the l2 charts at depth 3, depth 4
+and on n = 4 samples against their scipy loops at equal accuracy.
 
 This script only measures; it uses samflow's public API and changes nothing.
 """
@@ -76,12 +87,13 @@ MODES = {
     # chart grids (n x n), other flows' grids, subset sizes, chunk size, the finest RK4
     # step of the halving search (a step count, not a time budget, so that the result
     # does not depend on the load), the time spent timing RK4 on the whole grid
-    "tiny": dict(grids=[4], extra_grid=None, d50_grid=None, subset=4, extra_subset=0, chunk=128,
-                 rk4_h_min=1.0, rk4_time_s=1.0, scipy_max_rtol_levels=3),
-    "quick": dict(grids=[32, 64], extra_grid=32, d50_grid=8, subset=64, extra_subset=16, chunk=128,
-                  rk4_h_min=1 / 16, rk4_time_s=15.0, scipy_max_rtol_levels=8),
-    "full": dict(grids=[32, 64, 128, 256], extra_grid=64, d50_grid=16, subset=64, extra_subset=32, chunk=128,
-                 rk4_h_min=1 / 32, rk4_time_s=20.0, scipy_max_rtol_levels=8),
+    # d50/d200: the grids of the d = 50 and d = 200 charts and their reference subset
+    "tiny": dict(grids=[4], extra_grid=None, d50_grid=None, d200_grid=None, d_subset=0, subset=4,
+                 extra_subset=0, chunk=128, rk4_h_min=1.0, rk4_time_s=1.0, scipy_max_rtol_levels=3),
+    "quick": dict(grids=[32, 64], extra_grid=32, d50_grid=8, d200_grid=4, d_subset=4, subset=64,
+                  extra_subset=16, chunk=128, rk4_h_min=1 / 16, rk4_time_s=15.0, scipy_max_rtol_levels=8),
+    "full": dict(grids=[32, 64, 128, 256], extra_grid=64, d50_grid=16, d200_grid=8, d_subset=8, subset=64,
+                 extra_subset=32, chunk=128, rk4_h_min=1 / 32, rk4_time_s=20.0, scipy_max_rtol_levels=8),
 }
 
 
@@ -102,15 +114,33 @@ def peak_rss_mb() -> float:
 class Problem:
     method: str  # "gd", "l2", "linf"
     depth: int
-    mu: tuple
+    mu: tuple  # the one sample {(mu, +1)}, or with X: the features of X's first row
+    X: "tuple | None" = None  # n samples (rows), all labelled +1 (multi-sample charts)
 
     @property
     def d(self) -> int:
         return len(self.mu)
 
     @property
+    def samples(self) -> np.ndarray:
+        """(d,) mu of the one sample, or (n, d) X."""
+        return np.asarray(self.X if self.X is not None else self.mu, dtype=float)
+
+    def dataset(self):
+        if self.X is None:
+            return sf.single_sample(list(self.mu))
+        return sf.Dataset.from_arrays(self.samples, np.ones(len(self.X)))
+
+    @property
     def label(self) -> str:
-        return f"{self.method} L={self.depth} d={self.d}"
+        n = "" if self.X is None else f" n={len(self.X)}"
+        return f"{self.method} L={self.depth} d={self.d}{n}"
+
+
+def multi_sample_problem(method: str, depth: int, n: int = 4, d: int = 5) -> Problem:
+    """n samples of d positive features (seeded), labels +1: the multi-sample chart."""
+    X = np.random.default_rng(4).uniform(0.2, 1.0, size=(n, d)).round(3)
+    return Problem(method, depth, tuple(X[0]), tuple(map(tuple, X)))
 
 
 def grid_cells(n_alpha: int, n_rho: int):
@@ -142,12 +172,20 @@ def np_prod_excl(W):
     return before * after
 
 
+def _resid(beta, mu):
+    """r = -grad_beta of the logistic loss: sigmoid(-z) mu for one sample (mu (d,)),
+    the mean over the samples for X (n, d) with labels +1."""
+    if mu.ndim == 1:
+        return expit(-(beta @ mu))[..., None] * mu
+    return np.mean(expit(-(beta @ mu.T))[..., :, None] * mu, axis=-2)
+
+
 def np_field(W, rho, mu, method, sign_at_zero=None):
     """dW/dt of docs/theory.md s.2. `rho` is a scalar or (B,). For linf, `sign_at_zero`
     (same shape as W) stands in for sign(grad L) where grad L = 0 (a weight held at
     0 keeps the one-sided sign it had: the limit along the symmetric flow)."""
     P = np_prod_excl(W)
-    r = expit(-(np.prod(W, axis=-2) @ mu))[..., None] * mu  # (..., d)
+    r = _resid(np.prod(W, axis=-2), mu)  # (..., d)
     if method == "gd":
         Wh = W
     else:
@@ -164,13 +202,13 @@ def np_field(W, rho, mu, method, sign_at_zero=None):
         else:
             raise ValueError(method)
         P = np_prod_excl(Wh)
-    rh = expit(-(np.prod(Wh, axis=-2) @ mu))[..., None] * mu
+    rh = _resid(np.prod(Wh, axis=-2), mu)
     return rh[..., None, :] * P
 
 
 def check_np_field_against_samflow(prob: Problem, rng) -> float:
     """The baselines' field must be the same flow as samflow's: max rel. difference."""
-    data = sf.single_sample(list(prob.mu))
+    data = prob.dataset()
     loss = sf.Logistic()
     method = sf.Method(prob.method)
     f = jax.jit(lambda W, rho: sf.real_time_velocity(W, rho, method, data, loss))
@@ -179,7 +217,7 @@ def check_np_field_against_samflow(prob: Problem, rng) -> float:
         W = rng.uniform(0.05, 1.5, size=(prob.depth, prob.d))
         rho = float(rng.uniform(0.05, 2.0))
         a = np.asarray(f(jnp.asarray(W), rho))
-        b = np_field(W, rho, np.asarray(prob.mu), prob.method)
+        b = np_field(W, rho, prob.samples, prob.method)
         worst = max(worst, float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300)))
     return worst
 
@@ -200,7 +238,7 @@ def scipy_cell(prob: Problem, alpha, rho, ts, rtol, atol):
     the sign of grad L it had on its way down in the perturbation, so that the
     perturbed margin z_hat is continuous along the symmetric flow (w_hat_j = -rho).
     """
-    mu = np.asarray(prob.mu)
+    mu = prob.samples
     L, d = prob.depth, prob.d
     W = np.full((L, d), float(alpha))
     frozen = np.zeros((L, d), bool)
@@ -246,7 +284,7 @@ def scipy_cell(prob: Problem, alpha, rho, ts, rtol, atol):
             out[k0:] = 0.0
             break
         hit = ~frozen & (ye <= z0 * (1.0 + 1e-6))
-        r_e = expit(-(np.prod(ye, axis=0) @ mu)) * mu
+        r_e = _resid(np.prod(ye, axis=0), mu)
         sign_at_zero = np.where(hit, np.sign(-r_e * np_prod_excl(ye)), sign_at_zero)
         frozen |= hit
         W = np.where(frozen, 0.0, ye)
@@ -300,7 +338,7 @@ def zero_from(out, idx):
 class SamflowRunner:
     def __init__(self, prob: Problem, settings: sf.SolverSettings, chunk: int):
         self.prob, self.settings, self.chunk = prob, settings, chunk
-        self.data = sf.single_sample(list(prob.mu))
+        self.data = prob.dataset()
         self.compiled_shapes = {}
 
     def _W0(self, alpha):
@@ -396,7 +434,7 @@ def rk4_schedule(h):
 def rk4_grid(prob: Problem, alpha, rho, h, time_budget=None):
     """All cells at once. Returns beta (B, n_save, d), collapse time (B,),
     steps done, total steps of the schedule, seconds."""
-    mu = np.asarray(prob.mu)
+    mu = prob.samples
     B, L, d = alpha.size, prob.depth, prob.d
     W = np.broadcast_to(alpha[:, None, None], (B, L, d)).copy()
     active = np.ones(B, bool)
@@ -536,6 +574,139 @@ def _goal(value: float, goal: float, unit: str, *, higher: bool) -> str:
     reached = value >= goal if higher else value <= goal
     side = ("at or above" if higher else "at or below") if reached else ("below" if higher else "above")
     return f"goal {'>=' if higher else '<='} {goal:g}{unit}: {side} it"
+
+
+
+# ----------------------------------------------------------------------------
+# Other charts (flows, depths, samples, dimensions) and their scipy loops
+# ----------------------------------------------------------------------------
+
+
+def scipy_ladder(prob: Problem, res: dict, target: float, levels: int) -> tuple:
+    """The scipy DOP853 loop on the cells of `res["idx"]` at the loosest rtol of the
+    decade ladder 1e-5, 1e-6, ... that reaches `target`: (cells/s, rtol, err, reached)."""
+    alpha, rho = res["alpha"][res["idx"]], res["rho"][res["idx"]]
+    for k in range(levels):
+        rtol = 10.0 ** (-5 - k)
+        t0 = time.perf_counter()
+        out = [scipy_cell(prob, a, r, TS, rtol, 1e-4 * rtol) for a, r in zip(alpha, rho)]
+        dt = time.perf_counter() - t0
+        b, T = np.array([x[0] for x in out]), np.array([x[1] for x in out])
+        e = float(np.max(cell_errors(b, T, res["b_ref"], res["T_ref"])))
+        if e <= target:
+            return len(out) / dt, rtol, e, True
+    return len(out) / dt, rtol, e, False
+
+
+def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
+    """GD, linf, l2 at L = 3, 4, n = 4 samples, d = 50 and d = 200, log coordinates:
+    samflow's chart, and (l2 rows) its speed-up over the scipy loop at its accuracy.
+    Returns {key: (cells/s, speed-up or nan)}."""
+    rows = {}
+    if cfg["extra_grid"] is None:
+        say("== other flows (GD, linf, L = 3, 4, n = 4, d = 50, 200): skipped in tiny mode ==")
+        return rows
+    n = cfg["extra_grid"]
+    say(f"== samflow, other charts on {n}x{n} grids, d = 50 and 200 (mu_j = j/d) on {cfg['d50_grid']}x"
+        f"{cfg['d50_grid']} and {cfg['d200_grid']}x{cfg['d200_grid']} (same alpha, rho, times, settings; "
+        f"reference on {cfg['extra_subset']} random cells, {cfg['d_subset']} at d >= 50; speed-up over the "
+        f"scipy DOP853 loop at max(1e-6, samflow's error) for the l2 rows) ==")
+    extras = [("gd", Problem("gd", 2, MU5), n), ("linf", Problem("linf", 2, MU5), n),
+              ("l3", Problem("l2", 3, MU5), n), ("l4", Problem("l2", 4, MU5), n),
+              ("n4", multi_sample_problem("l2", 2), n),
+              ("d50", Problem("l2", 2, tuple(np.arange(1, 51) / 50.0)), cfg["d50_grid"]),
+              ("d200", Problem("l2", 2, tuple(np.arange(1, 201) / 200.0)), cfg["d200_grid"])]
+    for key, prob, grid in extras:
+        dev = check_np_field_against_samflow(prob, rng)
+        say(f"  {prob.label} (numpy field vs samflow: {dev:.1e})")
+        subset = cfg["d_subset"] if prob.d >= 50 else cfg["extra_subset"]
+        res = SamflowRunner(prob, settings, cfg["chunk"]).run_grid(grid, subset, rng)
+        ratio = float("nan")
+        if prob.method == "l2":
+            target = max(TARGET, res["err_max"])
+            rate, rtol, err, reached = scipy_ladder(prob, res, target, cfg["scipy_max_rtol_levels"])
+            ratio = res["cells_per_s"] / rate
+            say(f"       scipy loop: rtol {rtol:.0e} (err {err:.1e}{'' if reached else ', target NOT reached'}) "
+                f"{rate:.2f} cells/s; samflow {ratio:.3g}x{'' if reached else ' (lower bound)'}")
+        rows[key] = (res["cells_per_s"], ratio)
+    say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
+    SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
+        n, cfg["extra_subset"], rng)
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# Whole processes: the sweep twice (compile cache warm), the figure script
+# ----------------------------------------------------------------------------
+
+TINY_SWEEP = """name = "bench"
+methods = ["gd", "l2"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = [0.01, 1.0]
+rho = [0.1]
+[time]
+t1 = 100.0
+num = 8
+"""
+
+
+def _process_seconds(cmd: list, cache: Path, cwd: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SAMFLOW_COMPILATION_CACHE=str(cache))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        say(f"  error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
+        return float("nan")
+    return time.perf_counter() - t0
+
+
+def warm_sweep(mode: str) -> float:
+    """`python -m samflow.sweep configs/default.toml` (tiny mode: a 2-cell config)
+    run twice in fresh processes with a fresh compile cache: wall of the second run."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        config = ROOT / "configs" / "default.toml"
+        if mode == "tiny":
+            config = tmp / "bench.toml"
+            config.write_text(TINY_SWEEP)
+        cmd = [sys.executable, "-m", "samflow.sweep", str(config), "--out", str(tmp / "out"), "--overwrite",
+               "--quiet"]
+        cold = _process_seconds(cmd, tmp / "cache", ROOT)
+        warm = _process_seconds(cmd, tmp / "cache", ROOT)
+    say(f"  python -m samflow.sweep {config.name}: first run {cold:.1f} s (cold compile cache), "
+        f"second run {warm:.1f} s (warm), whole processes; load avg now "
+        + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    return warm
+
+
+def figures_run() -> float:
+    """`python scripts/reproduce_figures.py --out <tmp>` with a fresh compile cache: wall."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        s = _process_seconds([sys.executable, str(ROOT / "scripts" / "reproduce_figures.py"), "--out",
+                              str(Path(tmp) / "figures")], Path(tmp) / "cache", ROOT)
+    say(f"  python scripts/reproduce_figures.py (full, cold compile cache): {s:.1f} s")
+    return s
+
+
+def summary_lines(rows: dict, first_compile_s: float, warm_s: float, figures_s: float, mode: str) -> None:
+    """The issue's targets that are not the chart's, one line each."""
+    say(f"  first compile of one solver (l2 chart; this process keeps no persistent cache): "
+        f"{first_compile_s:.2f} s ({_goal(first_compile_s, 2, ' s', higher=False)})")
+    say(f"  second run of the sweep, compile cache warm: {warm_s:.1f} s ({_goal(warm_s, 5, ' s', higher=False)})")
+    if mode == "full":
+        say(f"  figure script: {figures_s:.1f} s ({_goal(figures_s, 90, ' s', higher=False)})")
+    for key in ("d50", "d200"):
+        if key in rows:
+            say(f"  {key} chart: {rows[key][0]:.1f} cells/s ({_goal(rows[key][0], 1000, ' cells/s', higher=True)})")
+    for key in ("l3", "l4", "n4"):
+        if key in rows:
+            say(f"  {key} chart vs its scipy loop: {rows[key][1]:.1f}x ({_goal(rows[key][1], 100, 'x', higher=True)})")
 
 
 def main(argv=None) -> int:
@@ -701,23 +872,7 @@ def main(argv=None) -> int:
 
     # ---- other flows, depths, dimensions -----------------------------------
     say("")
-    extras = [Problem("gd", 2, MU5), Problem("linf", 2, MU5), Problem("l2", 3, MU5),
-              Problem("l2", 2, tuple(np.arange(1, 51) / 50.0))]
-    if cfg["extra_grid"] is None:
-        say("== other flows (GD, linf, depth 3, d = 50): skipped in tiny mode ==")
-    else:
-        n = cfg["extra_grid"]
-        say(f"== samflow, other flows on {n}x{n} grids, d = 50 (mu_j = j/50) on {cfg['d50_grid']}x"
-            f"{cfg['d50_grid']} (same alpha, rho, times, settings; reference on {cfg['extra_subset']} "
-            f"random cells) ==")
-        for prob in extras:
-            dev = check_np_field_against_samflow(prob, rng)
-            say(f"  {prob.label} (numpy field vs samflow: {dev:.1e})")
-            grid = cfg["d50_grid"] if prob.d == 50 else n
-            SamflowRunner(prob, settings, cfg["chunk"]).run_grid(grid, cfg["extra_subset"], rng)
-        say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
-        SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
-            n, cfg["extra_subset"], rng)
+    rows = other_charts(cfg, settings, chart, rng)
 
     # ---- floor ----------------------------------------------------------------
     say("")
@@ -753,11 +908,22 @@ def main(argv=None) -> int:
         f"({_goal(speedup_scipy, 300, 'x', higher=True)})")
     say(f"  256x256 l2-SAM chart after compilation: {grid256_s:.1f} s, "
         f"{'measured' if measured_256 else 'extrapolated'} ({_goal(grid256_s, 4, ' s', higher=False)})")
+    say("")
+    say("== compilation, the whole sweep, the figures ==")
+    warm_s = warm_sweep(mode)
+    figures_s = figures_run() if mode == "full" else float("nan")
+    first_compile_s = results[0]["compile_s"]
+    summary_lines(rows, first_compile_s, warm_s, figures_s, mode)
     say(f"total wall time {time.perf_counter() - t_all:.0f} s; final peak RSS {peak_rss_mb():.0f} MB; "
         f"load avg at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    nan = (float("nan"), float("nan"))
     say(f"BENCH cells_per_s={fmt(big['cells_per_s'])} speedup_vs_scipy={fmt(speedup_scipy)} "
         f"speedup_vs_numpy_rk4={fmt(speedup_rk4)} grid256_s={fmt(grid256_s)} "
-        f"peak_mem_mb={fmt(chart_peak_mb)} floor_ratio={fmt(floor_ratio)}")
+        f"peak_mem_mb={fmt(chart_peak_mb)} floor_ratio={fmt(floor_ratio)} "
+        f"d50_cells_per_s={fmt(rows.get('d50', nan)[0])} d200_cells_per_s={fmt(rows.get('d200', nan)[0])} "
+        f"l3_vs_scipy={fmt(rows.get('l3', nan)[1])} l4_vs_scipy={fmt(rows.get('l4', nan)[1])} "
+        f"n4_vs_scipy={fmt(rows.get('n4', nan)[1])} warm_sweep_s={fmt(warm_s)} figures_s={fmt(figures_s)} "
+        f"first_compile_s={fmt(first_compile_s)}")
     return 0
 
 

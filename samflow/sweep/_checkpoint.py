@@ -15,6 +15,7 @@ from ..config import ConfigError, SweepConfig
 from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method
 from ..solver import Summary, Trajectory
+from ._devices import agree_same, is_writer
 
 
 #: The stamp of chunks or results made before samflow recorded code stamps.
@@ -76,10 +77,13 @@ class ChunkCheckpoint:
         same_config = not kf.exists() or kf.read_text() == key
         if problem is not None and not (accept_other_stamp and same_config):
             raise ConfigError(problem)
-        (self.folder / _KEY_FILE).write_text(key)
+        # Under jax.distributed only process 0 writes (the others read the same, shared, folder).
+        self.writer = is_writer()
+        if self.writer and not (kf.exists() and kf.read_text() == key):
+            atomic_write_text(key, kf)  # atomic: another process never reads half a key
         have = _chunk_stamps(self.folder)
         self.other_stamps = [s for s in have if s != stamp] if stamp is not None else []
-        if stamp is not None and stamp not in have:
+        if self.writer and stamp is not None and stamp not in have:
             atomic_write_text("".join(f"{line}\n" for line in have + [stamp]), self.folder / _STAMP_FILE)
 
     def _path(self, method: Method, k: int) -> Path:
@@ -89,6 +93,11 @@ class ChunkCheckpoint:
         """The stored chunk k of `method` (a `Trajectory`, or a `Summary` for a
         `summary` solve), or None when it was not finished."""
         path = self._path(method, k)
+        if not agree_same(path.exists()):
+            raise ConfigError(
+                f"{self.folder}: the processes of this jax.distributed run see different finished chunks; "
+                "the output folder must be one folder shared by every process"
+            )
         if not path.exists():
             return None
         with np.load(path) as f:
@@ -96,7 +105,9 @@ class ChunkCheckpoint:
             return cls(**{name: f[name] for name in f.files})
 
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
-        """Store chunk k of `method` atomically."""
+        """Store chunk k of `method` atomically (only in process 0 of a jax.distributed run)."""
+        if not self.writer:
+            return
         path = self._path(method, k)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **{f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)})

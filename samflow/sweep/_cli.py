@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from .. import store
@@ -26,6 +27,7 @@ from .._cli_common import (
 from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
+from . import _devices
 from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
 from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
@@ -54,6 +56,31 @@ def main(argv: "list[str] | None" = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    if (problem := _start_distributed(args)) is not None:
+        return fail(problem)
+    agreed: list = []  # _run appends to it once every process has agreed to run
+    code = _checks_and_run(args, agreed)
+    if not agreed and jax.distributed.is_initialized():
+        _devices.agree(False)  # this process refused: the others stop too (exit 2)
+    return code
+
+
+def _start_distributed(args) -> "str | None":
+    """`jax.distributed.initialize` when asked (`--distributed` or its three flags);
+    a one-line problem, or None. Other processes than 0 draw no progress bar."""
+    if not (args.distributed or args.coordinator or args.num_processes is not None or args.process_id is not None):
+        return None
+    try:
+        _devices.start_distributed(args.coordinator, args.num_processes, args.process_id)
+    except ValueError as err:
+        return str(err)
+    if not _devices.is_writer():
+        args.quiet = True
+    return None
+
+
+def _checks_and_run(args, agreed: list) -> int:
+    """The refusals of `main` (before anything is written), then `_run`."""
     resume = args.resume or args.resume_any_version
     sliced = args.num_slices is not None or args.slice_index is not None
     if sliced:
@@ -114,7 +141,8 @@ def main(argv: "list[str] | None" = None) -> int:
             resume
             and partial_mismatch(partial, chunk_key, None if args.resume_any_version else stamp) is None
         ):
-            shutil.rmtree(partial)
+            if _devices.is_writer():  # process 0 writes and removes (jax.distributed)
+                shutil.rmtree(partial, ignore_errors=True)
         elif not resume:
             return fail(
                 f"{partial.parent} holds partial results of an interrupted run"
@@ -133,6 +161,9 @@ def main(argv: "list[str] | None" = None) -> int:
     n_total = chunk_count(cfg, data, grid_slice)
     if resume and _chunks_done(partial):
         print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    agreed.append(True)
+    if not _devices.agree(True):
+        return fail("another process of this jax.distributed run refused it (see its error line)")
     return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
 
 
@@ -164,6 +195,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--slice-index", metavar="I", dest="slice_index",
                         help="the slice to run, 0..K-1 (with --num-slices)")
+    parser.add_argument(
+        "--distributed", action="store_true",
+        help="one run over several processes or hosts (jax.distributed): one global device mesh, "
+        "process 0 writes the results; the process count and id come from the scheduler (SLURM: "
+        "one srun task per process) or from the three flags below",
+    )
+    parser.add_argument("--coordinator", metavar="HOST:PORT",
+                        help="address of process 0 (implies --distributed), e.g. 10.0.0.1:12345")
+    parser.add_argument("--num-processes", metavar="N", type=int, help="processes in all (implies --distributed)")
+    parser.add_argument("--process-id", metavar="I", type=int, help="this process, 0..N-1 (implies --distributed)")
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
     # unit inside a run); kept, unlisted, so job scripts keep working for a release.
     parser.add_argument("--num-chunks", dest="num_slices", help=argparse.SUPPRESS)
@@ -188,6 +229,9 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
         wall = time.perf_counter() - t_start
         ds.attrs["wall_time_s"] = wall
         stage = "write"
+        if not _devices.is_writer():  # jax.distributed: process 0 writes and reports
+            print(f"process {jax.process_index()} of {jax.process_count()}: done in {wall:.1f} s")
+            return 0
         write_results(ds, results_path)  # atomic: the file is whole or absent
         stage = "figures"
         _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall)

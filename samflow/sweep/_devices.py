@@ -48,7 +48,7 @@ __all__ = [
     "check_memory",
     "sharded_solver",
     "use_cpu_cores",
-]
+]  # (start_distributed, is_writer, agree, agree_same: the sweep's own, not re-exported)
 
 #: Cells per device in one vmapped solve (64x64 l2 chart on 2 cores: 64 -> 1.8 s,
 #: 128 -> 1.3 s, 256 -> 1.4 s, 512 -> 2.9 s, 1024 -> 3.3 s; cost-sorted cells).
@@ -61,15 +61,16 @@ AXIS = "cells"
 
 
 def resolve_devices(devices: "Sequence[jax.Device] | int | None" = None) -> tuple:
-    """The devices to shard over: all local devices (None), the first n (an int),
-    or the given devices.
+    """The devices to shard over: all devices (None: the local ones, or, in a
+    `jax.distributed` run of several processes, every process's devices, one
+    global mesh), the first n local devices (an int), or the given devices.
 
     **Raises:** `ValueError` for an empty list, a count < 1 or above the number
     of local devices, or repeated devices.
     """
     local = jax.local_devices()
     if devices is None:
-        return tuple(local)
+        return tuple(jax.devices())  # == local unless jax.distributed joined several processes
     if isinstance(devices, (int, np.integer)):
         if not (1 <= devices <= len(local)):
             raise ValueError(
@@ -322,18 +323,94 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     """
     mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
     P = PartitionSpec
+    # Devices of other processes (jax.distributed): the outputs are gathered onto every
+    # device (one all-gather after the solve), so each process reads the whole call's
+    # results from its own devices and process 0 can write them.
+    gather = any(dev.process_index != jax.process_index() for dev in devices)
 
     def per_device(W0, rho, data, ts):
         # Looked up at trace time, so that a test can count traces.
         fn = lambda W, r: _integrate.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
         out = jax.vmap(fn)(W0, rho)
-        return _solution.summarize(out) if summary else out
+        out = _solution.summarize(out) if summary else out
+        return jax.lax.all_gather(out, AXIS, tiled=True) if gather else out
 
     body = jax.shard_map(
         per_device,
         mesh=mesh,
         in_specs=(P(AXIS), P(AXIS), P(), P()),
-        out_specs=P(AXIS),
+        out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )
     return jax.jit(body), NamedSharding(mesh, P(AXIS))
+
+
+def start_distributed(
+    coordinator: "str | None" = None, num_processes: "int | None" = None, process_id: "int | None" = None
+) -> int:
+    """Join this process to a `jax.distributed` run: one global device mesh over the
+    devices of every process (`resolve_devices`), each process solving the cells
+    of its own devices, process 0 writing the results.
+
+    **Arguments:** `coordinator` "host:port" of process 0's coordination service,
+    `num_processes`, `process_id` (0 .. num_processes - 1). Any of them None: JAX
+    reads them from the environment (`JAX_COORDINATOR_ADDRESS`, or the variables
+    SLURM, Open MPI, Kubernetes or Cloud TPU set: e.g. one `srun` task per process).
+    Call it before JAX's first computation. CPU devices of several processes talk
+    over gloo (`jax_cpu_collectives_implementation`, JAX's default).
+
+    **Returns:** the number of processes.
+
+    **Raises:** `ValueError` (one line) for a process id outside 0 .. num_processes - 1,
+    a count < 1, a coordinator that is not host:port, or when JAX cannot start
+    (already started, or no cluster found in the environment).
+    """
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"--num-processes must be >= 1, got {num_processes}")
+    if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
+        raise ValueError(f"--process-id must be in 0..{num_processes - 1}, got {process_id}")
+    if coordinator is not None and not _host_port(coordinator):
+        raise ValueError(f"--coordinator must be host:port (e.g. 10.0.0.1:12345), got {coordinator!r}")
+    try:
+        jax.distributed.initialize(coordinator, num_processes, process_id)
+    except (RuntimeError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"jax.distributed could not start ({first}); give --coordinator, --num-processes and "
+            "--process-id, or run under a scheduler JAX detects (e.g. srun)"
+        ) from None
+    return jax.process_count()
+
+
+def _host_port(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def is_writer() -> bool:
+    """True in the process that writes results and checkpoints: process 0 of a
+    `jax.distributed` run, or the only process."""
+    return not jax.distributed.is_initialized() or jax.process_index() == 0
+
+
+def agree(ok: bool) -> bool:
+    """True when every process of a `jax.distributed` run passes `ok` True (a
+    collective: every process must call it, at the same point); `ok` itself in a
+    single process. Used so that a refusal in one process stops them all."""
+    if not jax.distributed.is_initialized() or jax.process_count() == 1:
+        return bool(ok)
+    from jax.experimental import multihost_utils
+
+    flags = multihost_utils.process_allgather(np.asarray([int(bool(ok))], np.int32))
+    return bool(np.all(flags))
+
+
+def agree_same(flag: bool) -> bool:
+    """True when every process of a `jax.distributed` run passes the same `flag`
+    (a collective, as `agree`); always True in a single process."""
+    if not jax.distributed.is_initialized() or jax.process_count() == 1:
+        return True
+    from jax.experimental import multihost_utils
+
+    flags = multihost_utils.process_allgather(np.asarray([int(bool(flag))], np.int32))
+    return bool(np.all(flags == flags.flat[0]))

@@ -224,13 +224,13 @@ def chunk_count(
     """How many chunks (the checkpoint unit, one `.npz` each under `.partial/`)
     a run of `cfg` (or of slice `grid_slice = (i, K)`) has, over all its methods:
     `len(methods) * ceil(cells / chunk size)`, with the chunk size `solve_grid`
-    uses (`grid_chunk_size`). `n_devices` None counts the local JAX devices.
+    uses (`grid_chunk_size`). `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
     """
     B = _n_cells(cfg, grid_slice)
     size = grid_chunk_size(
         B, cfg.depth, data.d, cfg.time.values().size, chunk_size=cfg.solver.chunk_size,
         batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
-        n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+        n_devices=n_devices if n_devices is not None else len(jax.devices()),
         summary=cfg.output.save == "summary",
     )
     return _n_checkpointed(cfg) * -(-B // size)
@@ -254,7 +254,7 @@ def memory_preflight(
     (`samflow.parallel.check_memory`).
 
     `available_bytes` "auto" asks `samflow.parallel.available_memory_bytes()`;
-    `n_devices` None counts the local JAX devices.
+    `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
 
     **Returns:** None, or a one-line note when `solver.memory_budget_mb` is below
     what the batches in flight need.
@@ -269,7 +269,7 @@ def memory_preflight(
         return _devices.check_memory(
             n_cells, len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
             summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
-            n_devices=n_devices if n_devices is not None else len(jax.local_devices()),
+            n_devices=n_devices if n_devices is not None else len(jax.devices()),
             memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,
             num_slices=grid_slice[1] if grid_slice is not None else None,
         )

@@ -1,0 +1,101 @@
+"""JAX's persistent compilation cache (`samflow._cache`): where it lives, and that a
+second process loads `solve`'s program from it instead of compiling again (before,
+diffrax's save-time checks put host callbacks into the program, which JAX never
+writes to the cache)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import samflow as sf
+from samflow import _cache
+from samflow.flows import Clock, Method
+from samflow.solver import SolverSettings, solve_cell
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A tiny solve in a fresh process, as a command line starts it (prepare_process);
+# prints the cache's verdict on the solver's program ("hit" or "miss").
+TINY = """
+import logging, sys
+import numpy as np
+from samflow._x64 import prepare_process
+prepare_process()
+seen = []
+class H(logging.Handler):
+    def emit(self, record):
+        msg = record.getMessage()
+        if "_solve_batch" in msg:
+            seen.append("hit" if "cache hit" in msg else "miss" if "CACHE MISS" in msg else "")
+logger = logging.getLogger("jax._src.compiler")
+logger.setLevel(logging.DEBUG)
+logger.addHandler(H())
+import samflow as sf
+sol = sf.solve("gd", sf.single_sample([0.5, 1.0]), 0.1, np.array([0.1, 0.2]), np.geomspace(1e-2, 10.0, 4))
+print(" ".join(s for s in seen if s), float(sol.beta[0, -1, -1]))
+"""
+
+
+def _tiny(cache: Path) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env.update(PYTHONPATH=str(ROOT), SAMFLOW_COMPILATION_CACHE=str(cache))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(TINY)], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip()
+
+
+def test_second_process_loads_solve_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    first = _tiny(cache)
+    entries = sorted(p.name for p in cache.iterdir())
+    assert first.split()[0] == "miss" and any(n.startswith("jit__solve_batch") for n in entries), (first, entries)
+    second = _tiny(cache)
+    assert second.split()[0] == "hit", second
+    assert sorted(p.name for p in cache.iterdir()) == entries  # nothing compiled, nothing new written
+    assert first.split()[1] == second.split()[1]  # the same result (printed with repr precision)
+
+
+def test_solve_program_has_no_host_callback():
+    """The reason the cache could not keep it: no `pure_callback` may be left in the program."""
+    data = sf.single_sample([0.5, 1.0])
+    fn = lambda W, r: solve_cell(W, r, data, np.geomspace(1e-2, 10.0, 4), method=Method.L2, clock=Clock.T,
+                                 settings=SolverSettings())
+    text = str(jax.make_jaxpr(jax.vmap(fn))(np.full((2, 2, 2), 0.1), np.array([0.1, 0.2])))
+    assert "while" in text and "callback" not in text
+
+
+def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
+    for var in (_cache.CACHE_ENV, "JAX_COMPILATION_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _cache.cache_dir() == tmp_path / ".cache" / "samflow" / "jax"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _cache.cache_dir() == tmp_path / "xdg" / "samflow" / "jax"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jaxdir"))
+    assert _cache.cache_dir() == tmp_path / "jaxdir"
+    monkeypatch.setenv(_cache.CACHE_ENV, str(tmp_path / "mine"))
+    assert _cache.cache_dir() == tmp_path / "mine"
+    for off in ("off", "0", "", "No"):
+        monkeypatch.setenv(_cache.CACHE_ENV, off)
+        assert _cache.cache_dir() is None and _cache.enable_compilation_cache() is None
+
+
+def test_no_runtime_checks_restores_equinox_setting():
+    from equinox import _errors
+
+    before = _errors.EQX_ON_ERROR
+    try:
+        with _cache.no_runtime_checks():
+            assert _errors.EQX_ON_ERROR == "off"
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    assert _errors.EQX_ON_ERROR == before

@@ -1,0 +1,138 @@
+"""One sweep over several processes (`jax.distributed`): two local processes over
+127.0.0.1 (CPU collectives over gloo), one global device mesh, process 0 writing
+the results. They must equal a single process's bit for bit, and `--resume` must
+reuse the chunks an earlier run left. Also: the distributed flags are checked
+before JAX starts (one line, exit 2)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from samflow import store
+from samflow.config import load_config
+from samflow.store import read_results
+from samflow.sweep import main
+from samflow.sweep._devices import start_distributed
+from samflow.sweep._run import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# 3 x 2 = 6 cells, gd only (its program compiles fastest); chunks of 2 cells and
+# batches of 2 cells per device: 3 chunks, so that a resumed run reuses one of them.
+CONFIG = """\
+name = "mp"
+methods = ["gd"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = [0.01, 0.3, 2.0]
+alpha_relative_to_rho = true
+rho = [0.05, 0.2]
+[time]
+t1 = 1e3
+num = 8
+[solver]
+chunk_size = 2
+batch_size = 2
+[output]
+figures = false
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_processes(cfg: Path, out: Path, cache: Path, *extra: str) -> list[subprocess.CompletedProcess]:
+    """`python -m samflow.sweep` as processes 0 and 1 of one jax.distributed run."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env.update(PYTHONPATH=str(ROOT), SAMFLOW_COMPILATION_CACHE=str(cache))
+    port = _free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "samflow.sweep", str(cfg), "--out", str(out), "--quiet",
+             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )
+        for i in range(2)
+    ]
+    done = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=240)
+            done.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return done
+
+
+def test_two_processes_resume_and_equal_one_bit_for_bit(tmp_path):
+    cfg_path = tmp_path / "mp.toml"
+    cfg_path.write_text(CONFIG)
+    cfg = load_config(cfg_path)
+    # One process, in this test process: the reference, and the chunks an interrupted run leaves.
+    partial = tmp_path / "resumed" / ".partial"
+    ref = run_sweep(cfg, progress=False, base_dir=tmp_path, checkpoint_dir=partial, code_stamp=store.code_stamp())
+    chunks = sorted(partial.glob("*.npz"))
+    assert len(chunks) == 3
+    for path in chunks[1:]:  # as if interrupted after the first chunk
+        path.unlink()
+
+    # Two processes (2 CPU devices each: a global mesh of 4) solve the 2 chunks left.
+    p0, p1 = _two_processes(cfg_path, tmp_path / "resumed", tmp_path / "cache", "--resume")
+    assert p0.returncode == 0 and p1.returncode == 0, (p0.stderr[-2000:], p1.stderr[-2000:])
+    assert "resumed: 1 of 3 chunks already done" in p0.stdout
+    assert f"results: {tmp_path / 'resumed' / 'results.nc'}" in p0.stdout
+    assert "process 1 of 2: done" in p1.stdout and "results:" not in p1.stdout  # process 0 writes
+    assert not partial.exists()  # removed by process 0 once the results were written
+
+    got = read_results(tmp_path / "resumed" / "results.nc")
+    assert got.sizes == ref.sizes
+    for var in ref.data_vars:
+        a, b = ref[var].values, got[var].values
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), var
+    assert np.isfinite(ref["beta"].values).all() and np.ptp(ref["beta"].values) > 0  # not vacuous
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--num-processes", "2", "--process-id", "2"], "--process-id must be in 0..1, got 2"),
+        (["--num-processes", "0"], "--num-processes must be >= 1, got 0"),
+        (["--coordinator", "localhost"], "--coordinator must be host:port"),
+        (["--coordinator", "localhost:99999", "--num-processes", "2", "--process-id", "0"],
+         "--coordinator must be host:port"),
+    ],
+)
+def test_bad_distributed_flags_one_line_exit_2(tmp_path, capsys, args, message):
+    cfg = tmp_path / "mp.toml"
+    cfg.write_text(CONFIG)
+    assert main([str(cfg), "--out", str(tmp_path / "out"), "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_start_distributed_checks_before_jax_starts():
+    with pytest.raises(ValueError, match=r"^--process-id must be in 0\.\.2, got -1$"):
+        start_distributed("127.0.0.1:1234", 3, -1)
+
+
+def test_sweep_help_lists_the_distributed_flags(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--distributed", "--coordinator", "--num-processes", "--process-id"):
+        assert flag in out
