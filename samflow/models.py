@@ -104,7 +104,19 @@ Pytree = Any
 # --------------------------------------------------------------------------- flow
 
 
-class ModelTrajectory(eqx.Module):
+class _ModelStates(eqx.Module):
+    """The fields every model record shares (`ModelTrajectory`, `ModelDiscreteTrajectory`):
+    the saved states, their outputs, loss and effective predictor, and how the cell ended."""
+
+    ts: Float[Array, " n_save"]
+    theta: Pytree
+    outputs: Float[Array, "n_save n"]
+    loss: Float[Array, " n_save"]
+    beta: Float[Array, "n_save d"] | None
+    status: Int[Array, ""]
+
+
+class ModelTrajectory(_ModelStates):
     """Solution of a model flow (one cell; a batched solve adds a leading axis B).
 
     - `ts`: (n_save,) save times (real time t).
@@ -121,12 +133,6 @@ class ModelTrajectory(eqx.Module):
     Saved values after a failure are NaN.
     """
 
-    ts: Float[Array, " n_save"]
-    theta: Pytree
-    outputs: Float[Array, "n_save n"]
-    loss: Float[Array, " n_save"]
-    beta: Float[Array, "n_save d"] | None
-    status: Int[Array, ""]
     event_time: Float[Array, ""]
     num_steps: Int[Array, ""]
 
@@ -230,7 +236,8 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         [int(Status.NONFINITE_INPUT), int(Status.COLLAPSED), int(Status.FINISHED), int(Status.MAX_STEPS)],
         int(Status.FAILED),
     )
-    return ModelTrajectory(ts, theta, outs, losses, beta, status, event_time, sol.stats["num_steps"])
+    return ModelTrajectory(ts=ts, theta=theta, outputs=outs, loss=losses, beta=beta, status=status,
+                           event_time=event_time, num_steps=sol.stats["num_steps"])
 
 
 @eqx.filter_jit
@@ -310,7 +317,7 @@ def solve_model(
 # ------------------------------------------------------------------------ discrete
 
 
-class ModelDiscreteTrajectory(eqx.Module):
+class ModelDiscreteTrajectory(_ModelStates):
     """Iterates of a discrete algorithm on a model, saved at k_i = round(ts_i / eta).
 
     Fields as `ModelTrajectory`, plus `t` (n_save,) = k_i eta and `steps` (n_save,)
@@ -318,14 +325,8 @@ class ModelDiscreteTrajectory(eqx.Module):
     or NONFINITE_INPUT.
     """
 
-    ts: Float[Array, " n_save"]
     t: Float[Array, " n_save"]
     steps: Int[Array, " n_save"]
-    theta: Pytree
-    outputs: Float[Array, "n_save n"]
-    loss: Float[Array, " n_save"]
-    beta: Float[Array, "n_save d"] | None
-    status: Int[Array, ""]
 
 
 def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
@@ -335,7 +336,8 @@ def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
     step = lambda th: model_sam_step(method, f, th, rho, eta, data, loss_fn)
     thetas, _, status, _ = iterate(step, theta0, ks, ok_in)
     outs, losses, beta = _saved_outputs(f, thetas, data, loss_fn, predictor)
-    return ModelDiscreteTrajectory(ts, ks * eta, ks, thetas, outs, losses, beta, status)
+    return ModelDiscreteTrajectory(ts=ts, theta=thetas, outputs=outs, loss=losses, beta=beta, status=status,
+                                   t=ks * eta, steps=ks)
 
 
 @eqx.filter_jit
