@@ -121,7 +121,7 @@ CONFIG_KEYS = {
     "solver.blowup_log10", "solver.max_segments", "solver.coords", "solver.batch_size",
     "solver.memory_budget_mb", "solver.chunk_size",
     "output.dir", "output.figures", "output.plot_rho", "output.trajectory_alphas",
-    "output.save_weights", "output.save",
+    "output.save_weights", "output.save", "output.switch_times",
     # issue 15: generators, generic models, per-layer inits, discrete methods
     "data.generator", "data.n", "data.d", "data.seed", "data.n_bands", "data.intensities", "data.scales",
     "data.spread", "data.noise",

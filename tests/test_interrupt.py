@@ -34,6 +34,7 @@ num = 10
 chunk_size = 2
 [output]
 figures = false
+switch_times = false
 """
 N_CHUNKS = 24
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +91,4 @@ def test_signal_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, capsys, 
         assert not (out / ".partial").exists()
         with xr.open_dataset(out / "results.nc") as ds:
             assert ds.sizes["alpha"] == 48 and ds["status"].notnull().all()
+            assert "switch_time" not in ds and "switch" not in ds.dims  # output.switch_times = false

@@ -34,7 +34,8 @@ chunk_size = 3
 figures = {figures}
 """
 
-VARIABLES = ("beta", "loss", "real_time", "status", "event_time", "slide_time", "num_steps", "collapse_direction")
+VARIABLES = ("beta", "loss", "real_time", "status", "event_time", "slide_time", "num_steps", "collapse_direction",
+             "switch_time", "switch_from", "switch_to", "switch_ok")
 
 
 def _run(cfg: Path, out: Path, *extra: str, wait: bool = True):

@@ -44,6 +44,7 @@ num = 10
 chunk_size = 2
 [output]
 figures = false
+switch_times = false
 """
 OLD, NEW = "samflow 0.1.0 git aaaaaaaaaaaa src 111111111111 (test)", "samflow 0.1.0 git bbbbbbbbbbbb src 222222222222 (test)"
 

@@ -263,7 +263,10 @@ class OutputConfig(_Strict):
     `save`: "full" (default) stores beta at every save time; "summary" stores
     per save time only the dominant index, whether it is tied, ||beta||, the
     loss and t (`samflow.Summary`, a fifth of the memory: for very large
-    grids); the trajectory figure then is not drawn (see `samflow.store`)."""
+    grids); the trajectory figure then is not drawn (see `samflow.store`).
+    `switch_times`: locate every change of the dominant feature exactly
+    (`samflow.switches`: each flow cell solved again with a switch event, about
+    1.6x the solve's time; the `switch_*` variables); false leaves them out."""
 
     dir: str = "results"
     figures: bool = True
@@ -271,6 +274,7 @@ class OutputConfig(_Strict):
     trajectory_alphas: list[float] | None = None
     save_weights: bool = False
     save: Literal["full", "summary"] = "full"
+    switch_times: bool = True
 
     @model_validator(mode="after")
     def _weights_need_full(self):

@@ -181,7 +181,8 @@ def run_sweep(
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
-    ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress)
+    if cfg.output.switch_times:
+        ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress)
     ds.attrs["config_key"] = config_key(cfg)
     ds.attrs["code_stamp"] = code_stamp
     if checkpoint is not None and checkpoint.other_stamps:
