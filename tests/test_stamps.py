@@ -19,13 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 
 import samflow
 from samflow import store
 from samflow.config import load_config
 from samflow.merge import main as merge_main, slice_file_name
-from samflow.store import read_results, write_results
+from samflow.store import read_results
 from samflow.sweep import NO_STAMP, main, run_sweep
 
 CONFIG = """\
