@@ -9,12 +9,13 @@ import numpy as np
 import xarray as xr
 
 from .. import theory
-from ..analysis import dominant_index, switching_times, tied
+from ..analysis import dominant_index, tied
 from ..datasets import increasing_scale, single_sample
 from ..edges import collapse_edge, major_first_edge
 from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
+from ..switches import locate_switches, switch_horizon
 from ._config import AtlasConfig
 
 __all__ = ["compute_atlas", "l2_first_leader_mark", "spectra"]
@@ -222,7 +223,9 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
     grid of alpha / rho inside regime 2 at each staircase depth: from just above
     the lower edge (the collapse edge at even depth, where the time grows without
     bound, docs/theory.md s.3.1; a quarter of the lower first-leader edge at odd
-    depth) to the major-first edge, switches dated at the save times."""
+    depth) to the major-first edge. The switches are located exactly
+    (`samflow.switches.locate_switches`: each cell solved again with a switch
+    event), not dated at the save times (which put them up to one save step late)."""
     sc = cfg.staircase
     mu = np.arange(1, sc.d + 1) / sc.d
     ts = np.concatenate([[0.0], np.geomspace(sc.tau_min, sc.tau1, sc.num_times - 1)])
@@ -252,22 +255,27 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
         tr = solve("l2", single_sample(mu), a, np.ones_like(a), ts, depth=L, clock="tau", settings=st_settings,
                    alpha_batched=True)
         beta = np.asarray(tr.beta)
-        dom = np.where(tied(beta, 1e-9), 0, dominant_index(beta))
+        tie = tied(beta, 1e-9)
+        dom = np.where(tie, 0, dominant_index(beta))
         collapsed[li] = np.asarray(tr.status) == Status.COLLAPSED
+        W0 = np.broadcast_to(a[:, None, None], (a.size, L, sc.d))
+        sw = locate_switches("l2", single_sample(mu), W0, np.ones_like(a), ts, clock="tau", settings=st_settings,
+                             t_stop=switch_horizon(dominant_index(beta), tie, ts))
+        count, ok, times = np.asarray(sw.count), np.asarray(sw.ok), np.asarray(sw.time)
         for i in range(a.size):
-            sw = switching_times(dom[i], ts)
-            n_sw[li, i] = len(sw)
+            n_sw[li, i] = count[i] if ok[i] else -1
             informative = dom[i][dom[i] > 0]
             final[li, i] = informative[-1] if informative.size else 0
-            if sw and not collapsed[li, i]:
-                last[li, i] = sw[-1][0]
+            if ok[i] and count[i] > 0 and not collapsed[li, i]:
+                last[li, i] = times[i, count[i] - 1]
     dims = ("stair_depth", "stair_point")
     return {
         "stair_a": (dims, grid, {"description": "alpha / rho of the staircase solves"}),
         "stair_last_switch": (dims, last,
-                              {"description": "tau of the last change of the dominant feature (dated at the first save "
-                                              "time after it; NaN: no switch, or collapsed), l2, one sample, linear mu, rho = 1"}),
-        "stair_n_switches": (dims, n_sw, {"description": "number of switches of the leader"}),
+                              {"description": "tau of the last change of the dominant feature (event-located, "
+                                              "samflow.switches; NaN: no switch, collapsed or a refused record), "
+                                              "l2, one sample, linear mu, rho = 1"}),
+        "stair_n_switches": (dims, n_sw, {"description": "number of switches of the leader (-1: record refused)"}),
         "stair_collapsed": (dims, collapsed, {"description": "the cell collapsed"}),
         "stair_final_leader": (dims, final, {"description": "the dominant feature at the last informative save time "
                                                             "(before a blow-up in tau at depth >= 3; 0: none, e.g. collapsed)"}),
