@@ -92,3 +92,13 @@ def test_signal_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, capsys, 
         with xr.open_dataset(out / "results.nc") as ds:
             assert ds.sizes["alpha"] == 48 and ds["status"].notnull().all()
             assert "switch_time" not in ds and "switch" not in ds.dims  # output.switch_times = false
+
+
+def test_interrupted_line_says_when_nothing_is_checkpointed():
+    """A run with nothing checkpointed (a generic model) said "after 0 of 0 chunks;
+    rerun with --resume"; it now says a rerun starts over."""
+    from samflow.sweep._cli import _interrupted_line
+
+    assert _interrupted_line(3, 24) == "interrupted after 3 of 24 chunks; rerun with --resume to continue"
+    line = _interrupted_line(0, 0)
+    assert "nothing of this run is checkpointed" in line and "--resume" not in line

@@ -167,6 +167,15 @@ def _checks_and_run(args, agreed: list) -> int:
     return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
 
 
+def _interrupted_line(done: int, n_total: int) -> str:
+    """The line an interrupted run prints: the checkpointed chunks kept for
+    --resume, or, where nothing is checkpointed (generic models, discrete
+    methods only), that a rerun starts over."""
+    if n_total == 0:
+        return "interrupted; nothing of this run is checkpointed (generic models and discrete methods are recomputed): rerun to start over"
+    return f"interrupted after {done} of {n_total} chunks; rerun with --resume to continue"
+
+
 def _parser() -> argparse.ArgumentParser:
     """The arguments of `python -m samflow.sweep`."""
     parser = command_parser(
@@ -243,8 +252,7 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
             print(f"interrupted after the results were written ({results_path}); some figures may be missing",
                   file=sys.stderr)
         else:
-            print(f"interrupted after {_chunks_done(partial)} of {n_total} chunks; rerun with --resume to continue",
-                  file=sys.stderr)
+            print(_interrupted_line(_chunks_done(partial), n_total), file=sys.stderr)
         return code
     finally:
         if on_main:  # None: the previous handler was not set from Python
