@@ -1,5 +1,11 @@
 """Deprecated path (kept for one release): the device sharding and the memory model
-moved to `samflow.sweep._devices`; this module re-exports every name."""
+moved to `samflow.sweep._devices` and are re-exported by `samflow.sweep`
+(`from samflow.sweep import use_cpu_cores`); this module re-exports every name."""
+
+import warnings as _warnings
+
+_warnings.warn("samflow.parallel is deprecated and will be removed in the next release: import from samflow.sweep",
+               DeprecationWarning, stacklevel=2)
 
 from .sweep._devices import (  # noqa: F401
     AXIS as AXIS,

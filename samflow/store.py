@@ -19,6 +19,7 @@
 | switch_time          | flow, alpha, rho, switch              | exact switch times of the dominant feature, clock units, NaN-padded (`add_switch_times`) |
 | switch_real_time     | flow, alpha, rho, switch              | the same in real time t (+inf past e^69 in the tau clock) |
 | switch_from, switch_to | flow, alpha, rho, switch            | int8: leader before / after (1-based), -1 padded |
+| switch_first         | flow, alpha, rho                      | int8: leader at the start (1-based), -1 without a record |
 | switch_count         | flow, alpha, rho                      | switches found |
 | switch_ok            | flow, alpha, rho                      | bool: False where the record was refused (all NaN / -1) |
 
@@ -359,6 +360,8 @@ def add_switch_times(ds: xr.Dataset, switches: dict, cells=None) -> xr.Dataset:
                               {"long_name": "switch time in real time t (+inf past e^69)"})
     ds["switch_from"] = (dims + ("switch",), stack("from_", -1, np.int8, (K,)), {"long_name": "leader before the switch (1-based), -1 padded"})
     ds["switch_to"] = (dims + ("switch",), stack("to", -1, np.int8, (K,)), {"long_name": "leader after the switch (1-based), -1 padded"})
+    ds["switch_first"] = (dims, stack("first", -1, np.int8, ()),
+                          {"long_name": "leader at the start (1-based; -1 where no record), before switch 1"})
     ds["switch_count"] = (dims, stack("count", 0, np.int32, ()), {"long_name": "switches found (more than the slots: refused)"})
     ds["switch_ok"] = (dims, stack("ok", False, bool, ()), {"long_name": "switch record kept (False: refused, all NaN; or not computed: discrete methods, generic models)"})
     return ds

@@ -718,10 +718,10 @@ def main(argv=None) -> int:
     p.add_argument("--atol", type=float, default=1e-12, help="samflow atol (default 1e-12)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--one-device", action="store_true",
-                   help="do not give JAX one CPU device per core (samflow.parallel.use_cpu_cores)")
+                   help="do not give JAX one CPU device per core (samflow.sweep.use_cpu_cores)")
     args = p.parse_args(argv)
     if not args.one_device:
-        from samflow.parallel import use_cpu_cores
+        from samflow.sweep import use_cpu_cores
 
         use_cpu_cores()  # before JAX's first computation; the sweep CLI does the same
     mode = "full" if args.full else "tiny" if args.tiny else "quick"

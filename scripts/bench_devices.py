@@ -6,7 +6,7 @@
 The chart is scripts/bench.py's: depth-2 l2-SAM, one sample mu = (0.2, ..., 1.0),
 alpha log-spaced in [1e-2, 1e2], rho in [1e-2, 1e1], real time to 1e4, 64
 log-spaced save times; cells cost-sorted by alpha / rho as `run_sweep` does.
-The process gets `--devices` CPU devices (`samflow.parallel.use_cpu_cores`);
+The process gets `--devices` CPU devices (`samflow.sweep.use_cpu_cores`);
 each configuration is compiled first, then timed warm `--repeats` times,
 interleaved (the machine's load drifts), and the best time is kept. CPU time
 is printed next to the wall time: CPU ~ devices x wall means the devices ran
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
 
-    from samflow.parallel import use_cpu_cores
+    from samflow.sweep import use_cpu_cores
 
     use_cpu_cores(args.devices)  # before JAX starts
     import jax

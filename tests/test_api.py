@@ -92,6 +92,8 @@ IMPORT_PATHS = {
     "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
     "samflow.sweep": [
         "NO_STAMP", "build_data", "config_key", "main", "memory_preflight", "run_sweep", "solve_grid",
+        "use_cpu_cores", "resolve_devices", "cell_bytes", "chunk_cells", "check_memory", "results_bytes",
+        "available_memory_bytes", "batch_width", "sharded_solver",
     ],
     "samflow.theory": [
         "gd_depth2_symmetric", "l1_max_margin_single", "l2_alpha_marks", "l2_first_band",
@@ -108,7 +110,7 @@ DEPRECATED_PATHS = {
     "samflow.data": "samflow.datasets",
     "samflow.model": "samflow.diagonal_net",
     "samflow.solve": "samflow.solver",
-    "samflow.parallel": "samflow.sweep._devices",
+    "samflow.parallel": "samflow.sweep",
 }
 
 # The keys of a sweep config (TOML tables as dotted prefixes): README's "Configs" table.
@@ -144,6 +146,7 @@ RESULT_VARS = {
     "switch_real_time": ("flow", "alpha", "rho", "switch"),
     "switch_from": ("flow", "alpha", "rho", "switch"),
     "switch_to": ("flow", "alpha", "rho", "switch"),
+    "switch_first": ("flow", "alpha", "rho"),
     "switch_count": ("flow", "alpha", "rho"),
     "switch_ok": ("flow", "alpha", "rho"),
 }
@@ -300,6 +303,7 @@ def test_results_file_layout(tmp_path):
     # d = 2: 2 d + 2 switch slots; the leader (feature 2 for GD, tied at 0) never changes.
     assert back.sizes["switch"] == 6 and str(back["switch_to"].dtype) == "int8"
     assert bool(back["switch_ok"].all()) and int(back["switch_count"].sel(flow="gd").max()) == 0
+    assert (back["switch_first"].values == 2).all()  # feature d = 2 leads from the start (the faster at the tie)
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
     assert "eta" not in back.coords  # only with discrete methods
 
@@ -336,14 +340,15 @@ def test_results_file_layout_discrete(tmp_path):
 
 
 def test_deprecated_modules_warn_and_the_package_does_not():
-    """`samflow.model` and `samflow.data` warn (DeprecationWarning) when imported;
+    """`samflow.model`, `samflow.data` and `samflow.parallel` warn (DeprecationWarning) when imported;
     `import samflow` and the command-line modules import none of them (a warning on
     every import would teach users to ignore it)."""
     ok = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
                          "import samflow, samflow.sweep, samflow.switches, samflow.models, samflow.discrete, samflow.edges"],
                         capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr[-1500:]
-    for old, new in (("samflow.model", "samflow.diagonal_net"), ("samflow.data", "samflow.datasets")):
+    for old, new in (("samflow.model", "samflow.diagonal_net"), ("samflow.data", "samflow.datasets"),
+                     ("samflow.parallel", "samflow.sweep")):
         r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", f"import {old}"],
                            capture_output=True, text=True, cwd=ROOT)
         assert r.returncode != 0 and f"import from {new}" in r.stderr, (old, r.stderr[-500:])

@@ -529,3 +529,24 @@ def test_existing_results_refusal_names_resume_and_overwrite(tmp_path, capsys):
     assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "--overwrite" in err and "--resume" in err
+
+
+@pytest.mark.parametrize(
+    "patch, line",
+    [
+        ({"output": {"switch_times": "yes"}}, "output.switch_times: must be true or false (TOML booleans, no quotes) (got 'yes')"),
+        ({"depth": "2"}, "depth: Input should be a valid integer; a number is written without quotes (got '2')"),
+        ({"discrete": {"eta": "0.05"}}, "discrete.eta: Input should be a valid list; a number is written without quotes (got '0.05')"),
+    ],
+)
+def test_quoted_numbers_and_booleans_name_the_fix(patch, line):
+    """A fresh user wrote `eta = "0.05"` and `switch_times = "yes"`: the line says
+    what to write instead, not only pydantic's type name."""
+    from samflow.config import ConfigError, parse_config
+
+    raw = {"methods": ["l2", "discrete_l2"], "discrete": {"eta": 0.05}, "data": {"mu": [0.5, 1.0]},
+           "grid": {"alpha": [0.5], "rho": [0.1]}, "time": {"t1": 1.0, "num": 4}}
+    raw.update(patch)
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    assert str(err.value) == f"config: {line}"

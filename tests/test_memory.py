@@ -12,7 +12,7 @@ import pytest
 import samflow as sf
 from samflow.analysis import dominant_index, tied
 from samflow.config import ConfigError, parse_config
-from samflow.parallel import cell_bytes, chunk_cells, sharded_solver
+from samflow.sweep import cell_bytes, chunk_cells, sharded_solver
 from samflow.solver import Summary
 from samflow.sweep import solve_grid
 
@@ -103,7 +103,7 @@ def test_byte_formula_bounds_xla_buffers():
     import jax.numpy as jnp
 
     from samflow.flows import Method
-    from samflow.parallel import resolve_devices
+    from samflow.sweep import resolve_devices
     from samflow.solver import Clock, SolverSettings
 
     W0, R, _ = _cells("gd")
@@ -156,7 +156,7 @@ def test_config_keys_for_memory():
 
 # ---------------------------------------------------------------- issue 12, case 8: oversized runs
 
-from samflow.parallel import check_memory, in_flight_bytes, results_bytes  # noqa: E402
+from samflow.sweep import check_memory, in_flight_bytes, results_bytes  # noqa: E402
 
 GiB = 2**30
 # The issue's run: 512 x 512 cells, 1000 linear save times, depth 2, d = 32, full save, one method.

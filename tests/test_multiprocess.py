@@ -136,3 +136,18 @@ def test_sweep_help_lists_the_distributed_flags(capsys):
     out = capsys.readouterr().out
     for flag in ("--distributed", "--coordinator", "--num-processes", "--process-id"):
         assert flag in out
+
+
+def test_some_distributed_flags_without_a_scheduler_name_the_missing_ones(tmp_path):
+    """A fresh user gave only --num-processes 2 and got JAX's "coordinator_address
+    should be defined"; the line now names the flags still to give."""
+    cfg = tmp_path / "mp.toml"
+    cfg.write_text(CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run([sys.executable, "-m", "samflow.sweep", str(cfg), "--out", str(tmp_path / "out"), "--quiet",
+                        "--num-processes", "2"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stderr[-1500:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "missing: --coordinator HOST:PORT, --process-id I" in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()

@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 import jax
 import samflow as sf
-from samflow.parallel import resolve_devices
+from samflow.sweep import resolve_devices
 from samflow.sweep import solve_grid
 
 assert len(jax.local_devices()) == 4 and len(resolve_devices()) == 4
@@ -65,7 +65,7 @@ def test_sharded_equals_single_device_bit_for_bit():
 def test_use_cpu_cores_sets_the_device_count_unless_the_user_chose():
     code = """
     import jax
-    from samflow.parallel import use_cpu_cores
+    from samflow.sweep import use_cpu_cores
     print(use_cpu_cores({n}), len(jax.local_devices()), use_cpu_cores(5))
     """
     # A fresh process: 3 devices; once JAX has started, a second call does nothing.

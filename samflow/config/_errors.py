@@ -103,6 +103,10 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
         value = e.get("input")
         if e["type"] == "finite_number":
             msg = NON_FINITE_MESSAGE
+        elif e["type"] == "bool_type":
+            msg = "must be true or false (TOML booleans, no quotes)"
+        elif isinstance(value, str) and e["type"] in ("float_type", "int_type", "list_type", "float_parsing", "int_parsing"):
+            msg += "; a number is written without quotes"
         if isinstance(value, dict) or isinstance(value, BaseModel):
             # A check between keys of a table: its lines name their own keys, as
             # "key: message" (the key becomes the location) or "key = value ..." (kept whole).
@@ -127,7 +131,9 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
             if any(w.startswith(where + ".") or (w == where and not m.startswith(_UNION_NOISE)) for w, m in entries):
                 continue
             generic = [m for w, m in entries if w == where and m.startswith(_UNION_NOISE)]
-            if len(generic) > 1:
+            if any(w == where and m.startswith("Input should be a valid number") for w, m in entries):
+                msg = "must be a number or a list of numbers" + (msg[msg.index(";"):] if ";" in msg else "")
+            elif len(generic) > 1:
                 msg = "must be a list of numbers or a table {start, stop, num, scale}" + (
                     msg[msg.index(" (got"):] if " (got" in msg else ""
                 )

@@ -226,7 +226,7 @@ class SolverConfig(_Strict):
       batching: not on the chunks, the budget or the number of devices.
     - `memory_budget_mb`: bound on the solver's working memory (the outputs of
       one chunk plus the temporaries of the running batches,
-      `samflow.parallel.cell_bytes`), from which the chunk size is derived.
+      `samflow.sweep.cell_bytes`), from which the chunk size is derived.
     - `chunk_size`: cells per chunk (the unit of memory and of `--resume`
       checkpoints); when given it wins over `memory_budget_mb`.
     """

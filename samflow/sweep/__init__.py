@@ -31,6 +31,20 @@ from ._checkpoint import (
     partial_mismatch as partial_mismatch,
 )
 from ._cli import _default_out as _default_out, main as main
+from ._devices import (  # the devices, sharding and memory model (once samflow.parallel)
+    DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE,
+    DEFAULT_MEMORY_BUDGET_MB as DEFAULT_MEMORY_BUDGET_MB,
+    available_memory_bytes as available_memory_bytes,
+    batch_width as batch_width,
+    cell_bytes as cell_bytes,
+    check_memory as check_memory,
+    chunk_cells as chunk_cells,
+    in_flight_bytes as in_flight_bytes,
+    resolve_devices as resolve_devices,
+    results_bytes as results_bytes,
+    sharded_solver as sharded_solver,
+    use_cpu_cores as use_cpu_cores,
+)
 from ._grid import _fields as _fields, solve_grid as solve_grid
 from ._run import (
     _grid_cells as _grid_cells,
@@ -39,4 +53,7 @@ from ._run import (
     run_sweep as run_sweep,
 )
 
-__all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main"]
+__all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main",
+           "DEFAULT_BATCH_SIZE", "DEFAULT_MEMORY_BUDGET_MB", "available_memory_bytes", "batch_width", "cell_bytes",
+           "check_memory", "chunk_cells", "in_flight_bytes", "resolve_devices", "results_bytes", "sharded_solver",
+           "use_cpu_cores"]

@@ -375,9 +375,12 @@ def start_distributed(
         jax.distributed.initialize(coordinator, num_processes, process_id)
     except (RuntimeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        given = {"--coordinator HOST:PORT": coordinator, "--num-processes N": num_processes, "--process-id I": process_id}
+        missing = [flag for flag, v in given.items() if v is None]
+        need = f" (missing: {', '.join(missing)})" if missing and len(missing) < 3 else ""
         raise ValueError(
-            f"jax.distributed could not start ({first}); give --coordinator, --num-processes and "
-            "--process-id, or run under a scheduler JAX detects (e.g. srun)"
+            f"jax.distributed could not start ({first}); by hand, give all of --coordinator HOST:PORT, "
+            f"--num-processes N and --process-id I{need}, or run under a scheduler JAX detects (e.g. srun)"
         ) from None
     return jax.process_count()
 

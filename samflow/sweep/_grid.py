@@ -74,7 +74,7 @@ def solve_grid(
     padded by repeating the last cell. For given cells and settings the
     results depend, bit for bit, on `width` alone (XLA's code depends on the
     batch shape): not on `chunk_size`, the memory budget, the devices, the
-    sort or `checkpoint` (see `samflow.parallel`); a slice of a grid solved on
+    sort or `checkpoint` (see `samflow.sweep._devices`); a slice of a grid solved on
     its own must use the width of the whole grid. Each cell keeps its own
     adaptive step size and status; no cell can stop or NaN another. One
     compilation per (method, clock, settings, devices, width, L, d, n_save,
@@ -85,14 +85,14 @@ def solve_grid(
     - `W0` (B, L, d) float64 initial weights; `rho` (B,) float64 radii; `ts`
       (n_save,) save times (`check_save_times`).
     - `chunk_size`: cells per chunk. When given it wins; otherwise it is derived
-      from `memory_budget_mb` (`samflow.parallel.chunk_cells`: one chunk's
-      outputs plus the calls in flight, per `samflow.parallel.cell_bytes`, stay
+      from `memory_budget_mb` (`samflow.sweep.chunk_cells`: one chunk's
+      outputs plus the calls in flight, per `samflow.sweep.cell_bytes`, stay
       under the budget). The budget bounds the solver's working memory, not the
       returned arrays (B rows of outputs, see `summary`).
     - `batch_size`: cells per device per vmapped solve (the lockstep batch).
     - `devices`: the devices to shard over (a list, or a count of local
       devices); default all local devices. One CPU device per core:
-      `samflow.parallel.use_cpu_cores()` before JAX starts (the CLI does it),
+      `samflow.sweep.use_cpu_cores()` before JAX starts (the CLI does it),
       or `JAX_NUM_CPU_DEVICES=N` in the environment.
     - `summary`: return a `Summary` (dominant index, ||beta||, loss, status and
       event fields), reduced on the device: about 1.8 kB per cell instead of

@@ -252,9 +252,9 @@ def memory_preflight(
 ) -> "str | None":
     """Check that the results of `cfg` (or of slice `grid_slice = (i, K)`, padded
     as `run_sweep` pads it) fit in memory, before anything is compiled
-    (`samflow.parallel.check_memory`).
+    (`samflow.sweep.check_memory`).
 
-    `available_bytes` "auto" asks `samflow.parallel.available_memory_bytes()`;
+    `available_bytes` "auto" asks `samflow.sweep.available_memory_bytes()`;
     `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
 
     **Returns:** None, or a one-line note when `solver.memory_budget_mb` is below
