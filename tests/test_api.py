@@ -303,7 +303,13 @@ def test_results_file_layout(tmp_path):
     # d = 2: 2 d + 2 switch slots; the leader (feature 2 for GD, tied at 0) never changes.
     assert back.sizes["switch"] == 6 and str(back["switch_to"].dtype) == "int8"
     assert bool(back["switch_ok"].all()) and int(back["switch_count"].sel(flow="gd").max()) == 0
-    assert (back["switch_first"].values == 2).all()  # feature d = 2 leads from the start (the faster at the tie)
+    # The leader at the start: feature 2 for GD (the faster at the tie); for l2 the
+    # theory's first dominant feature (minor first at alpha/rho = 0.5, docs/theory.md s.3).
+    from samflow import theory
+
+    assert (back["switch_first"].sel(flow="gd").values == 2).all()
+    np.testing.assert_array_equal(back["switch_first"].sel(flow="l2").values[:, 0],
+                                  theory.l2_first_dominant(np.array([0.5, 1.0]), a=np.array([0.5, 2.0])))
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
     assert "eta" not in back.coords  # only with discrete methods
 
