@@ -140,6 +140,7 @@ def test_linf_depth4_reaches_zero_at_the_closed_form_time():
     assert int(tr.num_steps) < 300
 
 
+@pytest.mark.slow  # 36 s (its compile); the default suite keeps the one-sample slide tests
 def test_linf_multi_sample_slides(multi):
     # Real time, several samples: coordinates below rho reach 0 and stay there.
     rho = 0.2
