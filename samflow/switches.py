@@ -65,7 +65,7 @@ from .losses import get_loss
 from ._events import _CONDITIONS, EventSet
 from ._field import SamField
 from ._integrate import _initial_state, _sanitize, _segment, _segment_solver, batch_cells
-from ._settings import SolverSettings, check_data, check_depth, check_save_times
+from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, stuck_inits
 from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
 
@@ -301,7 +301,8 @@ def locate_switches(
     **Returns:** `SwitchTimes` with leading axis B.
 
     **Raises:** `ValueError` (one line) for an unknown method or clock, bad
-    save times, `W0` not `(B, L, d)` or `rho` not `(B,)`, or K < 1.
+    save times, `W0` not `(B, L, d)` or `rho` not `(B,)`, a rho that is negative
+    or not finite, an init no flow can leave (as `samflow.solve`), or K < 1.
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
@@ -314,6 +315,9 @@ def locate_switches(
     if rho.shape != W0.shape[:1]:
         raise ValueError(f"rho must have shape ({W0.shape[0]},), one radius per init, got {rho.shape}")
     check_depth(W0.shape[1])
+    check_rho(rho)  # finite and >= 0, as samflow.solve asks (a negative radius ran silently)
+    if np.any(stuck_inits(W0)):
+        raise ValueError(STUCK_INIT.format(depth=W0.shape[1]))
     K = 2 * data.d + 2 if max_switches is None else int(max_switches)
     if K < 1:
         raise ValueError(f"max_switches must be >= 1, got {max_switches}")

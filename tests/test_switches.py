@@ -170,6 +170,14 @@ def test_bad_inputs_are_one_line_errors():
         locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], max_switches=0)
     with pytest.raises(ValueError, match="t_stop must be"):
         locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], t_stop=[0.5, 2.0])
+    # A negative or non-finite radius and an init no flow can leave are refused as
+    # samflow.solve refuses them (a negative rho once ran and returned "no switch").
+    with pytest.raises(ValueError, match=r"^rho must be >= 0"):
+        locate_switches("l2", data, np.ones((2, 2, 5)), np.array([0.1, -0.1]), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"^rho must be finite"):
+        locate_switches("l2", data, np.ones((2, 2, 5)), np.array([0.1, np.inf]), [0.0, 1.0])
+    with pytest.raises(ValueError, match=r"^the init cannot move at depth 2"):
+        locate_switches("l2", data, np.zeros((1, 2, 5)), np.array([0.1]), [0.0, 1.0])
     summary = types.SimpleNamespace(dominant=np.ones((2,), int), ts=np.array([0.0, 1.0]))  # no W, as a Summary
     with pytest.raises(ValueError, match="Summary has none"):
         analysis.switch_times(summary, "gd", data, 0.0)
