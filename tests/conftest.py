@@ -1,5 +1,6 @@
-"""Shared test setup: float64 and the Agg backend for the whole test process (as the
-command lines set them; `import samflow` sets neither), common data sets and a seeded RNG."""
+"""Shared test setup: float64, the Agg backend and the persistent compile cache for
+the whole test process (as the command lines set them; `import samflow` sets none of
+them), common data sets and a seeded RNG."""
 
 import jax
 import matplotlib
@@ -11,6 +12,15 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import samflow as sf  # noqa: E402
+from samflow._cache import enable_compilation_cache  # noqa: E402
+
+# The tests keep compiled programs on disk as the command lines do (samflow's cache
+# folder, `samflow._cache.cache_dir`; SAMFLOW_COMPILATION_CACHE=off turns it off): the
+# slow suite after the default one, the second xdist worker and a rerun then load a
+# program instead of compiling it again (test_critical.py: 23 -> 11 CPU-s). A hit is
+# the same executable as a compile (JAX keys an entry by the program, its compile
+# options and the jaxlib version), so no result changes.
+enable_compilation_cache()
 
 
 @pytest.fixture
