@@ -1,0 +1,178 @@
+"""The collapse lever at large d (issue 14): the depth-2 l2 chart at d = 5, 50 and
+200 (mu_j = j/d, bench.py's `other_charts` problem: alpha in [1e-2, 1e2] x rho in
+[1e-2, 1e1], log-spaced, real time to t = 1e4, 64 log-spaced saves) solved by
+`solve_grid` under several solver settings, one after the other in one process,
+so that the ratios against the default hold under load.
+
+    python scripts/lever_collapse.py [--d 5,50,200] [--n 8,8,4]
+        [--configs default,log,b16,log_b16] [--log-rtol 1e-9] [--ref-cells 5]
+
+Configurations: `default` (SolverSettings(), batch width 128 as in bench.py);
+`log` (SolverSettings(coords="log", rtol=--log-rtol)); `b16` (batch_size=16);
+`log_b16` (both). Each row prints: compile s, warm run s, cells/s, steps per cell
+(mean and max, collapsing cells and the others apart), the lockstep work, the
+ratio of cells/s to the default of the same d, the max relative difference of
+beta from the default run on every cell (before the earlier collapse), and the
+accuracy against bench.py's own `reference` (scipy DOP853 rtol 1e-13) on a few
+cells chosen from the default run: the slowest collapsing cell, the fastest
+collapsing cell, the median one, and two others (`cell_errors`: max over saves
+before min(collapse times) of ||beta - ref|| / ||ref||), plus the relative error of
+the collapse time. The references are cached in --ref-cache (they take minutes at
+d = 200). Measures only; load average (`os.getloadavg`) on every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402  (float64 on; Problem, grid_cells, reference, cell_errors, zero_from, TS)
+
+import samflow as sf  # noqa: E402
+from samflow.sweep import solve_grid, use_cpu_cores  # noqa: E402
+
+CONFIGS = {  # name -> (SolverSettings overrides, batch width)
+    "default": ({}, 128),
+    "log": ({"coords": "log"}, 128),
+    "b16": ({}, 16),
+    "log_b16": ({"coords": "log"}, 16),
+}
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def run(prob, alpha, rho, settings, width):
+    """Compile (first call on one batch), then the warm whole grid: (compile s, run s, out)."""
+    data = prob.dataset()
+    W0 = np.broadcast_to(alpha[:, None, None], (alpha.size, prob.depth, prob.d)).copy()
+    w = min(width, alpha.size)
+    t0 = time.perf_counter()
+    solve_grid(prob.method, data, W0[:w], rho[:w], bench.TS, clock="t", settings=settings, batch_size=width)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = solve_grid(prob.method, data, W0, rho, bench.TS, clock="t", settings=settings, batch_size=width)
+    run_s = time.perf_counter() - t0
+    return first, run_s, out
+
+
+def steps_line(out, width):
+    steps = np.asarray(out.num_steps)
+    coll = np.asarray(out.status) == int(sf.Status.COLLAPSED)
+    w = min(width, steps.size)
+    pad = (-steps.size) % w
+    chunks = np.concatenate([steps, np.repeat(steps[-1:], pad)]).reshape(-1, w)
+    lock = np.sum(np.max(chunks, axis=1)) * w / steps.sum()
+    part = lambda m: f"{steps[m].mean():.0f}/{steps[m].max()}" if m.any() else "-/-"  # noqa: E731
+    bad = int(np.sum(np.isin(np.asarray(out.status), [int(sf.Status.MAX_STEPS), int(sf.Status.FAILED)])))
+    return (f"steps mean {steps.mean():.0f} max {steps.max()} | collapsing ({coll.sum()}) mean/max {part(coll)}"
+            f" | others mean/max {part(~coll)} | lockstep {lock:.1f}x | max_steps/failed {bad}"), steps
+
+
+def pick_cells(out, k):
+    """The reference cells: slowest, fastest and median collapsing cell, then the
+    slowest others and evenly spread ones, up to k."""
+    steps = np.asarray(out.num_steps)
+    coll = np.flatnonzero(np.asarray(out.status) == int(sf.Status.COLLAPSED))
+    chosen = []
+    if coll.size:
+        order = coll[np.argsort(steps[coll])]
+        chosen += [order[-1], order[0], order[order.size // 2]]
+    rest = np.setdiff1d(np.arange(steps.size), coll)
+    if rest.size:
+        chosen += [rest[np.argmax(steps[rest])]] + list(rest[np.linspace(0, rest.size - 1, k).astype(int)])
+    return np.array(list(dict.fromkeys(int(i) for i in chosen))[:k])
+
+
+def references(prob, alpha, rho, idx, cache: Path):
+    """bench.reference on the cells idx, cached on disk by (d, alpha, rho)."""
+    b_ref, T_ref = [], []
+    store = dict(np.load(cache)) if cache.exists() else {}
+    for i in idx:
+        key = f"d{prob.d}_a{alpha[i]:.17g}_r{rho[i]:.17g}"
+        if key + "_b" not in store:
+            t0 = time.perf_counter()
+            b, T = bench.reference(prob, alpha[i:i + 1], rho[i:i + 1])
+            store[key + "_b"], store[key + "_T"] = b[0], T[0]
+            np.savez(cache, **store)
+            print(f"    reference d={prob.d} alpha {alpha[i]:.3g} rho {rho[i]:.3g}: "
+                  f"{time.perf_counter() - t0:.1f} s (load {load()})", flush=True)
+        b_ref.append(store[key + "_b"])
+        T_ref.append(store[key + "_T"])
+    return np.array(b_ref), np.array(T_ref)
+
+
+def diff_from(out, base):
+    """Max over all cells of the relative beta difference from `base` before the earlier collapse."""
+    idx = np.arange(np.asarray(out.status).size)
+    T, Tb = bench.zero_from(out, idx), bench.zero_from(base, idx)
+    return float(np.max(bench.cell_errors(np.asarray(out.beta), T, np.asarray(base.beta), Tb)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--d", default="5,50,200")
+    p.add_argument("--n", default="8,8,4", help="grid side per d")
+    p.add_argument("--configs", default="default,log,b16,log_b16")
+    p.add_argument("--log-rtol", default="1e-9", help="rtol(s) of the log rows, comma-separated")
+    p.add_argument("--ref-cells", type=int, default=5)
+    p.add_argument("--ref-cache", default="/tmp/lever_collapse_ref.npz")
+    args = p.parse_args()
+    use_cpu_cores()
+    import jax
+
+    print(f"{len(jax.devices())} device(s); load {load()}; reference cells per d: {args.ref_cells}", flush=True)
+    summary = []
+    for d, n in zip(map(int, args.d.split(",")), map(int, args.n.split(","))):
+        prob = bench.Problem("l2", 2, tuple(np.arange(1, d + 1) / d))
+        alpha, rho = bench.grid_cells(n, n)
+        print(f"\n== d = {d}: {n}x{n} chart ==", flush=True)
+        runs = []  # (label, width, run s, out)
+        for name in args.configs.split(","):
+            over, width = CONFIGS[name]
+            rtols = [float(r) for r in args.log_rtol.split(",")] if "coords" in over else [1e-8]
+            for rtol in rtols:
+                settings = dataclasses.replace(sf.SolverSettings(), rtol=rtol, **over)
+                first_s, run_s, out = run(prob, alpha, rho, settings, width)
+                runs.append((f"{name}(rtol {rtol:g})", width, run_s, out))
+                print(f"  {runs[-1][0]:22s} 1st call {first_s:6.1f} s (compiles) | run {run_s:7.2f} s = "
+                      f"{alpha.size / run_s:8.1f} cells/s ({runs[0][2] / run_s:5.2f}x {runs[0][0]}) | load {load()}",
+                      flush=True)
+                print(f"      {steps_line(out, width)[0]}", flush=True)
+        # Reference cells: from the run with the most collapsed cells (at d = 200 the
+        # default's collapsing cells stop at max_steps instead).
+        pick = max(runs, key=lambda r: int(np.sum(np.asarray(r[3].status) == int(sf.Status.COLLAPSED))))
+        idx = pick_cells(pick[3], args.ref_cells)
+        b_ref, T_ref = references(prob, alpha, rho, idx, Path(args.ref_cache))
+        base = runs[0][3]
+        T0 = bench.zero_from(base, np.arange(alpha.size))
+        rows = []
+        for label, width, run_s, out in runs:
+            T = bench.zero_from(out, idx)
+            err = bench.cell_errors(np.asarray(out.beta)[idx], T, b_ref, T_ref)
+            Ta = bench.zero_from(out, np.arange(alpha.size))
+            both = np.isfinite(Ta) & np.isfinite(T0)
+            t_diff = float(np.max(np.abs(Ta[both] - T0[both]) / T0[both])) if both.any() else float("nan")
+            print(f"  {label:22s} max rel err vs reference on {len(idx)} cells {np.max(err):.1e} (per cell "
+                  f"{' '.join(f'{e:.0e}' for e in err)}); vs {runs[0][0]}, all cells: beta {diff_from(out, base):.1e},"
+                  f" collapse time {t_diff:.1e} ({int(both.sum())} cells)", flush=True)
+            rows.append((label, alpha.size / run_s, runs[0][2] / run_s, np.asarray(out.num_steps), np.max(err)))
+        summary.append((d, n, rows))
+    print("\n== summary: cells/s (x default) | steps mean/max | max rel err ==", flush=True)
+    for d, n, rows in summary:
+        for label, rate, ratio, steps, err in rows:
+            print(f"  d={d:<4} {n}x{n} {label:22s} {rate:8.1f} ({ratio:5.2f}x) | {steps.mean():6.0f}/{steps.max():6d}"
+                  f" | {err:.1e}", flush=True)
+    print(f"load at end {load()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
