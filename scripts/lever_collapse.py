@@ -4,21 +4,22 @@
 `solve_grid` under several solver settings, one after the other in one process,
 so that the ratios against the default hold under load.
 
-    python scripts/lever_collapse.py [--d 5,50,200] [--n 8,8,4]
+    python scripts/lever_collapse.py [--d 5,50,200] [--n 8,8,8]
         [--configs default,log,b16,log_b16] [--log-rtol 1e-9] [--ref-cells 5]
 
 Configurations: `default` (SolverSettings(), batch width 128 as in bench.py);
 `log` (SolverSettings(coords="log", rtol=--log-rtol)); `b16` (batch_size=16);
-`log_b16` (both). Each row prints: compile s, warm run s, cells/s, steps per cell
-(mean and max, collapsing cells and the others apart), the lockstep work, the
-ratio of cells/s to the default of the same d, the max relative difference of
-beta from the default run on every cell (before the earlier collapse), and the
-accuracy against bench.py's own `reference` (scipy DOP853 rtol 1e-13) on a few
-cells chosen from the default run: the slowest collapsing cell, the fastest
-collapsing cell, the median one, and two others (`cell_errors`: max over saves
-before min(collapse times) of ||beta - ref|| / ||ref||), plus the relative error of
-the collapse time. The references are cached in --ref-cache (they take minutes at
-d = 200). Measures only; load average (`os.getloadavg`) on every row.
+`log_b16` (both). Each row prints: the first call (compiles), the warm run s,
+cells/s, its ratio to the first configuration of the same d, steps per cell
+(mean and max, collapsing cells and the others apart), the lockstep work and the
+time per executed cell-step. Then, per configuration: the accuracy against
+bench.py's own `reference` (scipy DOP853 rtol 1e-13; `cell_errors`: max over
+saves before min(collapse times) of ||beta - ref|| / ||ref||) on a few cells
+picked from the run with the most collapses (the slowest, fastest and median
+collapsing cell, then the slowest other one and evenly spread ones), and the max
+difference from the first configuration on every cell: beta, and the collapse
+time (relative). The references are cached in --ref-cache (about a minute at
+d = 200). Measures only; the load average (`os.getloadavg`) on every row.
 """
 
 from __future__ import annotations
@@ -64,17 +65,19 @@ def run(prob, alpha, rho, settings, width):
     return first, run_s, out
 
 
-def steps_line(out, width):
+def steps_line(out, width, run_s=None, devices=1):
     steps = np.asarray(out.num_steps)
     coll = np.asarray(out.status) == int(sf.Status.COLLAPSED)
     w = min(width, steps.size)
     pad = (-steps.size) % w
     chunks = np.concatenate([steps, np.repeat(steps[-1:], pad)]).reshape(-1, w)
-    lock = np.sum(np.max(chunks, axis=1)) * w / steps.sum()
+    executed = np.sum(np.max(chunks, axis=1)) * w  # cell-steps a lockstep batch runs
+    lock = executed / steps.sum()
+    cost = f" | {run_s * devices / executed * 1e6:.1f} us per executed cell-step per core" if run_s else ""
     part = lambda m: f"{steps[m].mean():.0f}/{steps[m].max()}" if m.any() else "-/-"  # noqa: E731
     bad = int(np.sum(np.isin(np.asarray(out.status), [int(sf.Status.MAX_STEPS), int(sf.Status.FAILED)])))
     return (f"steps mean {steps.mean():.0f} max {steps.max()} | collapsing ({coll.sum()}) mean/max {part(coll)}"
-            f" | others mean/max {part(~coll)} | lockstep {lock:.1f}x | max_steps/failed {bad}"), steps
+            f" | others mean/max {part(~coll)} | lockstep {lock:.1f}x{cost} | max_steps/failed {bad}"), steps
 
 
 def pick_cells(out, k):
@@ -120,7 +123,7 @@ def diff_from(out, base):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--d", default="5,50,200")
-    p.add_argument("--n", default="8,8,4", help="grid side per d")
+    p.add_argument("--n", default="8,8,8", help="grid side per d")
     p.add_argument("--configs", default="default,log,b16,log_b16")
     p.add_argument("--log-rtol", default="1e-9", help="rtol(s) of the log rows, comma-separated")
     p.add_argument("--ref-cells", type=int, default=5)
@@ -146,7 +149,7 @@ def main() -> None:
                 print(f"  {runs[-1][0]:22s} 1st call {first_s:6.1f} s (compiles) | run {run_s:7.2f} s = "
                       f"{alpha.size / run_s:8.1f} cells/s ({runs[0][2] / run_s:5.2f}x {runs[0][0]}) | load {load()}",
                       flush=True)
-                print(f"      {steps_line(out, width)[0]}", flush=True)
+                print(f"      {steps_line(out, width, run_s, len(jax.devices()))[0]}", flush=True)
         # Reference cells: from the run with the most collapsed cells (at d = 200 the
         # default's collapsing cells stop at max_steps instead).
         pick = max(runs, key=lambda r: int(np.sum(np.asarray(r[3].status) == int(sf.Status.COLLAPSED))))
