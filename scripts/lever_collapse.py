@@ -73,7 +73,10 @@ def steps_line(out, width, run_s=None, devices=1):
     chunks = np.concatenate([steps, np.repeat(steps[-1:], pad)]).reshape(-1, w)
     executed = np.sum(np.max(chunks, axis=1)) * w  # cell-steps a lockstep batch runs
     lock = executed / steps.sum()
-    cost = f" | {run_s * devices / executed * 1e6:.1f} us per executed cell-step per core" if run_s else ""
+    # A call hands `w` cells to each device (padding the last call), so a grid of
+    # one or two batches keeps fewer devices busy.
+    busy = min(devices, -(-steps.size // w))
+    cost = f" | {run_s * busy / executed * 1e6:.1f} us per executed cell-step per busy core ({busy})" if run_s else ""
     part = lambda m: f"{steps[m].mean():.0f}/{steps[m].max()}" if m.any() else "-/-"  # noqa: E731
     bad = int(np.sum(np.isin(np.asarray(out.status), [int(sf.Status.MAX_STEPS), int(sf.Status.FAILED)])))
     return (f"steps mean {steps.mean():.0f} max {steps.max()} | collapsing ({coll.sum()}) mean/max {part(coll)}"
@@ -120,6 +123,61 @@ def diff_from(out, base):
     return float(np.max(bench.cell_errors(np.asarray(out.beta), T, np.asarray(base.beta), Tb)))
 
 
+def time_change_probe(d: int, alpha, rho, rtol: float) -> None:
+    """Step counts of a lean diffrax loop (Tsit5, log coordinates, the collapse
+    event only, no saves) in real time t against the same flow in the collapse
+    clock s of docs/theory.md s.4, ds = dt (1 + rho / ||mu * q||) (so ds = dt far
+    from the collapse and ds ~ dt rho / ||mu * q|| near it), with t carried as a
+    state and the solve stopped at t = T1 by a second event. Prints steps per
+    cell for the collapsing cells. A probe of what the time change would save;
+    it does not save at the requested t (that needs the interpolation of t(s))."""
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    from samflow.flows import log_velocity
+
+    mu = jnp.asarray(np.arange(1, d + 1) / d)
+    data = sf.single_sample(list(np.arange(1, d + 1) / d))
+    loss = sf.Logistic()
+    T1 = float(bench.TS[-1])
+
+    def one(a, r, change):
+        x0 = jnp.full((2, d), jnp.log(a))
+        sign = jnp.ones((2, d))
+
+        def field(s, y, args):
+            x, t = y
+            dx, _ = log_velocity(x, sign, r, sf.Method.L2, data, loss, False)
+            if not change:
+                return dx, jnp.ones(())
+            X = jnp.sum(x, axis=0)
+            log_n = 0.5 * jax.nn.logsumexp(2.0 * (jnp.log(mu)[None, :] + X[None, :] - x))
+            kappa = jax.nn.sigmoid(log_n - jnp.log(r))  # dt/ds = 1 / (1 + rho / ||mu q||)
+            return kappa * dx, kappa
+
+        def cond(s, y, args, **kw):
+            coll = 0.5 * jax.nn.logsumexp(2.0 * y[0]) - jnp.log(1e-6 * r)
+            return jnp.minimum(coll, (T1 - y[1]) / T1) if change else coll
+
+        ctrl = diffrax.PIDController(rtol=rtol, atol=rtol)
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 1e12 if change else T1, None, (x0, jnp.zeros(())),
+            stepsize_controller=ctrl, event=diffrax.Event(cond), max_steps=100_000, throw=False,
+            saveat=diffrax.SaveAt(t1=True))
+        coll = 0.5 * jax.nn.logsumexp(2.0 * sol.ys[0][-1]) <= jnp.log(1e-6 * r) + 1e-6
+        return sol.stats["num_steps"], coll, sol.ys[1][-1]
+
+    for change in (False, True):
+        fn = jax.jit(jax.vmap(lambda a, r: one(a, r, change)))
+        steps, coll, t_end = map(np.asarray, fn(jnp.asarray(alpha), jnp.asarray(rho)))
+        clock = "s (time change)" if change else "t"
+        part = f"{steps[coll].mean():.0f}/{steps[coll].max()}" if coll.any() else "-/-"
+        print(f"  probe d={d:<4} clock {clock:16s} collapsing ({coll.sum()}) steps mean/max {part}; "
+              f"others mean/max {steps[~coll].mean():.0f}/{steps[~coll].max()}; "
+              f"collapse t of the first collapsing cell {t_end[coll][:1]}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--d", default="5,50,200")
@@ -128,11 +186,18 @@ def main() -> None:
     p.add_argument("--log-rtol", default="1e-9", help="rtol(s) of the log rows, comma-separated")
     p.add_argument("--ref-cells", type=int, default=5)
     p.add_argument("--ref-cache", default="/tmp/lever_collapse_ref.npz")
+    p.add_argument("--probe", action="store_true",
+                   help="only the time-change probe (lean loop, step counts) on each d's chart")
     args = p.parse_args()
     use_cpu_cores()
     import jax
 
     print(f"{len(jax.devices())} device(s); load {load()}; reference cells per d: {args.ref_cells}", flush=True)
+    if args.probe:
+        for d, n in zip(map(int, args.d.split(",")), map(int, args.n.split(","))):
+            alpha, rho = bench.grid_cells(n, n)
+            time_change_probe(d, alpha, rho, float(args.log_rtol.split(",")[0]))
+        return
     summary = []
     for d, n in zip(map(int, args.d.split(",")), map(int, args.n.split(","))):
         prob = bench.Problem("l2", 2, tuple(np.arange(1, d + 1) / d))
@@ -154,8 +219,14 @@ def main() -> None:
         # default's collapsing cells stop at max_steps instead).
         pick = max(runs, key=lambda r: int(np.sum(np.asarray(r[3].status) == int(sf.Status.COLLAPSED))))
         idx = pick_cells(pick[3], args.ref_cells)
-        b_ref, T_ref = references(prob, alpha, rho, idx, Path(args.ref_cache))
         base = runs[0][3]
+        # Plus, per configuration, the cell where it differs most from the first one.
+        every = np.arange(alpha.size)
+        for _, _, _, out in runs[1:]:
+            e = bench.cell_errors(np.asarray(out.beta), bench.zero_from(out, every), np.asarray(base.beta),
+                                  bench.zero_from(base, every))
+            idx = np.array(list(dict.fromkeys(list(idx) + [int(np.argmax(np.where(np.isfinite(e), e, -1.0)))])))
+        b_ref, T_ref = references(prob, alpha, rho, idx, Path(args.ref_cache))
         T0 = bench.zero_from(base, np.arange(alpha.size))
         rows = []
         for label, width, run_s, out in runs:
