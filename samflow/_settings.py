@@ -145,9 +145,16 @@ class SolverSettings:
       and the stiff decay of the major coordinates before an l2 collapse is
       plain linear motion (about half the steps); the absolute tolerance on x
       is `rtol`, since an error in x is a relative error of W. On CPU the log
-      field costs about 1.5x per step, so the two run at about the same speed;
-      linear stays the default because it places the collapse time about 10x
-      more accurately (see docs/benchmarks.md).
+      field costs about 1.5x per step, so at d = 5 the two run at about the
+      same speed; linear stays the default because it places the collapse time
+      about 10x more accurately at equal rtol (see docs/benchmarks.md). At
+      large d log is the fast choice for l2 charts with collapsing cells: the
+      rates of that decay spread by (mu_max / mu_min)^2, stiff in W but not in
+      x, so a collapsing cell takes a few hundred steps from d = 5 to d = 200
+      against ~11,000 at d = 50 in linear (which runs out of `max_steps` at
+      d = 200); with rtol = 1e-10 beta stays within 1e-6 of the reference
+      (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
+      scripts/lever_collapse.py).
     """
 
     solver: str = "tsit5"

@@ -32,6 +32,7 @@ the issue's 1e-6, or samflow's own error where that is worse. The last line is
     BENCH cells_per_s=... speedup_vs_scipy=... speedup_vs_numpy_rk4=... grid256_s=... peak_mem_mb=...
           floor_ratio=... d50_cells_per_s=... d200_cells_per_s=... l3_vs_scipy=... l4_vs_scipy=...
           n4_vs_scipy=... warm_sweep_s=... figures_s=... first_compile_s=...
+          d50_log_cells_per_s=... d200_log_cells_per_s=...
 
 (one line; `nan` where a mode does not measure it: tiny skips the other charts, only
 --full runs the figure script). `warm_sweep_s` is the wall of a second
@@ -39,7 +40,9 @@ the issue's 1e-6, or samflow's own error where that is worse. The last line is
 (tiny: a 2-cell config); `figures_s` the wall of `scripts/reproduce_figures.py`
 with a cold cache; `first_compile_s` the chart solver's cold compilation (this
 process keeps no persistent cache); `*_vs_scipy` the l2 charts at depth 3, depth 4
-and on n = 4 samples against their scipy loops at equal accuracy.
+and on n = 4 samples against their scipy loops at equal accuracy; `d50_log_*`,
+`d200_log_*` the d = 50 and d = 200 charts again under the best documented
+setting for large d (`LARGE_D_LOG`: log coordinates, rtol 1e-10, batch width 16).
 
 This script only measures; it uses samflow's public API and changes nothing.
 """
@@ -598,6 +601,33 @@ def scipy_ladder(prob: Problem, res: dict, target: float, levels: int) -> tuple:
     return len(out) / dt, rtol, e, False
 
 
+# The best documented setting of the d = 50 and d = 200 charts (docs/benchmarks.md,
+# scripts/lever_collapse.py): log coordinates take a collapsing cell in a few
+# hundred steps from d = 5 to d = 200 (linear: ~11,000 at d = 50, > 16,384 at
+# d = 200); rtol 1e-10 keeps the error well under 1e-6 (1e-9 does not: 4e-6 on a
+# cell of the 16x16 d = 50 chart, a save just before its collapse), and batch
+# width 16 cuts the lockstep behind the slow cells and keeps both cores busy on
+# these small grids.
+LARGE_D_LOG = dict(coords="log", rtol=1e-10)
+LARGE_D_WIDTH = 16
+
+
+def log_chart_row(prob: Problem, grid: int, res: dict, settings, rng) -> float:
+    """The d >= 50 chart again under `LARGE_D_LOG` at width `LARGE_D_WIDTH`,
+    its error taken on the default row's reference cells. Returns cells/s."""
+    log_settings = dataclasses.replace(settings, **LARGE_D_LOG)
+    say(f"    the same chart, SolverSettings(coords='log', rtol={LARGE_D_LOG['rtol']:g}), "
+        f"batch width {LARGE_D_WIDTH} (the best documented setting at d >= 50):")
+    log = SamflowRunner(prob, log_settings, LARGE_D_WIDTH).run_grid(grid, 0, rng)
+    if "idx" in res:
+        idx = res["idx"]
+        err = cell_errors(log["out"].beta[idx], zero_from(log["out"], idx), res["b_ref"], res["T_ref"])
+        say(f"       (its accuracy on the default row's reference cells: max rel err {np.max(err):.2e} on "
+            f"{len(idx)} cells); "
+            f"{log['cells_per_s'] / res['cells_per_s']:.1f}x the default row's cells/s")
+    return log["cells_per_s"]
+
+
 def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
     """GD, linf, l2 at L = 3, 4, n = 4 samples, d = 50 and d = 200, log coordinates:
     samflow's chart, and (l2 rows) its speed-up over the scipy loop at its accuracy.
@@ -629,6 +659,8 @@ def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
             say(f"       scipy loop: rtol {rtol:.0e} (err {err:.1e}{'' if reached else ', target NOT reached'}) "
                 f"{rate:.2f} cells/s; samflow {ratio:.3g}x{'' if reached else ' (lower bound)'}")
         rows[key] = (res["cells_per_s"], ratio)
+        if key in ("d50", "d200"):
+            rows[key + "_log"] = (log_chart_row(prob, grid, res, settings, rng), float("nan"))
     say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
     SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
         n, cfg["extra_subset"], rng)
@@ -701,7 +733,7 @@ def summary_lines(rows: dict, first_compile_s: float, warm_s: float, figures_s: 
     say(f"  second run of the sweep, compile cache warm: {warm_s:.1f} s ({_goal(warm_s, 5, ' s', higher=False)})")
     if mode == "full":
         say(f"  figure script: {figures_s:.1f} s ({_goal(figures_s, 90, ' s', higher=False)})")
-    for key in ("d50", "d200"):
+    for key in ("d50", "d200", "d50_log", "d200_log"):
         if key in rows:
             say(f"  {key} chart: {rows[key][0]:.1f} cells/s ({_goal(rows[key][0], 1000, ' cells/s', higher=True)})")
     for key in ("l3", "l4", "n4"):
@@ -923,7 +955,8 @@ def main(argv=None) -> int:
         f"d50_cells_per_s={fmt(rows.get('d50', nan)[0])} d200_cells_per_s={fmt(rows.get('d200', nan)[0])} "
         f"l3_vs_scipy={fmt(rows.get('l3', nan)[1])} l4_vs_scipy={fmt(rows.get('l4', nan)[1])} "
         f"n4_vs_scipy={fmt(rows.get('n4', nan)[1])} warm_sweep_s={fmt(warm_s)} figures_s={fmt(figures_s)} "
-        f"first_compile_s={fmt(first_compile_s)}")
+        f"first_compile_s={fmt(first_compile_s)} d50_log_cells_per_s={fmt(rows.get('d50_log', nan)[0])} "
+        f"d200_log_cells_per_s={fmt(rows.get('d200_log', nan)[0])}")
     return 0
 
 

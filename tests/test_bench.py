@@ -10,9 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_KEYS = ["cells_per_s", "speedup_vs_scipy", "speedup_vs_numpy_rk4", "grid256_s",
               "peak_mem_mb", "floor_ratio", "d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy",
-              "l4_vs_scipy", "n4_vs_scipy", "warm_sweep_s", "figures_s", "first_compile_s"]
+              "l4_vs_scipy", "n4_vs_scipy", "warm_sweep_s", "figures_s", "first_compile_s",
+              "d50_log_cells_per_s", "d200_log_cells_per_s"]
 # Not measured in tiny mode (the other charts; the figure script runs only under --full).
-TINY_NAN = {"d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy", "l4_vs_scipy", "n4_vs_scipy", "figures_s"}
+TINY_NAN = {"d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy", "l4_vs_scipy", "n4_vs_scipy", "figures_s",
+            "d50_log_cells_per_s", "d200_log_cells_per_s"}
 NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan)"
 
 
