@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,8 @@ def child(names: list[str], quick: bool, out_json: str) -> None:
     monitoring.register_event_duration_secs_listener(on_duration)
 
     rows = []
-    out = tempfile.mkdtemp(prefix="lever_figures_")
+    out_dir = tempfile.TemporaryDirectory(prefix="lever_figures_")  # the figures themselves are not kept
+    out = out_dir.name
     order = [n for g in figures.GROUPS for n in g if n in names]
     for name in order:
         n_tr, n_lo, n_co = len(spans["trace"]), len(spans["lower"]), len(compiles)
@@ -108,6 +110,7 @@ def child(names: list[str], quick: bool, out_json: str) -> None:
             programs=[c for c in mine if c["s"] >= MIN_PROGRAM_S],
         ))
         print(f"  {name}: {wall:.1f} s", file=sys.stderr, flush=True)
+    out_dir.cleanup()
     Path(out_json).write_text(json.dumps(dict(rows=rows, load=os.getloadavg()[0])))
 
 
@@ -173,6 +176,8 @@ def main(argv: "list[str] | None" = None) -> int:
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="lever_figures_cache_"))
     print(f"cache folder {cache}; {len(names)} figures{' (quick)' if args.quick else ''}; one process per pass")
     passes = [_run_pass(label, names, args.quick, cache) for label in args.passes.split(",")]
+    if not args.cache:
+        shutil.rmtree(cache, ignore_errors=True)  # a temporary folder of this run only
     for ps in passes:
         _print_pass(ps)
     if len(passes) >= 2:
