@@ -57,6 +57,7 @@ from jaxtyping import Array, Float, Int
 from .datasets import Dataset
 from .flows import Method
 from .losses import get_loss
+from ._cache import no_runtime_checks
 from ._events import BracketBisection
 from ._singular import extrapolate_to_zero, linear_fill
 from ._settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
@@ -169,10 +170,18 @@ def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocit
 def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettings, loss, predictor=None) -> ModelTrajectory:
     """Solve one cell (docs/theory.md s.2, s.4); pure and vmappable over theta0 and rho.
 
-    Arguments as `solve_model` with `rho` a () float64, `ts` (n_save,) float64
-    (not checked here), `loss` a name or an `AbstractLoss`, `predictor` the
+    Arguments as `solve_model` with `rho` a () float64, `ts` (n_save,) save
+    times (checked here as `solve_model` checks them: finite, >= 0, strictly
+    increasing, last > 0), `loss` a name or an `AbstractLoss`, `predictor` the
     effective predictor or None. Returns a `ModelTrajectory` of one cell; never
     raises for a failing cell.
+
+    **Raises:** `ValueError` (one line, naming `ts`) for bad save times. Save
+    times that are traced (a `jax.jit` taking `ts` as an argument) can only be
+    checked when the program runs: an `equinox.error_if` (a host callback, so
+    the persistent compile cache does not store that program) raises then.
+    The solve itself traces without diffrax's own save-time check
+    (`samflow._cache.no_runtime_checks`): no host callback, the program is cached.
 
     l2-SAM with rho > 0 has the collapse event of `samflow.solve` (docs/theory.md
     s.4), written for any model with `collapse_ratio`: the solve stops when R
@@ -182,6 +191,25 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     (linearly interpolated between the capture and the collapse; beta there is
     within O(capture_radius^2 rho^2) of 0).
     """
+    ts = _traced_save_times(ts) if isinstance(ts, jax.core.Tracer) else jnp.asarray(check_save_times(ts))
+    return _solve_cell(method, f, theta0, rho, data, ts, settings=settings, loss=loss, predictor=predictor)
+
+
+def _traced_save_times(ts):
+    """Traced save times, checked as `check_save_times` does, when the program runs
+    (an explicit `on_error="raise"`: unlike the "default" of diffrax's own check,
+    `no_runtime_checks` cannot switch it off)."""
+    if ts.ndim != 1 or ts.shape[0] == 0:
+        raise ValueError(f"ts must be a non-empty 1-D list of times, got shape {ts.shape}")
+    bad = ~jnp.all(jnp.isfinite(ts)) | (ts[0] < 0) | jnp.any(jnp.diff(ts) <= 0) | (ts[-1] <= 0)
+    return eqx.error_if(ts, bad, "ts must be finite, start at a time >= 0, be strictly increasing and end > 0",
+                        on_error="raise")
+
+
+def _solve_cell(method, f, theta0, rho, data, ts, *, settings, loss, predictor) -> ModelTrajectory:
+    """`solve_model_cell` after its check of `ts` (sorted, finite, inside [0, ts[-1]]:
+    diffrax's run-time check of them can never fire, so it is left out of the
+    program; `no_runtime_checks`: no host callback, the compile cache keeps it)."""
     method = Method.parse(method)
     loss_fn = loss_obj(loss)
     theta0, rho, data, ok_in = safe_inputs(theta0, rho, data)
@@ -207,20 +235,21 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
         )
     # A cell that starts captured does not move (zero field: a trivial solve).
     live = jnp.where(start_collapsed, 0.0, 1.0)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(lambda v: live * v, velocity(th, args[0]))),
-        SOLVERS[settings.solver](),
-        0.0,
-        ts[-1],
-        None,
-        theta0,
-        args=(rho, watch & ~start_collapsed),
-        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
-        stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
-        event=event,
-        max_steps=settings.max_steps,
-        throw=False,
-    )
+    with no_runtime_checks():  # ts checked (solve_model_cell): diffrax's check of it cannot fire
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, th, args: jax.tree_util.tree_map(lambda v: live * v, velocity(th, args[0]))),
+            SOLVERS[settings.solver](),
+            0.0,
+            ts[-1],
+            None,
+            theta0,
+            args=(rho, watch & ~start_collapsed),
+            saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
+            stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
+            event=event,
+            max_steps=settings.max_steps,
+            throw=False,
+        )
     theta_ts, theta_end = sol.ys
     if method.spec.collapses:
         theta_ts, collapsed, event_time = _after_collapse(
@@ -242,7 +271,8 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
 
 @eqx.filter_jit
 def _solve_model_batch(method, f, theta0, rho, data, ts, settings, loss, predictor, theta0_batched):
-    fn = lambda th, r: solve_model_cell(method, f, th, r, data, ts, settings=settings, loss=loss, predictor=predictor)
+    # ts was checked by solve_model (check_save_times) before this trace.
+    fn = lambda th, r: _solve_cell(method, f, th, r, data, ts, settings=settings, loss=loss, predictor=predictor)
     return jax.vmap(fn, in_axes=(0 if theta0_batched else None, 0))(theta0, rho)
 
 

@@ -17,6 +17,7 @@ from samflow.models import (
     model_velocity,
     run_model_discrete,
     solve_model,
+    solve_model_cell,
     two_layer_linear,
 )
 from samflow.status import Status
@@ -245,3 +246,56 @@ def test_flat_norm_without_overflow_or_underflow():
         tree = (jnp.array([3.0]) * s, jnp.array([[4.0]]) * s)
         assert float(_flat_norm(tree)) == pytest.approx(5.0 * s, rel=1e-15)
     assert float(_flat_norm((jnp.zeros(3),))) == 0.0
+
+
+# ------------------------------------------------- save-time checks and the compile cache
+
+
+@pytest.mark.parametrize("ts, what", [([2.0, 1.0], "strictly increasing"), ([0.5, np.nan], "non-finite"),
+                                      ([-1.0, 1.0], ">= 0"), ([[1.0, 2.0]], "1-D")])
+def test_solve_model_cell_refuses_bad_save_times(data4, ts, what):
+    """solve_model_cell checks its save times as solve_model does (one line naming ts),
+    before diffrax's run-time check, which its program leaves out, could be needed."""
+    model = two_layer_linear(3, 2)
+    with pytest.raises(ValueError, match="^ts .*" + what) as err:
+        solve_model_cell("l2", model.f, model.init(0.5), 0.05, data4, ts, settings=sf.SolverSettings(),
+                         loss="logistic")
+    assert "\n" not in str(err.value)
+
+
+def _callback_case(data4):
+    model = two_layer_linear(3, 2)
+    th0 = model.init(0.5, seed=2)
+    cell = lambda r, t: solve_model_cell("l2", model.f, th0, r, data4, t, settings=sf.SolverSettings(),
+                                         loss="logistic", predictor=model.effective_predictor)
+    return model, th0, cell
+
+
+def test_solve_model_program_has_no_host_callback(data4):
+    """Checked save times trace without diffrax's save-time check: no host callback,
+    so the persistent compile cache keeps the program (JAX refuses to write programs
+    with callbacks). Traced save times (jit over ts) are checked when the program
+    runs instead: a callback (so the test can fail)."""
+    _, _, cell = _callback_case(data4)
+    ts, rho = np.array([0.5, 3.0, 40.0]), np.array([0.0, 0.02, 0.3])
+    assert "callback" not in jax.jit(jax.vmap(lambda r: cell(r, ts))).lower(rho).as_text()
+    assert "callback" in jax.jit(jax.vmap(cell, in_axes=(0, None))).lower(rho, ts).as_text()
+
+
+@pytest.mark.slow
+def test_checked_and_traced_save_times_same_bits(data4):
+    """The program without diffrax's check (checked ts), the one with a run-time check
+    (traced ts) and solve_model give the same bits; a bad traced ts raises at run
+    time (three compilations: slow)."""
+    model, th0, cell = _callback_case(data4)
+    ts = np.array([0.5, 3.0, 40.0])
+    rho = np.array([0.0, 0.02, 0.3])  # GD, and l2-SAM cells that go on and that collapse
+    traced = jax.jit(jax.vmap(cell, in_axes=(0, None)))
+    a, b = jax.jit(jax.vmap(lambda r: cell(r, ts)))(rho), traced(rho, ts)
+    np.testing.assert_array_equal(a.status, [Status.FINISHED, Status.FINISHED, Status.COLLAPSED])
+    c = solve_model("l2", model, th0, rho, data4, ts)
+    for x, y, z in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), jax.tree_util.tree_leaves(c)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
+    with pytest.raises(Exception, match="ts must be finite, start at a time >= 0, be strictly increasing"):
+        jax.block_until_ready(traced(rho, ts[::-1].copy()))

@@ -22,11 +22,14 @@ Data flow: config (configs/figures/*.toml) -> batched solves (`samflow.sweep.sol
 -> measurements (`samflow.analysis`) and predictions (`samflow.theory`) -> figures
 and `Check`s. Each figure function can be called on its own from Python.
 
-Compilation of the solver dominates the run time (tens of seconds per (method,
-clock, depth, data shape) on a loaded 2-core machine; the integrations themselves
-take seconds), so every solve of a run uses the same chunk size and number of
-save times, and `run_all` spreads the figures over worker processes in groups
-that share compilations.
+Compilation of the solver dominates a cold run (about half of it: tens of
+seconds per (method, clock, depth, data shape) on a loaded 2-core machine), so
+every solve of a run uses the same chunk size and number of save times, and
+`run_all` spreads the figures over worker processes in groups that share
+compilations; the persistent compile cache (`samflow._cache`) keeps the
+programs for the next run. The solves sort their cells by alpha / rho into
+lockstep batches (`_context.cost_key`; no bit changes). Where the time goes:
+`scripts/lever_figures.py`, docs/benchmarks.md.
 """
 
 from ._context import (
