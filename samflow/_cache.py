@@ -273,12 +273,13 @@ class StoredProgram:
 
 
 def _compile_fresh(jitted, args: tuple):
-    """`jitted.lower(*args).compile()`, never taken from JAX's own cache: an executable
-    that JAX loaded from its cache serializes without its machine code on CPU (the
-    stored copy then fails with "Function ... not found"). A compile option left at
-    its default (LLVM's expensive passes stay on) gives the program another key in JAX's cache, and
-    JAX writes nothing under it (minimum compile time infinite for this compile), so
-    XLA compiles it: the same code as `jitted(*args)` compiles."""
+    """`jitted.lower(*args).compile()`, never taken from JAX's own cache: an
+    executable that JAX loaded from its cache serializes without its machine code
+    on CPU (the stored copy then fails with "Function ... not found"). A compile
+    option left at its default (`_FRESH_OPTIONS`: LLVM's expensive passes stay on)
+    gives the program another key in JAX's cache, and JAX writes nothing under it
+    (minimum compile time infinite for this compile), so XLA compiles it: the same
+    code as `jitted(*args)` compiles."""
     name = "jax_persistent_cache_min_compile_time_secs"
     previous = getattr(jax.config, name)
     jax.config.update(name, float("inf"))
