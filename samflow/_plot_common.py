@@ -282,3 +282,25 @@ def _regimes(ds, m) -> np.ndarray:
             ds["dominant"].sel(flow=m).values, ds["tied"].sel(flow=m).values, status, ds.sizes["coord"]
         )
     return regime_label(ds["beta"].sel(flow=m).values, status)
+
+
+def save_png_pdf(fig, path, dpi: float) -> None:
+    """Save `fig` as the PNG `path` at `dpi` and as a PDF beside it, both cropped to
+    the figure's tight bounding box (`bbox_inches="tight"`, padded by
+    `savefig.pad_inches`), with the box measured once, on the PNG's renderer:
+    `bbox_inches="tight"` measures it again for each file, a layout pass over
+    every axis, tick label and title (a third of the time of a many-axes
+    figure). The PNG is pixel for pixel what `savefig(path, dpi=dpi,
+    bbox_inches="tight")` writes; the PDF keeps its resolution (the figure's
+    own dpi for rasterized artists) and gets the PNG's box."""
+    from pathlib import Path
+
+    import matplotlib
+
+    path = Path(path)
+    pdf_dpi = getattr(fig, "_original_dpi", fig.dpi)  # what savefig(dpi="figure") would use
+    fig.set_dpi(dpi)
+    fig.draw_without_rendering()  # places ticks, titles and labels, as savefig's own first pass
+    bbox = fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
+    fig.savefig(path, dpi=dpi, bbox_inches=bbox)
+    fig.savefig(path.with_suffix(".pdf"), dpi=pdf_dpi, bbox_inches=bbox)

@@ -26,7 +26,6 @@ from collections import deque
 from typing import NamedTuple
 
 import numpy as np
-import scipy.optimize
 from jaxtyping import ArrayLike, Bool, Float, Int
 
 from .datasets import Dataset
@@ -520,6 +519,8 @@ def max_margin_direction(
     y = np.asarray(y, dtype=np.float64)
     if p not in (1, 2):
         raise ValueError(f"p must be 1 or 2, got {p!r}")
+    import scipy.optimize  # here, not at the top: 0.25 s of every sweep's start (its figures import this module)
+
     A = y[:, None] * X
     n, d = A.shape
     res = scipy.optimize.linprog(
@@ -543,6 +544,8 @@ def max_margin_direction(
 
 def _min_norm_l2(A: np.ndarray, b0: np.ndarray) -> np.ndarray:
     """argmin ||b||_2 s.t. A b >= 1, from the feasible point b0."""
+    import scipy.optimize
+
     res = scipy.optimize.minimize(
         lambda b: 0.5 * b @ b,
         b0,

@@ -71,6 +71,7 @@ from ._plot_common import (  # noqa: F401  (moved there; this module keeps the n
     is_summary as is_summary,
     _dominant as _dominant,
     _regimes as _regimes,
+    save_png_pdf,
 )
 
 __all__ = [
@@ -151,8 +152,7 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     depth = ds.attrs.get("depth", "?")
     fig.suptitle(rf"Dominant feature over time, depth $L={depth}$, $\rho={rho_v:g}$, $d={d}$")
     fig.subplots_adjust(bottom=0.2, top=0.85, right=0.86)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    fig.savefig(path.with_suffix(".pdf"), bbox_inches="tight")
+    save_png_pdf(fig, path, dpi=130)
     plt.close(fig)
     return path
 
@@ -331,8 +331,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 5), frameon=False,
                bbox_to_anchor=(0.5, 0.0), fontsize=8.5)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    fig.savefig(path.with_suffix(".pdf"), bbox_inches="tight")
+    save_png_pdf(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -423,8 +422,7 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
         title += f": every cell failed, no regime ({no_value_label(missing)[len('no value ('):-1]})"
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=130, bbox_inches="tight")
-    fig.savefig(path.with_suffix(".pdf"), bbox_inches="tight")
+    save_png_pdf(fig, path, dpi=130)
     plt.close(fig)
     return path
 

@@ -52,6 +52,7 @@ past the tracked range, docs/theory.md s.3). tau is not tracked in the t clock.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -59,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from ._cache import StoredProgram, programs_dir
 from .datasets import Dataset
 from .flows import Clock, Method
 from .losses import get_loss
@@ -225,13 +227,24 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     )
 
 
-@eqx.filter_jit
-def _switch_batch(W0, rho, data, ts, method, clock, settings, K):
+def _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K):
     def one(W, r, ts_cell):
         sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K)
         return _check(sw, W_saved, ts_cell)
 
     return jax.vmap(one)(W0, rho, ts)
+
+
+_switch_batch = eqx.filter_jit(_switch_batch_fn)
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_switch_batch(method, clock, settings, K):
+    """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
+    with the compile cache on (the command lines), a second process loads it
+    instead of tracing it again; same program, same bits."""
+    fn = jax.jit(lambda W0, rho, data, ts: _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K))
+    return StoredProgram(fn, ("samflow.switches", method, clock, settings, K))
 
 
 def switch_horizon(dom, tied, ts) -> np.ndarray:
@@ -331,7 +344,11 @@ def locate_switches(
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        out = _switch_batch(jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]), method, clock, settings, K)
+        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]))
+        if programs_dir() is None:
+            out = _switch_batch(*args, method, clock, settings, K)
+        else:  # the stored program (samflow._cache): no tracing on a second run
+            out = _stored_switch_batch(method, clock, settings, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 

@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from .. import _integrate, _solution
+from .._cache import StoredProgram
 from ..flows import Method
 
 __all__ = [
@@ -319,7 +320,9 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     and `rho` (n_dev w,) placed with `sharding` (device i gets rows i w ... (i+1) w),
     `data` and `ts` replicated, returns a `Trajectory` (or a `Summary` with
     `summary`) with leading axis n_dev w. One compilation per (devices, method,
-    clock, settings, summary, w, L, d, n_save).
+    clock, settings, summary, w, L, d, n_save). With the compile cache on (the
+    command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
+    loads the compiled program instead of tracing it again, same bits.
     """
     mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
     P = PartitionSpec
@@ -342,7 +345,8 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
         out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )
-    return jax.jit(body), NamedSharding(mesh, P(AXIS))
+    what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), method, clock, settings, summary, gather)
+    return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
 
 
 def start_distributed(
