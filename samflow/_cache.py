@@ -96,12 +96,15 @@ def cache_dir() -> "Path | None":
     return Path(base) / "samflow" / "jax"
 
 
-def enable_compilation_cache(path: "str | os.PathLike | None" = None) -> "Path | None":
+def enable_compilation_cache(path: "str | os.PathLike | None" = None, *, programs: bool = True) -> "Path | None":
     """Turn JAX's persistent compilation cache on for this process.
 
     **Arguments:** `path` the folder (default: `cache_dir()`). Programs taking
     >= 0.1 s to compile are kept, of any size (JAX's defaults, 1 s, skip most of
-    samflow's smaller programs).
+    samflow's smaller programs). `programs`: also store and load the sweep's
+    compiled solvers (`StoredProgram`; unless `SAMFLOW_STORED_PROGRAMS=off`);
+    False keeps only JAX's cache, so every solver is still traced (the test
+    suite's choice: its in-process tests take the library's traced path).
 
     **Returns:** the folder, or None when the cache is off (`SAMFLOW_COMPILATION_CACHE=off`)
     or the folder cannot be made (the run goes on, compiling as before).
@@ -118,7 +121,7 @@ def enable_compilation_cache(path: "str | os.PathLike | None" = None) -> "Path |
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    off = os.environ.get(PROGRAMS_ENV, "on").strip().lower() in _OFF
+    off = not programs or os.environ.get(PROGRAMS_ENV, "on").strip().lower() in _OFF
     _programs = None if off else folder / PROGRAMS_SUBDIR
     return folder
 

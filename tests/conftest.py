@@ -19,8 +19,10 @@ from samflow._cache import enable_compilation_cache  # noqa: E402
 # slow suite after the default one, the second xdist worker and a rerun then load a
 # program instead of compiling it again (test_critical.py: 23 -> 11 CPU-s). A hit is
 # the same executable as a compile (JAX keys an entry by the program, its compile
-# options and the jaxlib version), so no result changes.
-enable_compilation_cache()
+# options and the jaxlib version), so no result changes. The stored programs (which skip
+# tracing) stay off here: in-process tests take the library's traced path, and
+# tests/test_stored_programs.py and the command-line tests cover the stored one.
+enable_compilation_cache(programs=False)
 
 
 @pytest.fixture

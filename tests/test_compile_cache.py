@@ -88,6 +88,22 @@ def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
         assert _cache.cache_dir() is None and _cache.enable_compilation_cache() is None
 
 
+def test_programs_false_keeps_only_jax_cache(monkeypatch, tmp_path):
+    """`enable_compilation_cache(programs=False)` (the test suite's call) sets JAX's cache
+    folder but leaves the stored programs off; the default turns both on."""
+    updates = {}
+    monkeypatch.setattr(jax.config, "update", lambda k, v: updates.__setitem__(k, v))
+    monkeypatch.delenv(_cache.PROGRAMS_ENV, raising=False)
+    monkeypatch.setattr(_cache, "_programs", _cache._programs)  # restored after the test
+    assert _cache.enable_compilation_cache(tmp_path / "c", programs=False) == tmp_path / "c"
+    assert updates["jax_compilation_cache_dir"] == str(tmp_path / "c") and _cache.programs_dir() is None
+    _cache.enable_compilation_cache(tmp_path / "c")
+    assert _cache.programs_dir() == tmp_path / "c" / _cache.PROGRAMS_SUBDIR
+    monkeypatch.setenv(_cache.PROGRAMS_ENV, "off")
+    _cache.enable_compilation_cache(tmp_path / "c")
+    assert _cache.programs_dir() is None
+
+
 def test_no_runtime_checks_restores_equinox_setting():
     from equinox import _errors
 
