@@ -137,21 +137,42 @@ def no_runtime_checks():
     """Trace the enclosed code with equinox's runtime checks off (`EQX_ON_ERROR=off`
     for this block only), so that no host callback enters the program and the
     persistent cache can keep it. Only for code whose checks cannot fire (see
-    the module docstring); a no-op when equinox's internals have moved."""
+    the module docstring); a no-op when equinox's internals have moved.
+
+    equinox traces its checks through one jitted function cached by argument
+    shape, not by the mode: an "off" trace made here would be reused by a later
+    check of the same shape outside this block (a user's diffrax solve would
+    silently check nothing). So the block also routes the checks through a
+    jitted copy of its own, and the two modes never share a trace."""
     try:
         from equinox import _errors
     except ImportError:  # pragma: no cover - equinox moved its module
         yield
         return
-    if not hasattr(_errors, "EQX_ON_ERROR"):  # pragma: no cover
-        yield
+    if not all(hasattr(_errors, n) for n in ("EQX_ON_ERROR", "branched_error_if_impl", "branched_error_if_impl_jit")):
+        yield  # pragma: no cover - equinox's internals moved: checks stay on
         return
-    previous = _errors.EQX_ON_ERROR
+    previous = _errors.EQX_ON_ERROR, _errors.branched_error_if_impl_jit
     _errors.EQX_ON_ERROR = "off"
+    _errors.branched_error_if_impl_jit = _off_checks_jit()
     try:
         yield
     finally:
-        _errors.EQX_ON_ERROR = previous
+        _errors.EQX_ON_ERROR, _errors.branched_error_if_impl_jit = previous
+
+
+@functools.lru_cache(maxsize=1)
+def _off_checks_jit():
+    """equinox's check, jitted apart from equinox's own copy (see `no_runtime_checks`):
+    a function object of its own, since `equinox.filter_jit` shares one trace cache
+    among the wrappers of the same function."""
+    import equinox as eqx
+    from equinox import _errors
+
+    def checks_off(*args, **kwargs):
+        return _errors.branched_error_if_impl(*args, **kwargs)
+
+    return eqx.filter_jit(checks_off)
 
 
 @functools.lru_cache(maxsize=1)

@@ -12,7 +12,9 @@ import textwrap
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import samflow as sf
 from samflow import _cache
@@ -115,3 +117,25 @@ def test_no_runtime_checks_restores_equinox_setting():
     except KeyError:
         pass
     assert _errors.EQX_ON_ERROR == before
+
+
+def test_no_runtime_checks_does_not_leak_into_later_checks():
+    """A check traced inside `no_runtime_checks` must not switch off the same check traced
+    later outside it. equinox caches the trace of its error_if by argument shape, not by
+    `EQX_ON_ERROR`, so without a separate cache for the "off" traces a user's later
+    error_if (diffrax's save-time check, say) of the same shape silently checked nothing."""
+    import equinox as eqx
+
+    def checked(x):
+        return eqx.error_if(x, x < 0, "negative entry")
+
+    def program():  # a new outer program each time, as samflow's solver and a user's are
+        return eqx.filter_jit(lambda x: 2.0 * checked(x))
+
+    x = jnp.array([1.0, -2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])  # a shape no other test uses
+    with _cache.no_runtime_checks():
+        assert np.array_equal(program()(x), 2.0 * x)  # off: no check
+    with pytest.raises(Exception, match="negative entry"):
+        jax.block_until_ready(program()(x))  # outside: checked again
+    with _cache.no_runtime_checks():
+        assert np.array_equal(program()(x), 2.0 * x)  # and off again inside
