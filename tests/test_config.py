@@ -504,7 +504,7 @@ def test_messages_name_the_field_and_value_once(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text(edit("rho = [1.0]", "rho = [-0.01]"))
     assert main([str(cfg), "--quiet"]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {cfg}: grid.rho: must be >= 0, got -0.01"
+    assert capsys.readouterr().err.strip() == f"error: {cfg}: grid.rho: must be >= 0, got -0.01: the SAM radius is a size (0 gives gradient flow)"
 
 
 def test_a_folder_given_as_config_is_named_a_folder(tmp_path, capsys):

@@ -146,13 +146,13 @@ class GridConfig(_Strict):
         if arr.size == 0:
             raise ValueError(f"grid.{info.field_name} is empty: give at least one value")
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"grid.{info.field_name} contains a non-finite value")
+            raise ValueError(f"grid.{info.field_name} contains a non-finite value: give finite numbers")
         if np.any(np.diff(arr) <= 0):
-            raise ValueError(f"grid.{info.field_name} must be strictly increasing")
+            raise ValueError(f"grid.{info.field_name} must be strictly increasing: list its values in increasing order, without repeats")
         if info.field_name == "rho" and np.any(arr < 0):
-            raise ValueError(f"grid.rho must be >= 0, got {arr.min()}")
+            raise ValueError(f"grid.rho must be >= 0, got {arr.min()}: the SAM radius is a size (0 gives gradient flow)")
         if info.field_name == "alpha" and np.any(arr < 0):
-            raise ValueError(f"grid.alpha must be >= 0, got {arr.min()}")
+            raise ValueError(f"grid.alpha must be >= 0, got {arr.min()}: the init scale is a size (give signs with init.W0)")
         return v
 
     def alpha_values(self) -> np.ndarray:
