@@ -9,7 +9,7 @@ turn it on for their process.
 """
 
 from .datasets import Dataset, single_sample
-from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2
+from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2, velocity
 from .losses import Exponential, Logistic, get_loss
 from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
 from . import solve as _solve_module  # noqa: F401  (the deprecated module path, loaded first; see samflow/solve.py)
@@ -25,4 +25,5 @@ __all__ = [
     "SolverSettings", "Status", "Summary", "Trajectory", "beta", "get_loss", "grad_loss",
     "init_weights", "loss_value", "perturbation", "prod_excl", "real_time_velocity",
     "rescaled_velocity", "residual", "single_sample", "solve", "solve_cell", "summarize", "unit_l2",
+    "velocity",
 ]

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from .datasets import Dataset
-from .flows import Clock, Method, log_velocity, perturbed_weights, real_time_velocity, rescaled_velocity
+from .flows import Clock, Method, log_velocity, perturbed_weights, velocity
 from .losses import AbstractLoss
 from .diagonal_net import prod_excl, residual
 
@@ -104,18 +104,14 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
     """
     if sign is not None:
         dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU)
-        if clock is Clock.T:
-            return dW, jnp.zeros_like(s)
-        return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
-    if rsurf is not None:
+    elif rsurf is not None:
         return _linf_multi_field(W, rho, data, memory, frozen, rsurf[0], rsurf[1], loss), jnp.zeros_like(s)
-    if clock is Clock.T:
-        dW = real_time_velocity(W, rho, method, data, loss, memory)
-        ds = jnp.zeros_like(s)
     else:
-        dW, log_rate = rescaled_velocity(W, rho, method, data, loss, memory)
-        ds = jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
-    return jnp.where(frozen, 0.0, dW), ds
+        dW, log_rate = velocity(W, rho, method, data, loss, memory, clock=clock)
+        dW = jnp.where(frozen, 0.0, dW)
+    if clock is Clock.T:
+        return dW, jnp.zeros_like(s)
+    return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
 
 
 def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss):

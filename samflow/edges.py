@@ -23,7 +23,7 @@ data set, by vectorized bisection on the flow's outcome:
   mean_i y_i x_ij (with noisy magnitudes it need not be the last one). From an
   equal init every |beta_j(0)| = alpha^L is tied, so the first leader is
   argmax_j d|beta_j|/dt at t = 0: this is read from the flow's own field
-  (`samflow.flows.real_time_velocity` at W(0), pushed through beta by
+  (`samflow.flows.velocity` at W(0), pushed through beta by
   forward-mode autodiff), which decides the outcome to rounding. A saved
   trajectory cannot: just below the edge the challenger leads only for a time
   proportional to the distance to the edge, by a relative margin proportional
@@ -63,7 +63,7 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from .datasets import Dataset
-from .flows import Method, real_time_velocity, rescaled_velocity
+from .flows import Method, velocity
 from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .solver import Clock, SolverSettings, solve_cell
@@ -426,10 +426,7 @@ def _first_rates(a, rho, X, y, mask, method, L, loss, tau):
     def one(a_, r_, X_, y_, m_):
         W = (a_ * r_) * jnp.ones((L, 1)) * m_[None, :]
         data = Dataset(X=X_, y=y_)
-        if tau:
-            V, _ = rescaled_velocity(W, r_, method, data, loss)
-        else:
-            V = real_time_velocity(W, r_, method, data, loss)
+        V, _ = velocity(W, r_, method, data, loss, clock=Clock.TAU if tau else Clock.T)
         b, db = jax.jvp(beta_of, (W,), (V,))
         return jnp.where(m_ > 0, jnp.sign(b) * db, -jnp.inf)
 

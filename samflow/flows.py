@@ -22,7 +22,7 @@ gives the rescaled flow in tau, dtau/dt = slope(z_hat):
     dW/dtau = mu * prod_excl(W_hat),   log(dt/dtau) = log_inv_slope(z_hat).
 
 (For usam the same time change is exact too; its eps keeps the slope factor.)
-`rescaled_velocity` returns log(dt/dtau), finite even where dt/dtau overflows;
+`velocity(..., clock="tau")` (`rescaled_velocity`) returns log(dt/dtau), finite even where dt/dtau overflows;
 `samflow.solve` turns it into real time (docs/theory.md section 4 on why t is a
 secondary quantity of the tau clock).
 
@@ -52,6 +52,7 @@ __all__ = [
     "unit_l2",
     "perturbation",
     "perturbed_weights",
+    "velocity",
     "real_time_velocity",
     "rescaled_velocity",
     "log_velocity",
@@ -103,43 +104,51 @@ def perturbed_weights(W, r, rho, method: Method, memory=None):
     return W + perturbation(W, r, rho, method, memory)
 
 
-def real_time_velocity(
+def velocity(
     W: Float[Array, "L d"],
     rho: Float[Array, ""],
     method: Method,
     data: Dataset,
     loss: AbstractLoss,
     memory: Float[Array, "L d"] | None = None,
-) -> Float[Array, "L d"]:
-    """dW/dt = -grad L(W + eps(grad L(W))) for any data (docs/theory.md section 2).
-
-    Units: weights per unit of real time t. Shape (L, d).
-    """
-    W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
-    return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat)
-
-
-def rescaled_velocity(
-    W: Float[Array, "L d"],
-    rho: Float[Array, ""],
-    method: Method,
-    data: Dataset,
-    loss: AbstractLoss,
-    memory: Float[Array, "L d"] | None = None,
+    *,
+    clock: Clock | str = Clock.T,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
-    """Rescaled flow of a single sample {(mu, +1)} (docs/theory.md section 3).
+    """The flow's field in either clock: (dW/dc, log(dt/dc)) for c = t or tau.
 
-    **Returns:** (dW/dtau, log(dt/dtau)), shapes (L, d) and ().
+    - `clock="t"` (docs/theory.md section 2), any data: dW/dt = -grad L(W_hat)
+      = r(W_hat) * prod_excl(W_hat), W_hat = W + eps(grad L(W)); log(dt/dt) = 0.
+    - `clock="tau"` (docs/theory.md section 3), one sample {(mu, +1)} (checked
+      by the caller, `samflow.solve`; `mu` is then y_1 x_1): dW/dtau =
+      mu * prod_excl(W_hat) and log(dt/dtau) = log_inv_slope(z_hat), finite
+      even where dt/dtau overflows.
 
-    The data set must have one sample (checked by the caller, `samflow.solve`);
-    `mu` is then y_1 x_1.
+    **Arguments:** weights `W` (L, d); `rho` >= 0; `method`; `data`; `loss`;
+    `memory`, the linf sign memory (L, d) or None (module docstring); `clock`.
+
+    **Returns:** (dW/dc (L, d), log(dt/dc) ()), float as `W`, in weights per
+    unit of the clock.
+
+    **Raises:** `ValueError` for an unknown method or clock.
     """
+    if Clock.parse(clock) is Clock.T:
+        W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
+        return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat), jnp.zeros((), W.dtype)
     mu = data.y[0] * data.X[0]
     r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
     W_hat = perturbed_weights(W, r_pert, rho, method, memory)
     z_hat = jnp.dot(beta(W_hat), mu)
-    dW = mu[None, :] * prod_excl(W_hat)
-    return dW, loss.log_inv_slope(z_hat)
+    return mu[None, :] * prod_excl(W_hat), loss.log_inv_slope(z_hat)
+
+
+def real_time_velocity(W, rho, method, data, loss, memory=None) -> Float[Array, "L d"]:
+    """dW/dt, shape (L, d): `velocity(..., clock="t")` without its log rate."""
+    return velocity(W, rho, method, data, loss, memory, clock=Clock.T)[0]
+
+
+def rescaled_velocity(W, rho, method, data, loss, memory=None) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
+    """(dW/dtau (L, d), log(dt/dtau) ()) of one sample: `velocity(..., clock="tau")`."""
+    return velocity(W, rho, method, data, loss, memory, clock=Clock.TAU)
 
 
 def log_velocity(

@@ -25,6 +25,7 @@ PUBLIC = [
     "SolverSettings", "Status", "Summary", "Trajectory", "beta", "get_loss", "grad_loss",
     "init_weights", "loss_value", "perturbation", "prod_excl", "real_time_velocity",
     "rescaled_velocity", "residual", "single_sample", "solve", "solve_cell", "summarize", "unit_l2",
+    "velocity",
 ]
 
 # module -> names imported from it by README.md, docs/, tests/, scripts/ and
@@ -68,7 +69,7 @@ IMPORT_PATHS = {
     ],
     "samflow.flows": [
         "Method", "log_coords_eligible", "log_velocity", "perturbation", "real_time_velocity",
-        "rescaled_velocity", "unit_l2",
+        "rescaled_velocity", "unit_l2", "velocity",
     ],
     "samflow.losses": ["Exponential", "Logistic", "get_loss"],
     "samflow.merge": ["SliceError", "main", "merge_slices", "slice_cells", "slice_file_name"],

@@ -119,6 +119,25 @@ def test_rescaled_times_slope_is_real_time(method, depth, loss, rng):
     np.testing.assert_allclose(float(log_rate), -np.log(slope), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_velocity_one_definition_for_both_clocks(method, loss, rng):
+    """`velocity(clock=)` against the reference field (t) and the time change (tau):
+    dW/dt = (dW/dtau) exp(-log(dt/dtau)); log(dt/dt) is 0; the two named
+    clocks are the same numbers, and an unknown clock is refused."""
+    data = sf.single_sample([0.4, 1.0, 1.7])
+    W = jnp.asarray(rng.uniform(-1.0, 1.0, size=(3, 3)))
+    v_t, log_t = sf.velocity(W, RHO, method, data, loss, clock="t")
+    v_tau, log_tau = sf.velocity(W, RHO, method, data, loss, clock=sf.Clock.TAU)
+    ref, _ = _reference_velocity(np.asarray(W), RHO, method, data, loss)
+    np.testing.assert_allclose(np.asarray(v_t), ref, rtol=1e-11, atol=1e-15)
+    assert float(log_t) == 0.0
+    np.testing.assert_allclose(np.asarray(v_tau) * np.exp(-float(log_tau)), ref, rtol=1e-11, atol=1e-15)
+    np.testing.assert_array_equal(sf.real_time_velocity(W, RHO, Method(method), data, loss), v_t)
+    np.testing.assert_array_equal(sf.rescaled_velocity(W, RHO, Method(method), data, loss)[0], v_tau)
+    with pytest.raises(ValueError, match="unknown clock 'T'"):
+        sf.velocity(W, RHO, method, data, loss, clock="T")
+
+
 def test_rescaled_depth2_l2_closed_form(rng):
     # symmetric depth 2: dw_j/dtau = mu_j w_j (1 - rho mu_j / (sqrt(2) ||mu w||))
     mu = np.array([1.0, 2.0, 3.5])
