@@ -17,7 +17,7 @@ one), as in plots and tables.
 
 The regime edges, which solve flows rather than measure saved ones, live in
 `samflow.edges` and are re-exported here on first use (`collapse_edge`,
-`major_first_edge`, `EdgeResult`), so that importing this module stays NumPy only.
+`major_first_edge`, `EdgeResult`, `EdgeSearch`), so that importing this module stays NumPy only.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .status import FAILED_STATUSES, Status
 
 __all__ = [
     "EdgeResult",
+    "EdgeSearch",
     "collapse_edge",
     "major_first_edge",
     "Plateau",
@@ -594,7 +595,7 @@ def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*b
     return np.where(no_dir(b) | no_dir(r), np.nan, dist)
 
 
-_EDGES = ("EdgeResult", "collapse_edge", "major_first_edge")
+_EDGES = ("EdgeResult", "EdgeSearch", "collapse_edge", "major_first_edge")
 
 
 def __getattr__(name: str):

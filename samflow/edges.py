@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import NamedTuple
 
 import equinox as eqx
@@ -70,7 +71,7 @@ from .solver import Clock, SolverSettings, solve_cell
 from .status import Status
 from ._x64 import in_float64
 
-__all__ = ["EdgeResult", "collapse_edge", "major_first_edge"]
+__all__ = ["COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_first_edge"]
 
 _UNDECIDED = -1
 _LOG_PAD = 1e-250
@@ -82,13 +83,13 @@ class EdgeResult(NamedTuple):
     Each field has shape `(P,)` for P problems, or `()` for one problem given
     as one spectrum or one data set with a scalar depth.
 
-    - `edge`: float64, the geometric mean of the final bracket (within `rtol`
+    - `edge`: float64, the geometric mean of the final bracket (within `search.rtol`
       of every point in it when `converged`); NaN where the scan saw no change.
     - `lo`, `hi`: float64, the final bracket (NaN where no change was seen).
     - `n_solves`: int64, the cells solved for this problem (collapse edge) or
       the evaluations of the field at t = 0 (major-first edge), scan included.
-    - `converged`: bool, the bracket reached the relative width `2 rtol`
-      (False: a midpoint was undecided, or `max_rounds` ran out).
+    - `converged`: bool, the bracket reached the relative width `2 search.rtol`
+      (False: a midpoint was undecided, or `search.max_rounds` ran out).
     - `changes`: int64, how many times the outcome changed along the scan
       grid (0: no edge in the scanned range).
     """
@@ -161,23 +162,80 @@ def _as_problems(mu, depth) -> tuple[list[_Problem], bool]:
     return probs, one
 
 
-def _check_common(method, rho, rtol, scan, bracket, max_rounds) -> Method:
-    """The checks of the arguments that both edges take; the method parsed."""
+@dataclasses.dataclass(frozen=True)
+class EdgeSearch:
+    """How an edge is searched for: a log scan of a = alpha / rho, then bisection.
+
+    The four knobs that `collapse_edge` and `major_first_edge` share (the atlas
+    config's `[bisection]` table holds the same ones). A field left at None takes
+    the default of the edge it is passed to (`COLLAPSE_SEARCH`,
+    `MAJOR_FIRST_SEARCH`), so `EdgeSearch(rtol=1e-8)` changes one knob only.
+
+    - `bracket`: (lo, hi) with 0 < lo < hi finite, the scanned range of a.
+    - `scan`: an integer >= 2, the points of the log scan over `bracket`.
+    - `rtol`: in [1e-14, 0.5), the relative half-width of the final bracket
+      around the edge (`EdgeResult.converged` when reached).
+    - `max_rounds`: an integer >= 1, the most bisection rounds.
+
+    **Raises:** `ValueError` (one line naming the field) at construction.
+    """
+
+    bracket: tuple[float, float] | None = None
+    scan: int | None = None
+    rtol: float | None = None
+    max_rounds: int | None = None
+
+    def __post_init__(self):
+        if self.bracket is not None:
+            try:
+                lo, hi = (float(b) for b in self.bracket)
+            except (TypeError, ValueError):
+                lo = hi = math.nan
+            if not (0 < lo < hi and math.isfinite(hi)):
+                raise ValueError(f"bracket must be (lo, hi) with 0 < lo < hi finite, got {self.bracket!r}")
+            object.__setattr__(self, "bracket", (lo, hi))
+        if self.scan is not None and not (isinstance(self.scan, int) and self.scan >= 2):
+            raise ValueError(f"scan must be an integer >= 2 (points of the starting grid), got {self.scan!r}")
+        if self.rtol is not None and not (isinstance(self.rtol, float | int) and 1e-14 <= self.rtol < 0.5):
+            raise ValueError(f"rtol must be a number in [1e-14, 0.5), got {self.rtol!r}")
+        if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and self.max_rounds >= 1):
+            raise ValueError(f"max_rounds must be an integer >= 1, got {self.max_rounds!r}")
+
+    def over(self, default: "EdgeSearch") -> "EdgeSearch":
+        """These knobs, each one left at None taken from `default`."""
+        return EdgeSearch(*(default_v if v is None else v for v, default_v in zip(
+            dataclasses.astuple(self), dataclasses.astuple(default))))
+
+
+COLLAPSE_SEARCH = EdgeSearch(bracket=(1e-2, 1e1), scan=16, rtol=1e-6, max_rounds=80)
+"""The defaults of `collapse_edge` (each cell is an ODE solve: a short scan)."""
+MAJOR_FIRST_SEARCH = EdgeSearch(bracket=(1e-3, 1e2), scan=64, rtol=1e-10, max_rounds=200)
+"""The defaults of `major_first_edge` (each cell is one field evaluation)."""
+_LEGACY = ("bracket", "scan", "rtol", "max_rounds")
+
+
+def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearch) -> tuple[Method, EdgeSearch]:
+    """The checks of the arguments that both edges take: the method parsed and
+    the search resolved (the keywords `bracket`, `scan`, `rtol`, `max_rounds`
+    of the previous release are folded into it, with a `DeprecationWarning`)."""
+    unknown = sorted(set(legacy) - set(_LEGACY))
+    if unknown:
+        raise TypeError(f"{fn}() got an unexpected keyword argument {unknown[0]!r}")
+    if search is None:
+        search = EdgeSearch()
+    elif not isinstance(search, EdgeSearch):
+        raise ValueError(f"search must be a samflow.edges.EdgeSearch, got {type(search).__name__}")
+    if legacy:
+        keys = ", ".join(f"{k}=..." for k in legacy)
+        warnings.warn(f"{fn}({keys}) is deprecated and will be removed in the next release: pass "
+                      f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=3)
+        search = dataclasses.replace(search, **legacy)
     method = Method.parse(method)
     if method not in (Method.L2, Method.LINF):
         raise ValueError(f"method must be 'l2' or 'linf' (the regimes are SAM notions), got {method.value!r}")
     if not (isinstance(rho, float | int) and 0 < rho < math.inf):
         raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
-    if not (isinstance(rtol, float | int) and 1e-14 <= rtol < 0.5):
-        raise ValueError(f"rtol must be a number in [1e-14, 0.5), got {rtol!r}")
-    if not (isinstance(scan, int) and scan >= 2):
-        raise ValueError(f"scan must be an integer >= 2 (points of the starting grid), got {scan!r}")
-    lo, hi = (float(b) for b in bracket)
-    if not (0 < lo < hi and math.isfinite(hi)):
-        raise ValueError(f"bracket must be (lo, hi) with 0 < lo < hi finite, got {bracket!r}")
-    if not (isinstance(max_rounds, int) and max_rounds >= 1):
-        raise ValueError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
-    return method
+    return method, search.over(default)
 
 
 def _groups(probs: list[_Problem]) -> dict[tuple[int, int], list[int]]:
@@ -205,13 +263,14 @@ def _padded(probs: list[_Problem]):
     return X, y, mask, major
 
 
-def _bisect(outcome, P: int, bracket, scan: int, rtol: float, max_rounds: int, which: str):
-    """Scan then bisect P problems at once on a log axis of a.
+def _bisect(outcome, P: int, search: EdgeSearch, which: str):
+    """Scan then bisect P problems at once on a log axis of a (`search` resolved).
 
     `outcome(a)` maps a (P,) to int (P,): 1 where the property that holds just
     below the edge holds, 0 where it does not, -1 undecided. `which="last"`: the
     last change 1 -> 0 along the scan; `"first"`: the first change 0 -> 1.
     """
+    bracket, scan, rtol, max_rounds = dataclasses.astuple(search)
     grid = np.geomspace(bracket[0], bracket[1], scan)
     vals = np.stack([outcome(np.full(P, g)) for g in grid], axis=1)  # (P, scan)
     n_solves = np.full(P, scan, dtype=np.int64)
@@ -276,24 +335,22 @@ def collapse_edge(
     method: str = "l2",
     *,
     rho: float = 0.01,
-    bracket: tuple[float, float] = (1e-2, 1e1),
-    scan: int = 16,
-    rtol: float = 1e-6,
-    max_rounds: int = 80,
+    search: EdgeSearch | None = None,
     horizon: float | None = None,
     escape: float = 100.0,
     settings: SolverSettings = SolverSettings(),
     coords: str | None = None,
+    **legacy,
 ) -> EdgeResult:
     """The regime 1/2 edge: the largest a = alpha / rho whose flow collapses.
 
     docs/theory.md s.3.1 (the stable manifold of the saddle (rho / sqrt 2) e_1,
     no closed form) and s.3.2 (depth L); see the module docstring for how the
     outcome of a cell is read. The init is w^(l)(0) = alpha 1 in every layer.
-    A log grid of `scan` values of a over `bracket` is solved first; the last
-    change collapsed -> not collapsed along it is then bisected (in log a), one
-    batched solve of every unfinished problem per round, until the bracket's
-    relative width is 2 `rtol`.
+    A log grid of `search.scan` values of a over `search.bracket` is solved
+    first; the last change collapsed -> not collapsed along it is then bisected
+    (in log a), one batched solve of every unfinished problem per round, until
+    the bracket's relative width is 2 `search.rtol`.
 
     Odd depths (and linf at odd depth) never collapse from a positive init (the
     field is mu * w_hat^(L-1) >= 0, s.3.2): their edge is NaN with `changes` 0.
@@ -308,15 +365,18 @@ def collapse_edge(
     - `method`: "l2" or "linf".
     - `rho`: the radius of multi-sample problems (one sample: rho = 1, exact by
       scale invariance).
-    - `bracket`, `scan`: the scanned range of a and its number of points.
-    - `rtol`: relative half-width of the final bracket around the edge.
-    - `max_rounds`: most bisection rounds.
+    - `search`: an `EdgeSearch` (the scanned range of a, its number of points,
+      the relative half-width of the final bracket, the most bisection
+      rounds); its fields left at None take `COLLAPSE_SEARCH`'s: bracket
+      (1e-2, 1e1), scan 16, rtol 1e-6, max_rounds 80. The keywords `bracket`,
+      `scan`, `rtol` and `max_rounds` of the previous release still work, with
+      a `DeprecationWarning`.
     - `horizon`: the clock's final time; default 1e30 / min_j mu_j in tau
       (rho = 1; a cell ends at its collapse or escape event, so only an
       undecided cell runs that far), 2 / rho^(L-2) times that in real time
       (s.3: dt/dtau ~ 2 while the weights are small; an escaped cell runs to
       the horizon there), with mu the mean of y_i x_i for several samples;
-      for linf 100 / min_j mu_j times rtol^-(L-2) (from a = 1 - delta its weights reach 0 at
+      for linf 100 / min_j mu_j times search.rtol^-(L-2) (from a = 1 - delta its weights reach 0 at
       tau ~ delta^-(L-2) / mu, s.3.2). A linf cell whose weights all slid at 0
       (`Trajectory.slide_time`) is collapsed.
     - `escape`: a cell is escaped once max |w| >= escape x rho.
@@ -332,9 +392,9 @@ def collapse_edge(
     **Returns:** `EdgeResult` (edge, bracket, number of cells solved, ...).
 
     **Raises:** `ValueError` (one line) for a bad spectrum, data set, depth,
-    method or bisection parameter.
+    method or bisection parameter; `TypeError` for an unknown keyword.
     """
-    method = _check_common(method, rho, rtol, scan, bracket, max_rounds)
+    method, search = _check_common("collapse_edge", method, rho, search, legacy, COLLAPSE_SEARCH)
     if not (isinstance(escape, float | int) and escape > 1):
         raise ValueError(f"escape must be a number > 1 (in units of rho), got {escape!r}")
     if horizon is not None and not (isinstance(horizon, float | int) and 0 < horizon < math.inf):
@@ -353,12 +413,11 @@ def collapse_edge(
             parts[(L, n)] = (idx, EdgeResult(np.full(k, np.nan), np.full(k, np.nan), np.full(k, np.nan),
                                              np.zeros(k, np.int64), np.zeros(k, bool), np.zeros(k, np.int64)))
             continue
-        parts[(L, n)] = (idx, _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds,
-                                              horizon, escape, settings, coords))
+        parts[(L, n)] = (idx, _collapse_group(sub, L, n, method, rho, search, horizon, escape, settings, coords))
     return _merge(parts, len(probs), one)
 
 
-def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, horizon, escape, settings, coords):
+def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape, settings, coords):
     X, y, mask, _ = _padded(sub)
     P = len(sub)
     tau = n == 1
@@ -378,7 +437,7 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
             # (s.3.2): follow it down to delta = rtol. Not further: a cell whose
             # weights all slid at 0 goes on to the horizon (no stop event), so a
             # far horizon costs every collapsed cell its whole step budget.
-            T = 100.0 / mu_min * min(rtol, 0.1) ** -(L - 2)
+            T = 100.0 / mu_min * min(search.rtol, 0.1) ** -(L - 2)
             T = T if tau else 2.0 * T / r ** (L - 2)
     else:
         T = float(horizon)
@@ -413,7 +472,7 @@ def _collapse_group(sub, L, n, method, rho, bracket, scan, rtol, max_rounds, hor
             escaped = fin & (np.max(np.abs(np.where(fin[:, None, None], Wf, 0.0)), axis=(1, 2)) >= escape * r)
         return np.where(collapsed, 1, np.where(escaped, 0, _UNDECIDED))
 
-    return _bisect(outcome, P, bracket, scan, rtol, max_rounds, "last")
+    return _bisect(outcome, P, search, "last")
 
 
 def _first_rates(a, rho, X, y, mask, method, L, loss, tau):
@@ -443,20 +502,18 @@ def major_first_edge(
     method: str = "l2",
     *,
     rho: float = 0.01,
-    bracket: tuple[float, float] = (1e-3, 1e2),
-    scan: int = 64,
-    rtol: float = 1e-10,
-    max_rounds: int = 200,
+    search: EdgeSearch | None = None,
     which: str = "last",
     loss: str = "logistic",
+    **legacy,
 ) -> EdgeResult:
     """The regime 2/3 edge: the a = alpha / rho above which feature d leads first.
 
     The outcome of a cell is its first dominant feature, argmax_j d|beta_j|/dt
     at t = 0 from w^(l)(0) = alpha 1 (module docstring: read from the flow's
     field, exact to rounding, where a saved trajectory cannot resolve it). A
-    log grid of `scan` values over `bracket` is evaluated, then the chosen
-    change of the outcome is bisected, all problems at once.
+    log grid of `search.scan` values over `search.bracket` is evaluated, then
+    the chosen change of the outcome is bisected, all problems at once.
 
     Depth 2, l2, one sample: (mu_(d-1) + mu_d) / (sqrt 2 ||mu||) (docs/theory.md
     s.3.1, `samflow.theory.l2_alpha_marks`). Depth L: the a where the growth
@@ -465,7 +522,8 @@ def major_first_edge(
     s.3.1); at odd depths the major feature leads first at every a (NaN).
 
     **Arguments:** as `collapse_edge` (`mu`, `depth`, `method`, `rho`,
-    `bracket`, `scan`, `rtol`, `max_rounds`), and
+    `search`: its fields left at None take `MAJOR_FIRST_SEARCH`'s, bracket
+    (1e-3, 1e2), scan 64, rtol 1e-10, max_rounds 200), and
 
     - `which`: "last" (default), the last change from "first leader is not d"
       to "is d" along a, the regime 2/3 edge; "first", the first change from
@@ -475,9 +533,10 @@ def major_first_edge(
 
     **Returns:** `EdgeResult`; `n_solves` counts evaluations of the field.
 
-    **Raises:** `ValueError` (one line) for bad arguments, as `collapse_edge`.
+    **Raises:** `ValueError` (one line) for bad arguments, as `collapse_edge`;
+    `TypeError` for an unknown keyword.
     """
-    method = _check_common(method, rho, rtol, scan, bracket, max_rounds)
+    method, search = _check_common("major_first_edge", method, rho, search, legacy, MAJOR_FIRST_SEARCH)
     if which not in ("last", "first"):
         raise ValueError(f"which must be 'last' or 'first', got {which!r}")
     loss_fn = get_loss(loss)
@@ -499,5 +558,5 @@ def major_first_edge(
             lead = np.argmax(rates, axis=1)
             return np.where(ok, (lead != major).astype(np.int64), _UNDECIDED)
 
-        parts[(L, n)] = (idx, _bisect(outcome, P, bracket, scan, rtol, max_rounds, which))
+        parts[(L, n)] = (idx, _bisect(outcome, P, search, which))
     return _merge(parts, len(probs), one)

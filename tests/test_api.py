@@ -34,7 +34,7 @@ PUBLIC = [
 IMPORT_PATHS = {
     "samflow": ["Status", "analysis", "figures", "parallel", "plots", "store", "sweep", "theory"],
     "samflow.analysis": [
-        "collapse_edge", "major_first_edge",
+        "EdgeSearch", "collapse_edge", "major_first_edge",
         "band_dominance", "direction_distance", "dominant_index", "limit_direction",
         "max_margin_direction", "plateau", "regime_label", "regime_label_from_dominant",
         "switching_times", "switch_times", "SwitchTimes", "tied", "visited_sequence",
@@ -49,7 +49,9 @@ IMPORT_PATHS = {
     "samflow.diagonal_net": ["beta", "grad_loss", "init_weights", "loss_value", "margins", "prod_excl", "residual"],
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
     "samflow.atlas": ["main"],
-    "samflow.edges": ["EdgeResult", "collapse_edge", "major_first_edge"],
+    "samflow.edges": [
+        "COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_first_edge",
+    ],
     "samflow.experiments": ["cnn", "cnn_study"],
     "samflow.experiments.cnn_study": ["main", "run_study", "summarize", "t_interval"],
     "samflow.experiments.cnn": ["main"],

@@ -11,6 +11,7 @@ import pytest
 import samflow as sf
 from samflow import theory
 from samflow.analysis import collapse_edge, major_first_edge, regime_label
+from samflow.edges import COLLAPSE_SEARCH, MAJOR_FIRST_SEARCH, EdgeSearch
 from samflow.atlas import l2_first_leader_mark
 
 MU5 = np.array([0.2, 0.4, 0.6, 0.8, 1.0])
@@ -84,8 +85,7 @@ def test_multi_sample_edge_tends_to_the_mean_spectrum(rng):
         (dict(mu=[1.0, 0.5]), "last feature must be the major one"),
         (dict(mu=MU5, depth=1), "depth must be an integer >= 2"),
         (dict(mu=MU5, method="gd"), "method must be 'l2' or 'linf'"),
-        (dict(mu=MU5, rtol=0.0), "rtol must be"),
-        (dict(mu=MU5, bracket=(1.0, 0.5)), "bracket must be"),
+        (dict(mu=MU5, search=(1e-3, 1e2)), "search must be a samflow.edges.EdgeSearch"),
         (dict(mu=MU5, rho=-1.0), "rho must be a finite number > 0"),
         (dict(mu=MU5, rho=float("inf")), "rho must be a finite number > 0"),
         (dict(mu=[MU5, MU5], depth=[2, 3, 4]), "do not broadcast"),
@@ -98,13 +98,49 @@ def test_edges_refuse_bad_input_in_one_line(kwargs, match):
         assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(rtol=0.0), "rtol must be a number in"),
+        (dict(rtol=0.5), "rtol must be a number in"),
+        (dict(bracket=(1.0, 0.5)), "bracket must be"),
+        (dict(bracket="ab"), "bracket must be"),
+        (dict(bracket=(0.0, 1.0)), "bracket must be"),
+        (dict(scan=1), "scan must be an integer >= 2"),
+        (dict(scan=8.0), "scan must be an integer >= 2"),
+        (dict(max_rounds=0), "max_rounds must be an integer >= 1"),
+    ],
+)
+def test_edge_search_refuses_bad_knobs_in_one_line(kwargs, match):
+    with pytest.raises(ValueError, match=match) as err:
+        EdgeSearch(**kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_edge_search_fills_each_edge_default_and_old_keywords_warn():
+    assert EdgeSearch(rtol=1e-8).over(COLLAPSE_SEARCH) == EdgeSearch((1e-2, 1e1), 16, 1e-8, 80)
+    assert EdgeSearch(bracket=[1, 3]).over(MAJOR_FIRST_SEARCH) == EdgeSearch((1.0, 3.0), 64, 1e-10, 200)
+    new = major_first_edge(MU5, depth=3, search=EdgeSearch(scan=32, rtol=1e-6))
+    with pytest.warns(DeprecationWarning, match=r"major_first_edge\(scan=..., rtol=...\) is deprecated.*search=EdgeSearch"):
+        old = major_first_edge(MU5, depth=3, scan=32, rtol=1e-6)
+    for a, b in zip(old, new):
+        np.testing.assert_array_equal(a, b)
+    fine = major_first_edge(MU5, depth=3)
+    assert new.converged and float(new.hi / new.lo) - 1 <= 2e-6
+    assert fine.converged and float(fine.hi / fine.lo) - 1 <= 2e-10
+    assert int(new.n_solves) < int(fine.n_solves)
+    np.testing.assert_allclose(new.edge, fine.edge, rtol=2e-6)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rtl'"):
+        collapse_edge(MU5, rtl=1e-3)
+
+
 @pytest.mark.slow
 def test_collapse_edge_depth2_value_and_cost():
     # Issue 15: 0.347268815 +- 1e-8. The bisection is tightened to 3e-9 relative
     # (43 one-cell solves); the solver keeps its defaults (rtol 1e-8, log
     # coordinates): the edge, 0.3472688151, did not move with solver rtol 1e-10,
     # 1e-11, 1e-12 nor in linear coordinates at 1e-11 and 1e-12.
-    res = collapse_edge(MU5, rtol=3e-9)
+    res = collapse_edge(MU5, search=EdgeSearch(rtol=3e-9))
     assert abs(float(res.edge) - 0.347268815) < 1e-8
     assert bool(res.converged) and int(res.changes) == 1
     assert res.hi / res.lo - 1 <= 6e-9
@@ -124,8 +160,8 @@ def test_collapse_edge_batched_matches_single_and_the_solve():
     # it is alone, to the bisection's tolerance; a public solve on either side
     # collapses / does not.
     mus = [np.array([0.5, 1.0]), MU5, np.arange(1, 9) / 8]
-    batch = collapse_edge(mus, depth=2, rtol=1e-7)
-    alone = collapse_edge(MU5, rtol=1e-7)
+    batch = collapse_edge(mus, depth=2, search=EdgeSearch(rtol=1e-7))
+    alone = collapse_edge(MU5, search=EdgeSearch(rtol=1e-7))
     assert abs(batch.edge[1] / float(alone.edge) - 1) < 3e-7
     # docs/theory.md s.3.1, mu = (1, 2) (same direction as (0.5, 1)): collapse up to ~0.52.
     assert 0.50 < batch.edge[0] < 0.54
@@ -149,7 +185,7 @@ def test_major_first_edge_agrees_with_the_solved_regime():
 @pytest.mark.slow
 def test_linf_collapse_edge_is_alpha_equals_rho():
     # Equal init: w_j - rho has one sign for every j (s.3.1), so the edge is a = 1.
-    res = collapse_edge([MU5, np.array([0.5, 1.0])], depth=2, method="linf", rtol=1e-6)
+    res = collapse_edge([MU5, np.array([0.5, 1.0])], depth=2, method="linf", search=EdgeSearch(rtol=1e-6))
     np.testing.assert_allclose(res.edge, 1.0, rtol=2e-6)
     assert np.all(res.converged)
     assert np.isnan(collapse_edge(MU5, depth=3, method="linf").edge)

@@ -11,7 +11,7 @@ import xarray as xr
 from .. import theory
 from ..analysis import dominant_index, tied
 from ..datasets import increasing_scale, single_sample
-from ..edges import collapse_edge, major_first_edge
+from ..edges import EdgeSearch, collapse_edge, major_first_edge
 from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
@@ -105,6 +105,10 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
     settings = SolverSettings(solver=cfg.solver.solver, rtol=cfg.solver.rtol, atol=cfg.solver.atol,
                               max_steps=cfg.solver.max_steps)
     b = cfg.bisection
+    collapse_search = EdgeSearch(tuple(b.bracket), b.scan, b.rtol, b.max_rounds)
+    # The first leader costs one field evaluation per cell: a finer scan, a
+    # wider bracket and a tighter bracket width than the collapse solves.
+    major_search = EdgeSearch((min(b.bracket[0], 1e-3), max(b.bracket[1], 1e2)), b.field_scan, min(b.rtol, 1e-10), 200)
     for ki, kind in enumerate(kinds):
         cells, sets = [], []
         for di, d in enumerate(Ds):
@@ -124,13 +128,11 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                 sel = (mi, ki, li, di_idx, si_idx)
                 solve_linf = L in b.linf_depths and (kind == "one" or cfg.samples.linf)
                 if L % 2 == 0 and (method == "l2" or solve_linf):
-                    ce = collapse_edge(sets, L, method, rho=cfg.samples.rho, bracket=b.bracket, scan=b.scan,
-                                       rtol=b.rtol, max_rounds=b.max_rounds, escape=b.escape, settings=settings,
-                                       horizon=b.horizon)
+                    ce = collapse_edge(sets, L, method, rho=cfg.samples.rho, search=collapse_search, escape=b.escape,
+                                       settings=settings, horizon=b.horizon)
                     out["collapse_edge"][sel], out["collapse_lo"][sel], out["collapse_hi"][sel] = ce.edge, ce.lo, ce.hi
                     out["collapse_n_solves"][sel], out["collapse_converged"][sel] = ce.n_solves, ce.converged
-                common = dict(rho=cfg.samples.rho, scan=b.field_scan, max_rounds=200, rtol=min(b.rtol, 1e-10),
-                              bracket=(min(b.bracket[0], 1e-3), max(b.bracket[1], 1e2)))
+                common = dict(rho=cfg.samples.rho, search=major_search)
                 me = major_first_edge(sets, L, method, **common)
                 out["major_edge"][sel], out["major_lo"][sel], out["major_hi"][sel] = me.edge, me.lo, me.hi
                 out["major_n_evals"][sel], out["major_converged"][sel] = me.n_solves, me.converged
