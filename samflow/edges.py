@@ -226,9 +226,14 @@ def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearc
     elif not isinstance(search, EdgeSearch):
         raise ValueError(f"search must be a samflow.edges.EdgeSearch, got {type(search).__name__}")
     if legacy:
+        twice = [k for k in legacy if getattr(search, k) is not None]
+        if twice:
+            raise ValueError(f"{twice[0]} is given twice, as a keyword and in search; keep search=EdgeSearch({twice[0]}=...)")
         keys = ", ".join(f"{k}=..." for k in legacy)
+        # stacklevel 4: this function, the edge, its in_float64 wrapper, the caller
+        # (a warning attributed to the caller's code is shown by Python's default filters).
         warnings.warn(f"{fn}({keys}) is deprecated and will be removed in the next release: pass "
-                      f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=3)
+                      f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=4)
         search = dataclasses.replace(search, **legacy)
     method = Method.parse(method)
     if method not in (Method.L2, Method.LINF):
