@@ -42,7 +42,7 @@ from ._methods import METHOD_LABELS as METHOD_LABELS
 from ._methods import Clock as Clock
 from ._methods import Method as Method
 from ._methods import unit_l2 as unit_l2
-from .losses import AbstractLoss
+from .losses import AbstractLoss, get_loss
 from .diagonal_net import beta, prod_excl, residual
 
 __all__ = [
@@ -123,14 +123,17 @@ def velocity(
       mu * prod_excl(W_hat) and log(dt/dtau) = log_inv_slope(z_hat), finite
       even where dt/dtau overflows.
 
-    **Arguments:** weights `W` (L, d); `rho` >= 0; `method`; `data`; `loss`;
-    `memory`, the linf sign memory (L, d) or None (module docstring); `clock`.
+    **Arguments:** weights `W` (L, d); `rho` >= 0; `method`; `data`; `loss`, a
+    `samflow.Logistic()` / `samflow.Exponential()` or its name; `memory`, the
+    linf sign memory (L, d) or None (module docstring); `clock`.
 
     **Returns:** (dW/dc (L, d), log(dt/dc) ()), float as `W`, in weights per
     unit of the clock.
 
-    **Raises:** `ValueError` for an unknown method or clock.
+    **Raises:** `ValueError` for an unknown method, loss or clock.
     """
+    if isinstance(loss, str):
+        loss = get_loss(loss)
     if Clock.parse(clock) is Clock.T:
         W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
         return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat), jnp.zeros((), W.dtype)

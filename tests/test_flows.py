@@ -136,6 +136,11 @@ def test_velocity_one_definition_for_both_clocks(method, loss, rng):
     np.testing.assert_array_equal(sf.rescaled_velocity(W, RHO, Method(method), data, loss)[0], v_tau)
     with pytest.raises(ValueError, match="unknown clock 'T'"):
         sf.velocity(W, RHO, method, data, loss, clock="T")
+    by_name = sf.velocity(W, RHO, method, data, type(loss).__name__.lower(), clock="tau")
+    np.testing.assert_array_equal(by_name[0], v_tau)
+    np.testing.assert_array_equal(by_name[1], log_tau)
+    with pytest.raises(ValueError, match="unknown loss 'hinge': allowed values are logistic, exponential"):
+        sf.velocity(W, RHO, method, data, "hinge")
 
 
 def test_rescaled_depth2_l2_closed_form(rng):
