@@ -1,8 +1,10 @@
 """Files written whole or not at all: the one atomic writer of the package.
 
-Every result file (netCDF, checkpoints, figures, tables) is written under a
-temporary name in its own folder and renamed into place, so that a reader never
-sees a half-written file and a crash or an interrupt leaves no partial result.
+Every result file (netCDF, checkpoints, figures, captions, reports, tables) is
+written under a temporary name in its own folder and renamed into place, so that
+a reader never sees a half-written file and a crash or an interrupt leaves no
+partial result. tests/test_io.py checks that no other module of the package calls
+`savefig`, `write_text`, `write_bytes` or `to_netcdf` on a target path itself.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_savefig", "atomic_write_bytes", "atomic_write_text"]
 
 
 @contextlib.contextmanager
@@ -48,3 +50,13 @@ def atomic_write_bytes(data: bytes, path: "str | Path") -> Path:
 def atomic_write_text(text: str, path: "str | Path") -> Path:
     """Write `text` (UTF-8) to `path` atomically; returns the path."""
     return atomic_write_bytes(text.encode("utf-8"), path)
+
+
+def atomic_savefig(fig, path: "str | Path", **kwargs) -> Path:
+    """`fig.savefig(path, **kwargs)` written atomically (`atomic_path`), in the
+    format named by the suffix of `path` (".png", ".pdf", ...); returns the path.
+    The file's bytes are those of a direct `savefig(path, ...)`."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), **kwargs)
+    return path

@@ -11,6 +11,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
 from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
+from ._io import atomic_savefig
 from ._labels import method_label as _method_label
 from .status import Status
 
@@ -302,5 +303,5 @@ def save_png_pdf(fig, path, dpi: float) -> None:
     fig.set_dpi(dpi)
     fig.draw_without_rendering()  # places ticks, titles and labels, as savefig's own first pass
     bbox = fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
-    fig.savefig(path, dpi=dpi, bbox_inches=bbox)
-    fig.savefig(path.with_suffix(".pdf"), dpi=pdf_dpi, bbox_inches=bbox)
+    atomic_savefig(fig, path, dpi=dpi, bbox_inches=bbox)
+    atomic_savefig(fig, path.with_suffix(".pdf"), dpi=pdf_dpi, bbox_inches=bbox)

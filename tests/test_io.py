@@ -33,3 +33,56 @@ def test_a_failure_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
             raise KeyboardInterrupt  # an interrupt mid-write
     assert p.read_bytes() == b"complete"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r.nc"]
+
+
+def test_savefig_gives_the_bytes_of_a_direct_save_and_nothing_on_failure(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from samflow._io import atomic_savefig
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [1, 0])
+    direct, atomic = tmp_path / "direct", tmp_path / "atomic"
+    direct.mkdir()
+    atomic.mkdir()
+    fig.savefig(direct / "f.png", dpi=50)
+    assert atomic_savefig(fig, atomic / "f.png", dpi=50) == atomic / "f.png"
+    assert (atomic / "f.png").read_bytes() == (direct / "f.png").read_bytes()
+    atomic_savefig(fig, atomic / "f.pdf")
+    assert (atomic / "f.pdf").read_bytes()[:5] == b"%PDF-"
+
+    def broken(target, **kw):  # writes half a file, then fails (a full disk, Ctrl-C)
+        with open(target, "wb") as fh:
+            fh.write(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    fig.savefig = broken
+    with pytest.raises(KeyboardInterrupt):
+        atomic_savefig(fig, atomic / "g.png")
+    assert sorted(x.name for x in atomic.iterdir()) == ["f.pdf", "f.png"]
+    plt.close(fig)
+
+
+def test_no_module_writes_a_result_file_in_place():
+    """Every file the package writes goes through samflow._io (its docstring's
+    promise): a direct savefig / write_text / write_bytes / to_netcdf on a target
+    path elsewhere leaves a half-written file when a run is interrupted. Writing
+    to the temporary name of `atomic_path` is the allowed form."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "samflow"
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "_io.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("savefig", "write_text", "write_bytes", "to_netcdf"):
+                first = node.args[0] if node.args else None
+                if not (isinstance(first, ast.Name) and first.id == "tmp"):
+                    bad.append(f"{path.relative_to(root.parent)}:{node.lineno} .{node.func.attr}")
+    assert not bad, "write through samflow._io (atomic_savefig / atomic_write_text / atomic_path): " + ", ".join(bad)

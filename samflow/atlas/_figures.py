@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from .._io import atomic_savefig
 from .._labels import method_text
 
 __all__ = ["draw_atlas", "tables"]
@@ -18,7 +19,7 @@ _MARKERS = {"linear": "o", "geometric": "s", "random": "^"}
 def _save(fig, out: Path, name: str, dpi: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    atomic_savefig(fig, path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path
 

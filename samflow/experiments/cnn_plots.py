@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from .._io import atomic_path
+from .._io import atomic_savefig
 from .._labels import OPTIMIZER_LABELS
 
 __all__ = ["plot_gradcam_grid", "plot_minor_share", "plot_cnn"]
@@ -36,10 +36,8 @@ def _savefig(fig, path: Path, title: str) -> list[Path]:
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     out = []
-    for p, fmt in ((path.with_suffix(".png"), "png"), (path.with_suffix(".pdf"), "pdf")):
-        with atomic_path(p) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=130, bbox_inches="tight")
-        out.append(p)
+    for p in (path.with_suffix(".png"), path.with_suffix(".pdf")):
+        out.append(atomic_savefig(fig, p, dpi=130, bbox_inches="tight"))
     plt.close(fig)
     return out
 

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
-from .._io import atomic_path
+from .._io import atomic_path, atomic_write_text
 from .._io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
 from .cnn_study_config import StudyConfig, StudyTask, load_study_config, quick
@@ -358,7 +358,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
                 f"{runs_dir} holds runs of another config (fingerprint {old} != {fp}); use another --out or --overwrite"
             )
     runs_dir.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(json.dumps({"fingerprint": fp, "config": cfg.model_dump(mode="json")}, indent=1))
+    atomic_write_text(json.dumps({"fingerprint": fp, "config": cfg.model_dump(mode="json")}, indent=1), stamp)
 
     digits = _digits(cfg)
     measured = cfg.measured_epochs()

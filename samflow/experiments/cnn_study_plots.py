@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from .._io import atomic_path
+from .._io import atomic_savefig
 from .._labels import OPTIMIZER_LABELS
 
 
@@ -195,8 +195,7 @@ def plot_curves(ds, path: "str | Path", alpha: "float | None" = None, rho: "floa
 def _savefig_png(fig, path: Path) -> list[Path]:
     """Save `fig` as a PNG (small, for docs/) via a temporary file and a rename."""
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        atomic_savefig(fig, path, dpi=110, bbox_inches="tight")
     finally:
         plt.close(fig)
     return [path]

@@ -7,6 +7,7 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
+from .._io import atomic_savefig
 from .._labels import method_label as _label  # noqa: F401  (the figures import these from here)
 from .._labels import method_text as _label_plain  # noqa: F401
 from ..plots import MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, feature_colors, no_value_label
@@ -21,8 +22,8 @@ DPI = 130
 
 def _save(fig, ctx: Context, stem: str) -> str:
     png = ctx.out_dir / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    fig.savefig(png.with_suffix(".pdf"), bbox_inches="tight")
+    atomic_savefig(fig, png, dpi=DPI, bbox_inches="tight")
+    atomic_savefig(fig, png.with_suffix(".pdf"), bbox_inches="tight")
     plt.close(fig)
     return png.name
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jax
 
+from .._io import atomic_write_text
 from ._context import Context
 
 
@@ -61,7 +62,7 @@ def _write_caption(ctx: Context, result: FigureResult) -> None:
         for c in result.checks:
             lines.append(f"- {_verdict(c.passed)}: {c.claim} -- predicted {c.prediction}; measured {c.measurement}" + (f" ({c.note})" if c.note else ""))
         lines.append("")
-    (ctx.out_dir / f"{result.name}.caption.md").write_text("\n".join(lines))
+    atomic_write_text("\n".join(lines), ctx.out_dir / f"{result.name}.caption.md")
 
 
 def _verdict(passed: bool | None) -> str:
@@ -140,8 +141,7 @@ def write_report(out_dir, results: list[FigureResult], *, quick: bool = False) -
     lines += ["", f"Machine: {os.cpu_count()} CPU(s), {platform.platform()}, Python {platform.python_version()}, "
               f"jax {jax.__version__}. Compilation of the solvers dominates the CPU time: one per (method, clock, "
               "depth, data shape) in each process.", ""]
-    path = Path(out_dir) / "report.md"
-    path.write_text("\n".join(lines))
+    path = atomic_write_text("\n".join(lines), Path(out_dir) / "report.md")
     return path
 
 
@@ -168,6 +168,5 @@ def write_index(out_dir, results: list[FigureResult], *, quick: bool = False) ->
             lines += [f"Checks: {sum(c.passed is True for c in r.checks)} pass, {sum(c.passed is False for c in r.checks)} fail"
                       + (f", {sum(c.passed is None for c in r.checks)} not checked" if any(c.passed is None for c in r.checks) else "")
                       + " (see report.md).", ""]
-    path = Path(out_dir) / "index.md"
-    path.write_text("\n".join(lines))
+    path = atomic_write_text("\n".join(lines), Path(out_dir) / "index.md")
     return path
