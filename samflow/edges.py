@@ -198,7 +198,8 @@ class EdgeSearch:
             raise ValueError(f"scan must be an integer >= 2 (points of the starting grid), got {self.scan!r}")
         if self.rtol is not None and not (isinstance(self.rtol, float | int) and 1e-14 <= self.rtol < 0.5):
             raise ValueError(f"rtol must be a number in [1e-14, 0.5), got {self.rtol!r}")
-        if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and self.max_rounds >= 1):
+        if self.max_rounds is not None and not (isinstance(self.max_rounds, int) and not isinstance(self.max_rounds, bool)
+                                                and self.max_rounds >= 1):
             raise ValueError(f"max_rounds must be an integer >= 1, got {self.max_rounds!r}")
 
     def over(self, default: "EdgeSearch") -> "EdgeSearch":

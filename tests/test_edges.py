@@ -109,6 +109,9 @@ def test_edges_refuse_bad_input_in_one_line(kwargs, match):
         (dict(scan=1), "scan must be an integer >= 2"),
         (dict(scan=8.0), "scan must be an integer >= 2"),
         (dict(max_rounds=0), "max_rounds must be an integer >= 1"),
+        (dict(max_rounds=True), "max_rounds must be an integer >= 1"),
+        (dict(rtol=float("nan")), "rtol must be a number in"),
+        (dict(bracket=(1e-3, float("inf"))), "bracket must be"),
     ],
 )
 def test_edge_search_refuses_bad_knobs_in_one_line(kwargs, match):
