@@ -48,8 +48,10 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _interrupt(tmp_path: Path, sig: int):
-    """Start a sweep, send `sig` once its first chunk is on disk; return (proc, stderr, out)."""
+def _interrupt_once(tmp_path: Path, sig: int):
+    """Start a sweep, send `sig` once its first chunk is on disk; return (proc, stderr, out, cfg),
+    or None when the race was lost: the sweep got past its last checkpoint first."""
+    tmp_path.mkdir()
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
     out = tmp_path / "out"
@@ -65,10 +67,26 @@ def _interrupt(tmp_path: Path, sig: int):
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None and not any(partial.glob("*.npz")):
         time.sleep(0.01)
-    assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.stderr.read()
+    if proc.poll() is not None:  # it ran to its end between two polls
+        _, stderr = proc.communicate()
+        assert proc.returncode == 0, stderr
+        return None
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=300)
+    if proc.returncode == 0 or "after the results were written" in stderr \
+            or len(list(partial.glob("*.npz"))) == N_CHUNKS:
+        return None  # the signal came after the last chunk (a loaded machine; the warm run takes ~1 s)
     return proc, stderr, out, cfg
+
+
+def _interrupt(tmp_path: Path, sig: int, tries: int = 4):
+    """`_interrupt_once` until the signal lands between two chunks (one flaky failure in a
+    loaded full-suite run came from a warm sweep finishing before the signal arrived)."""
+    for i in range(tries):
+        got = _interrupt_once(tmp_path / f"try{i}", sig)
+        if got is not None:
+            return got
+    pytest.fail(f"the sweep finished before the signal in all {tries} tries")
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
