@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigModel, read_toml, validate
+from ..config import ConfigModel, RunConfig, read_toml, validate
 
 __all__ = ["AtlasConfig", "load_atlas_config", "quick_config"]
 
@@ -92,11 +92,10 @@ class Output(RunOutput):
     dir: str = "results/atlas"
 
 
-class AtlasConfig(ConfigModel):
+class AtlasConfig(RunConfig):
     """Schema of `configs/atlas.toml` (see that file for every key with a comment)."""
 
     name: str = "atlas"
-    description: str = ""
     methods: list[Literal["l2", "linf"]] = ["l2", "linf"]
     depths: list[Annotated[int, Field(ge=2, le=12)]] = [2, 3, 4, 5, 6]
     dims: list[Annotated[int, Field(ge=2, le=200)]] = [2, 3, 5, 10, 20, 50]

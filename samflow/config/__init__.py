@@ -6,7 +6,7 @@ comment). `load_config` reads and validates a file and raises `ConfigError`,
 whose message lists every problem of the file, one line each, naming the field,
 the bad value and what is allowed.
 
-Modules: `_base` (`ConfigModel`, `ConfigError`, list checks shared by every
+Modules: `_base` (`ConfigModel`, `RunConfig`, `ConfigError`, list checks shared by every
 schema), `_errors` (one line per problem, `read_toml`), `_sweep` (the sweep
 schema), `_experiments` (its tables `[discrete]`, `[model]`, `[init]` and the
 keys of `data.generator`, with the rules between them).
@@ -16,6 +16,7 @@ from ._base import (
     NON_FINITE_MESSAGE as NON_FINITE_MESSAGE,
     ConfigError as ConfigError,
     ConfigModel as ConfigModel,
+    RunConfig as RunConfig,
     distinct as distinct,
     field_check as field_check,
     increasing as increasing,

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -24,6 +26,40 @@ class ConfigModel(BaseModel):
 
 
 _Strict = ConfigModel
+
+
+#: A run's folder name: letters, digits, '.', '_' and '-', not starting with '.' or '-'.
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+class RunConfig(ConfigModel):
+    """Base of the top-level config of each command (sweep, atlas, CNN, CNN study):
+    `name` and `description`, and `run_folder`, the one rule for where a run writes.
+
+    `name` is one plain folder name or empty (the config file's stem stands in).
+    A name with a path in it was taken as given: an absolute one replaced
+    output.dir (`name = "/tmp/x"` wrote to /tmp/x), and the CNN study's
+    `--overwrite` removed `<output.dir>/<name>/runs` wherever that pointed.
+
+    **Raises:** `ConfigError` at load, naming `name`, for anything else.
+    """
+
+    name: str = ""
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _plain_folder_name(cls, v: str) -> str:
+        if v and not _FOLDER_NAME.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a plain folder name (it names the run's folder under output.dir): use letters, "
+                "digits, '.', '_' and '-', not starting with '.' or '-'; leave it empty for the config file's name"
+            )
+        return v
+
+    def run_folder(self, output_dir: "str | Path", config_path: "str | Path") -> Path:
+        """`<output_dir>/<name>`, or `<output_dir>/<config file stem>` when the name is empty."""
+        return Path(output_dir) / (self.name or Path(config_path).stem)
 NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
 
 

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from .._settings import SETTING_BOUNDS, SolverSettings, problems
 from ..datasets import Dataset
 from ..flows import Method
-from ._base import ConfigModel, distinct, field_check
+from ._base import ConfigModel, RunConfig, distinct, field_check
 from ._experiments import (
     DISCRETE_PREFIX,
     DiscreteConfig,
@@ -286,11 +286,10 @@ class OutputConfig(_Strict):
         return self
 
 
-class SweepConfig(_Strict):
+class SweepConfig(RunConfig):
     """A full sweep: see `configs/default.toml` for every key, commented."""
 
     name: str = "sweep"
-    description: str = ""
     methods: list[MethodName] = Field(min_length=1)
     depth: Annotated[int, Field(ge=1, le=64)] = 2
     loss: Literal["logistic", "exponential"] = "logistic"

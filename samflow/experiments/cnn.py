@@ -460,7 +460,7 @@ def main(argv: "list[str] | None" = None) -> int:
         cfg = load_cnn_config(config_path)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
+    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
     if (existing := existing_file(out_dir, OUTPUT_FILES)) and not args.overwrite:
         return fail(f"{existing} exists; pass --overwrite to replace it")
     created = not out_dir.exists()

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
@@ -163,11 +163,10 @@ class FigureConfig(_Strict):
 OutputConfig = RunOutput  # the [output] table: dir (the default of --out) and figures
 
 
-class CnnConfig(_Strict):
+class CnnConfig(RunConfig):
     """The whole experiment: see `configs/cnn_mnist.toml` for every key, commented."""
 
     name: str = "cnn"
-    description: str = ""
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # jax.random.PRNGKey takes at most 64 bits
     data: DataConfig = DataConfig()
     tasks: list[TaskConfig] = Field(min_length=1)

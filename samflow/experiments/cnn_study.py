@@ -556,7 +556,7 @@ def main(argv: "list[str] | None" = None) -> int:
             cfg = quick(cfg)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else Path(cfg.output.dir) / cfg.name
+    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
     if (existing := existing_file(out_dir, RESULT_FILES)) and not (args.overwrite or args.resume):
         return fail(f"{existing} exists; pass --resume to finish it or --overwrite to replace it")
     if args.overwrite:

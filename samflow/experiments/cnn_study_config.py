@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
 __all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
@@ -120,11 +120,10 @@ class StudyMeasure(ConfigModel):
 StudyOutput = RunOutput  # the [output] table: dir (the default of --out) and figures
 
 
-class StudyConfig(ConfigModel):
+class StudyConfig(RunConfig):
     """The whole study: see `configs/cnn_study.toml` for every key, commented."""
 
     name: str = "cnn_study"
-    description: str = ""
     seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(min_length=1)
     data: StudyData = StudyData()
     tasks: list[StudyTask] = Field(min_length=1)

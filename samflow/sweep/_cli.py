@@ -39,7 +39,7 @@ def _chunks_done(partial: Path) -> int:
 
 
 def _default_out(cfg: SweepConfig, config_path: Path) -> Path:
-    return Path(cfg.output.dir) / (cfg.name or config_path.stem)
+    return cfg.run_folder(cfg.output.dir, config_path)
 
 
 def main(argv: "list[str] | None" = None) -> int:

@@ -1,0 +1,84 @@
+"""`name` of a command's config is one plain folder name (samflow.config.RunConfig).
+
+Before, a name with a path in it was joined as given: `name = "/tmp/x"` replaced
+output.dir (the sweep wrote to /tmp/x), `"../x"` left it, and the CNN study's
+`--overwrite` removed `<output.dir>/<name>/runs` wherever that pointed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from samflow.atlas._config import load_atlas_config
+from samflow.config import ConfigError, RunConfig, load_config
+from samflow.experiments.cnn_config import load_cnn_config
+from samflow.experiments.cnn_study_config import load_study_config
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADERS = {
+    "default.toml": load_config,
+    "atlas.toml": load_atlas_config,
+    "cnn_mnist.toml": load_cnn_config,
+    "cnn_study.toml": load_study_config,
+}
+BAD = ["/tmp/x", "../x", "a/b", "a\\b", ".", "..", ".hidden", "-x", "a b", "run\n"]
+
+
+def _with_name(tmp_path: Path, config: str, name: str) -> Path:
+    src = (ROOT / "configs" / config).read_text()
+    assert tomllib.loads(src)["name"]  # every shipped config names its run
+    line = "name = " + ('"' + name.replace("\\", "\\\\").replace("\n", "\\n") + '"')
+    new, n = re.subn(r'^name = "[^"]*"', lambda m: line, src, count=1, flags=re.M)
+    assert n == 1
+    path = tmp_path / "c.toml"
+    path.write_text(new)
+    return path
+
+
+@pytest.mark.parametrize("config", list(LOADERS))
+@pytest.mark.parametrize("name", BAD)
+def test_a_name_with_a_path_in_it_is_refused_in_one_line(tmp_path, config, name):
+    with pytest.raises(ConfigError) as err:
+        LOADERS[config](_with_name(tmp_path, config, name))
+    lines = str(err.value).splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{tmp_path / 'c.toml'}: name: ") and "plain folder name" in lines[0]
+
+
+@pytest.mark.parametrize("config", list(LOADERS))
+@pytest.mark.parametrize("name", ["run_1.v2", "A-b", "_x", "0"])
+def test_a_plain_name_is_the_run_folder_under_output_dir(tmp_path, config, name):
+    cfg = LOADERS[config](_with_name(tmp_path, config, name))
+    assert cfg.name == name
+    assert cfg.run_folder("res", "whatever/c.toml") == Path("res") / name
+
+
+@pytest.mark.parametrize("config", list(LOADERS))
+def test_an_empty_name_takes_the_config_files_stem(tmp_path, config):
+    cfg = LOADERS[config](_with_name(tmp_path, config, ""))
+    assert cfg.run_folder("res", tmp_path / "my_run.toml") == Path("res") / "my_run"
+
+
+def test_every_command_config_is_a_run_config():
+    from samflow.atlas._config import AtlasConfig
+    from samflow.config import SweepConfig
+    from samflow.experiments.cnn_config import CnnConfig
+    from samflow.experiments.cnn_study_config import StudyConfig
+
+    for schema in (SweepConfig, AtlasConfig, CnnConfig, StudyConfig):
+        assert issubclass(schema, RunConfig)
+
+
+def test_the_sweep_command_refuses_an_absolute_name_and_writes_nothing(tmp_path):
+    cfg = _with_name(tmp_path, "default.toml", str(tmp_path / "elsewhere"))
+    out = subprocess.run([sys.executable, "-m", "samflow.sweep", str(cfg)], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "name: " in lines[0] and "plain folder name" in lines[0], out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.toml"]  # no folder made, here or there
