@@ -138,6 +138,7 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
 
 
 def loss_obj(loss) -> AbstractLoss:
+    """The loss object of a name ("logistic", "exponential") or the object itself; unknown names raise `get_loss`'s ValueError."""
     return get_loss(loss) if isinstance(loss, str) else loss
 
 
@@ -176,6 +177,7 @@ def model_sam_step(method, f: Callable, theta: Pytree, rho, eta, data: Dataset, 
 
 
 def flat_norm(tree) -> Array:
+    """Euclidean norm of all leaves of `tree` together, a float scalar of their dtype (0 for an all-zero tree)."""
     flat, _ = ravel_pytree(tree)
     # Scaled by max|x| first: no overflow above 1e154, no underflow below 1e-154.
     m = jnp.max(jnp.abs(flat))

@@ -50,6 +50,8 @@ class Samples(ConfigModel):
 
 
 class Bisection(ConfigModel):
+    """`[bisection]`: the edge searches (`samflow.edges.EdgeSearch`) and the collapse solves."""
+
     bracket: Annotated[list[_Pos], Field(min_length=2, max_length=2)] = [1e-2, 1e1]  # scanned alpha / rho range
     scan: Annotated[int, Field(ge=2, le=1000)] = 16  # points of the scan (collapse edge)
     field_scan: Annotated[int, Field(ge=2, le=10000)] = 64  # points of the scan (first leader)
@@ -71,6 +73,8 @@ class Bisection(ConfigModel):
 
 
 class Solver(ConfigModel):
+    """`[solver]`: the ODE solver and tolerances of every atlas solve (`samflow.SolverSettings`)."""
+
     solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
     rtol: _Pos = 1e-8
     atol: _Pos = 1e-12
@@ -89,6 +93,8 @@ class Staircase(ConfigModel):
 
 
 class Output(RunOutput):
+    """`[output]`: as `RunOutput`, with the atlas's own default folder."""
+
     dir: str = "results/atlas"
 
 

@@ -29,6 +29,8 @@ class _DirectionRow(_Strict):
 
 
 class DirectionsConfig(_Strict):
+    """Schema of `configs/figures/depth1_directions.toml`; see that file for its keys."""
+
     methods: list[MethodName]
     rows: list[_DirectionRow] = Field(min_length=1)
 

@@ -25,6 +25,8 @@ class _GapRun(_Strict):
 
 
 class DiscreteGapConfig(_Strict):
+    """Schema of `configs/figures/discrete_gap.toml`; see that file for its keys."""
+
     runs: list[_GapRun] = Field(min_length=1)
     save_every: float = Field(gt=0)  # save times are multiples of this (and of every eta)
     n_times: int = Field(ge=2)

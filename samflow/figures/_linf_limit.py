@@ -26,6 +26,8 @@ from ._draw import _lin_edges, _save
 
 
 class LinfConfig(_Strict):
+    """Schema of `configs/figures/linf_limit.toml`; see that file for its keys."""
+
     depths: list[int] = Field(min_length=1)
     rho: float = Field(gt=0)
     axes: tuple[int, int]  # the two features varied on the map (1-based)

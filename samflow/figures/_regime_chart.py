@@ -22,6 +22,8 @@ from ._measure import staircase_ok
 
 
 class RegimeChartConfig(_Strict):
+    """Schema of `configs/figures/regime_chart.toml`; see that file for its keys."""
+
     alpha: _LogAxis
     rho: _LogAxis
     tau_min: float = Field(gt=0)

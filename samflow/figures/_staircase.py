@@ -24,6 +24,8 @@ class _StairData(_Strict):
 
 
 class StaircaseConfig(_Strict):
+    """Schema of `configs/figures/staircase.toml`; see that file for its keys."""
+
     methods: list[MethodName]
     depths: list[int] = Field(min_length=1)
     num_alpha: int = Field(ge=2)

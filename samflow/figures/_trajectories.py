@@ -25,6 +25,8 @@ from ._measure import _first_informative_dominant, staircase_ok
 
 
 class TrajectoriesConfig(_Strict):
+    """Schema of `configs/figures/trajectories.toml`; see that file for its keys."""
+
     rho: float = Field(gt=0)
     alphas: list[float] = Field(min_length=1)  # alpha / rho, one per regime, in order 1, 2, 3
     t1: float = Field(gt=0)  # real-time horizon of the panels (linear save times)

@@ -35,6 +35,8 @@ from ._measure import MISSING, _dominant_with_ties, _first_informative_dominant
 
 
 class UsamConfig(_Strict):
+    """Schema of `configs/figures/usam_ablation.toml`; see that file for its keys."""
+
     rho: float = Field(gt=0)  # heat maps
     alpha_over_rho: _LogAxis
     t_min: float = Field(gt=0)
