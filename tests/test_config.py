@@ -129,6 +129,33 @@ def test_all_problems_listed_at_once():
     assert any(l.startswith("c.toml: depth") for l in lines)
 
 
+@pytest.mark.parametrize("old, new, line", [
+    ('methods = ["gd", "l2"]', 'method = ["gd", "l2"]',
+     "c.toml: method: unknown key (did you mean 'methods'?, a required key that is missing); rename it"),
+    ("[grid]", "[gird]", "c.toml: gird: unknown key (did you mean 'grid'?, a required key that is missing); rename it"),
+    ("[time]", "[tme]", "c.toml: tme: unknown key (did you mean 'time'?, a required key that is missing); rename it"),
+])
+def test_a_misspelled_required_key_is_one_line(old, new, line):
+    """It gave two lines ("methods: required key is missing" and "method: unknown
+    key (did you mean 'methods'?)") for one mistake (found by a fresh-user probe)."""
+    import tomllib
+
+    with pytest.raises(ConfigError) as info:
+        parse_config(tomllib.loads(edit(old, new)), "c.toml")
+    assert str(info.value).splitlines() == [line]
+
+
+def test_a_missing_required_key_with_no_look_alike_still_says_missing():
+    import tomllib
+
+    with pytest.raises(ConfigError) as info:
+        parse_config(tomllib.loads(edit('methods = ["gd", "l2"]\n', "").replace("rtol", "rtl")), "c.toml")
+    assert str(info.value).splitlines() == [
+        "c.toml: methods: required key is missing",
+        "c.toml: solver.rtl: unknown key (did you mean 'rtol'?); remove it or fix its spelling",
+    ]
+
+
 def test_good_config_values(tmp_path):
     p = tmp_path / "good.toml"
     p.write_text(GOOD)

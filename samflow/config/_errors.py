@@ -16,26 +16,26 @@ from pydantic import BaseModel, ValidationError
 from ._base import NON_FINITE_MESSAGE, ConfigError
 
 
-def _did_you_mean(loc: tuple, model: type[BaseModel]) -> str:
-    """A 'did you mean' hint for an unknown key at `loc` of `model`."""
+def _did_you_mean(loc: tuple, model: type[BaseModel]) -> "str | None":
+    """The known key closest to an unknown key at `loc` of `model`, or None."""
     if not loc:
-        return ""
+        return None
     cls: Any = model
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
         field = getattr(cls, "model_fields", {}).get(part)
         if field is None:
-            return ""
+            return None
         ann = field.annotation
         args = list(getattr(ann, "__args__", (ann,)))
         for a in list(args):
             args.extend(getattr(a, "__args__", ()))
         cls = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
         if cls is None:
-            return ""
+            return None
     close = difflib.get_close_matches(str(loc[-1]), list(cls.model_fields), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return close[0] if close else None
 
 
 _KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(:| =) ")
@@ -85,15 +85,22 @@ def _clean_loc(loc: tuple, model: type[BaseModel]) -> tuple:
 
 def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> str:
     """One line per problem of a pydantic `ValidationError` of `model`, each naming
-    the file (`source`), the field, the bad value and what is allowed."""
+    the file (`source`), the field, the bad value and what is allowed. A misspelled
+    required key is one problem, said once: "method: unknown key (did you mean
+    'methods'?, a required key that is missing); rename it", not also "methods:
+    required key is missing"."""
     entries = []
+    suggested: dict[str, int] = {}  # a key suggested for an unknown one -> that entry's index
     for e in err.errors(include_url=False):
         loc = _clean_loc(e["loc"], model)
         # A key with a line break or another unprintable character (TOML allows
         # any quoted key) is shown as its repr, so the message stays one line per error.
         where = ".".join(str(p) if str(p).isprintable() else repr(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
-            hint = _did_you_mean(loc, model)
+            close = _did_you_mean(loc, model)
+            if close is not None:
+                suggested[".".join(map(str, (*loc[:-1], close)))] = len(entries)
+            hint = f" (did you mean '{close}'?)" if close else ""
             entries.append((where, f"unknown key{hint}; remove it or fix its spelling"))
             continue
         if e["type"] == "missing":
@@ -123,6 +130,13 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
         # got -0.01"): say each once.
         msg = msg.removeprefix(where + " ") if loc else msg
         entries.append((where, msg if ", got " in msg or "(got " in msg else msg + f" (got {value!r})"))
+    for i, (where, msg) in enumerate(entries):
+        if msg == "required key is missing" and where in suggested:
+            j = suggested[where]
+            close = where.rsplit(".", 1)[-1]
+            entries[j] = (entries[j][0], f"unknown key (did you mean '{close}'?, a required key that is missing); rename it")
+            entries[i] = ("", "")
+    entries = [e for e in entries if e != ("", "")]
     # A value that fits no member of a union (list | {start, stop, num}) reports
     # one line per member: keep the specific lines, merge the generic ones.
     out = []

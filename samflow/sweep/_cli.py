@@ -281,4 +281,4 @@ def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wa
         from ..plots import plot_sweep
 
         print_figures(plot_sweep(ds, out_dir, cfg))
-    print(f"done in {wall:.1f} s (solve incl. compilation)")
+    print(f"done in {wall:.1f} s (solve, its compilation and the switch times)")
