@@ -93,6 +93,12 @@ class Staircase(ConfigModel):
     tau_min: _Pos = 1e-3
     num_times: Annotated[int, Field(ge=2, le=20000)] = 400
 
+    @model_validator(mode="after")
+    def _times(self):
+        if not self.tau_min < self.tau1:
+            raise ValueError(f"tau_min: need tau_min < tau1 (the save times run from tau_min to tau1), got {self.tau_min} and {self.tau1}")
+        return self
+
 
 class Output(RunOutput):
     """`[output]`: as `RunOutput`, with the atlas's own default folder."""
