@@ -432,3 +432,20 @@ def test_quick_mode_of_the_shipped_config_end_to_end(tmp_path, capsys):
             cell = e0[:, it, :, ia, :][:, ran[0, it, :, ia, :]]
             if cell.size:
                 np.testing.assert_array_equal(cell, cell[:, :1].repeat(cell.shape[1], 1))
+
+
+@pytest.mark.parametrize(
+    "images, kw, match",
+    [
+        # 0..255 digits (raw uint8 scale): the patch of contrast 0.3 would be
+        # invisible next to strokes of 255, silently; refused instead.
+        (np.full((2, 8, 8), 255.0), {}, r"images must hold raw intensities in \[0, 1\]"),
+        (np.full((2, 8, 8), np.nan), {}, r"images must hold raw intensities in \[0, 1\]"),
+        (np.zeros((2, 8, 8)), {"swap": "no"}, "swap must be True or False"),  # bool("no") swapped
+        (np.zeros((2, 8, 8)), {"strokes": 0.0}, "strokes must be True or False"),
+    ],
+)
+def test_faint_patch_images_refuses_what_it_would_get_wrong(images, kw, match):
+    with pytest.raises(ValueError, match=match):
+        faint_patch_images(images, np.array([1.0, -1.0]), **kw)
+    faint_patch_images(np.clip(np.nan_to_num(images), 0, 1), np.array([1.0, -1.0]))  # in range: fine
