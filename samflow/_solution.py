@@ -102,7 +102,11 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     `dominant` and `tied` equal `samflow.analysis.dominant_index(beta)` and
     `samflow.analysis.tied(beta, tie_tol)` exactly (`tie_tol` 1e-9 is
     `regime_label`'s default).
+
+    **Raises:** `ValueError` if `tie_tol` is not in [0, 1).
     """
+    if isinstance(tie_tol, (int, float, np.number)) and not (0.0 <= tie_tol < 1.0):
+        raise ValueError(f"tie_tol must be in [0, 1), got {tie_tol!r}")
     b = traj.beta
     d = b.shape[-1]
     a = jnp.abs(b)

@@ -175,3 +175,22 @@ def test_summary_dominant_holds_an_index_past_int16():
     assert s.dominant.dtype == np.int32
     np.testing.assert_array_equal(np.asarray(s.dominant), [6, d, 0])
     np.testing.assert_array_equal(np.asarray(s.dominant), dominant_index(beta))
+
+
+@pytest.mark.parametrize("tie_tol", [float("nan"), 1.0, -0.1])
+def test_summarize_refuses_a_tie_tolerance_outside_0_1(tie_tol):
+    # NaN marked no time tied, 1.0 every time: regime labels from such a summary
+    # were wrong without a word (analysis.tied refuses the same values).
+    import jax.numpy as jnp
+
+    import samflow as sf
+
+    beta = jnp.asarray([[1.0, 1.0], [1.0, 2.0]])
+    traj = sf.Trajectory(
+        ts=jnp.arange(2.0), t=jnp.arange(2.0), W=jnp.zeros((2, 1, 2)), beta=beta, loss=jnp.zeros(2),
+        status=jnp.asarray(0), event_time=jnp.asarray(np.nan), event_t=jnp.asarray(np.nan),
+        collapse_direction=jnp.zeros(2), slide_time=jnp.zeros((1, 2)), num_steps=jnp.asarray(0), num_segments=jnp.asarray(1),
+    )
+    np.testing.assert_array_equal(np.asarray(sf.summarize(traj).tied), [True, False])
+    with pytest.raises(ValueError, match="tie_tol"):
+        sf.summarize(traj, tie_tol)
