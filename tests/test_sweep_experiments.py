@@ -238,6 +238,10 @@ BAD = [
     (_with(init={"alpha_j": [1.0, 2.0, 3.0]}), "init.alpha_j: has 3 numbers; the data have d = 2"),
     (_with(init={"alpha_j": [1.0, math.inf]}), "init.alpha_j.1: non-finite value"),
     (_with(init={"alpha_j": [0.0, 0.0]}), "init: every entry is 0"),
+    # Not all 0, yet stuck: at depth 3 two zero layers make every gradient entry
+    # (a product of the other two layers) 0. Before: solved to a meaningless
+    # "finished" at the init.
+    (_with(depth=3, init={"W0": [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]}), "init: every gradient entry is 0"),
     (_with(model={"name": "two_layer_linear", "width": 4, "kernel": 3}),
      "model.kernel: a key of model linear_conv, not of model two_layer_linear; remove it"),
     (_with(model={"name": "linear_conv", "channels": 2}), "model.kernel: required by model linear_conv"),
