@@ -309,6 +309,10 @@ def test_summary_leaves_stuck_seeds_out_and_compares_intervals():
         (dict(tasks=[{"name": "t", "kind": "faint", "contrast": 0.0}]), r"tasks\.0\.contrast"),
         (dict(train={"methods": ["adam"]}), r"train\.methods\.0: Input should be 'gd', 'sam_l2' or 'sam_linf'"),
         (dict(measure={"epochs": [0, 1, 2, 9]}), r"measure\.epochs goes to 9, past train\.epochs = 3"),
+        # 8x8 digits pooled by 2 are 4x4: two 3-pixel patches do not fit side by side.
+        # Before: validated, then faint_patch_masks raised mid-study (a traceback).
+        (dict(data={"downsample": 2}, tasks=[{"name": "f", "kind": "faint", "patch": 3}]),
+         r"tasks\.0\.patch: two patches of 3 pixels do not fit side by side in the 4 x 4 images"),
     ],
 )
 def test_bad_study_config_one_line_naming_the_field(over, pattern):
@@ -316,6 +320,14 @@ def test_bad_study_config_one_line_naming_the_field(over, pattern):
         _cfg(**over)
     assert re.search(pattern, str(err.value)), str(err.value)
     assert all(line.startswith("tiny.toml: ") for line in str(err.value).splitlines())
+
+
+def test_study_image_side_is_the_pooled_digits_side():
+    from samflow.experiments import cnn_study as cs
+
+    for k in (1, 2):
+        cfg = _cfg(data={"downsample": k})
+        assert cs._digits(cfg).images.shape[1:3] == (cfg.image_side(), cfg.image_side()) == (8 // k, 8 // k)
 
 
 def test_shipped_study_config_and_its_quick_variant():
