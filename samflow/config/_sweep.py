@@ -65,7 +65,7 @@ def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
 
 
 class DataConfig(GeneratorKeys):
-    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz/.npy/.csv),
+    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz or .csv),
     or a `generator` with its keys (`GeneratorKeys`).
 
     - `mu`: the single sample {(mu, +1)}, a list of d numbers.
