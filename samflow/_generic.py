@@ -45,15 +45,23 @@ class Model(NamedTuple):
     name: str
 
 
-@functools.lru_cache(maxsize=None)
+def _size(value, name: str) -> int:
+    """A model size as an int >= 1, or a one-line `ValueError` naming it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+# typed: True (== 1) must not hit the cached model of 1 and skip the size check.
+@functools.lru_cache(maxsize=None, typed=True)
 def diagonal_network(depth: int, d: int | None = None) -> Model:
     """The L-layer diagonal network f(theta, x) = <w1 * ... * wL, x>, theta = (w1, ..., wL).
 
     `init(alpha, d)`: every weight equals alpha (as `samflow.init_weights`); `d`
     may be given here instead. Same flow as `samflow.solve` with `depth` = L.
     """
-    if not (isinstance(depth, (int, np.integer)) and depth >= 1):
-        raise ValueError(f"depth must be an integer >= 1, got {depth!r}")
+    depth = _size(depth, "depth")
+    d = None if d is None else _size(d, "d")
 
     def beta(theta):
         out = theta[0]
@@ -74,7 +82,7 @@ def diagonal_network(depth: int, d: int | None = None) -> Model:
     return Model(f, beta, init, f"diagonal L={depth}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None, typed=True)
 def two_layer_linear(d: int, k: int) -> Model:
     """Two-layer linear network f(theta, x) = <v, U x>, theta = (U (k, d), v (k,)).
 
@@ -82,7 +90,10 @@ def two_layer_linear(d: int, k: int) -> Model:
     the deterministic U = alpha * eye(k, d), v = alpha * 1 (for k >= d, beta(0) =
     alpha^2 1 as the diagonal network at depth 2); with an int seed, U and v are
     alpha times standard normal draws (`jax.random.PRNGKey(seed)`).
+
+    **Raises:** `ValueError` if d or k is not an integer >= 1.
     """
+    d, k = _size(d, "d"), _size(k, "k")
 
     def f(theta, x):
         U, v = theta
@@ -102,7 +113,7 @@ def two_layer_linear(d: int, k: int) -> Model:
     return Model(f, beta, init, f"two-layer linear k={k}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None, typed=True)
 def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
     """Two-layer linear convolutional network on 1-D signals of length d.
 
@@ -114,7 +125,10 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
     (`jax.random.PRNGKey(seed)`); with `seed` None the deterministic w = alpha 1,
     v = alpha 1, for which beta(0) = C K alpha^2 1 has equal coordinates (as the
     diagonal network's alpha^2 1) and the C channels stay equal.
+
+    **Raises:** `ValueError` if n_channels, kernel or d is not an integer >= 1.
     """
+    n_channels, kernel, d = _size(n_channels, "n_channels"), _size(kernel, "kernel"), _size(d, "d")
     idx = (np.arange(d)[:, None] + np.arange(kernel)[None, :]) % d  # (d, K)
 
     def f(theta, x):

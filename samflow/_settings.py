@@ -16,7 +16,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from .datasets import Dataset
-from .flows import Clock, Method, log_coords_problem
+from .flows import TAU_ONE_SAMPLE, Clock, Method, log_coords_problem
 from .losses import get_loss
 
 
@@ -82,7 +82,6 @@ def stuck_inits(W0: np.ndarray) -> np.ndarray:
     return np.all(excl == 0, axis=(1, 2))
 
 
-TAU_ONE_SAMPLE = "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
 
 
 def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear") -> list[str]:

@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from ._x64 import in_float64
+
+
+def index_dtype(d: int) -> np.dtype:
+    """The smallest signed integer type that holds a 1-based feature index of
+    1..d and the codes 0 and -1: int8 for d <= 127, int16 for d <= 32767, else
+    int32 (the stored `dominant` and `switch_*` leaders; a narrower type would
+    wrap, e.g. leader 200 stored as int8 reads -56)."""
+    return np.min_scalar_type(-(int(d) + 1))
 
 
 class _CellEnd(eqx.Module):
@@ -66,7 +75,8 @@ class Summary(_CellEnd):
     **Fields:**
 
     - `t`: `(n_save,)` float64, real time at the save times (as `Trajectory.t`).
-    - `dominant`: `(n_save,)` int8 (int16 when d > 127): the dominant feature
+    - `dominant`: `(n_save,)` int8 (int16 when d > 127, int32 when d > 32767,
+      `index_dtype`): the dominant feature
       argmax_j |beta_j|, 1-based, lowest index on exact ties; 0 where beta is all
       zero; -1 where beta is not finite (`samflow.analysis.dominant_index`).
     - `tied`: `(n_save,)` bool: the two largest |beta_j| are within the relative
@@ -92,7 +102,11 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     `dominant` and `tied` equal `samflow.analysis.dominant_index(beta)` and
     `samflow.analysis.tied(beta, tie_tol)` exactly (`tie_tol` 1e-9 is
     `regime_label`'s default).
+
+    **Raises:** `ValueError` if `tie_tol` is not in [0, 1).
     """
+    if isinstance(tie_tol, (int, float, np.number)) and not (0.0 <= tie_tol < 1.0):
+        raise ValueError(f"tie_tol must be in [0, 1), got {tie_tol!r}")
     b = traj.beta
     d = b.shape[-1]
     a = jnp.abs(b)
@@ -100,7 +114,7 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
     a = jnp.where(finite[..., None], a, 0.0)
     m = jnp.max(a, axis=-1)
     idx = jnp.argmax(a, axis=-1) + 1
-    dom = jnp.where(finite, jnp.where(m > 0, idx, 0), -1).astype(jnp.int8 if d <= 127 else jnp.int16)
+    dom = jnp.where(finite, jnp.where(m > 0, idx, 0), -1).astype(index_dtype(d))
     if d >= 2:
         top2 = jnp.sort(a, axis=-1)[..., -2:]
         tied = finite & (top2[..., 1] > 0) & (top2[..., 0] >= (1.0 - tie_tol) * top2[..., 1])

@@ -72,6 +72,19 @@ def _as_beta(beta: ArrayLike) -> np.ndarray:
     return b
 
 
+def _some_time(b: np.ndarray) -> np.ndarray:
+    if b.shape[-2] == 0:
+        raise ValueError(f"beta has no saved time (shape {b.shape}): give at least one")
+    return b
+
+
+def _count(value, name: str, least: int) -> int:
+    """`value` as an int >= least, or a one-line `ValueError` naming `name`."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return int(value)
+
+
 def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*batch time"]:
     """Dominant feature index argmax_j |beta_j| (docs/theory.md section 5), 1-based.
 
@@ -116,13 +129,16 @@ def band_dominance(beta: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"
     **Returns:** int64 `(...)`: the band, 1-based (1 minor ... n_bands major); 0
     where beta is all zero (collapsed); -1 where beta is not finite.
 
-    **Raises:** `ValueError` if the last axis of beta does not match band.
+    **Raises:** `ValueError` if the last axis of beta does not match band, or
+    band is not 0-based integer bands with every band 0..max non-empty.
     """
+    from .theory import _band_index
+
     b = np.asarray(beta, dtype=np.float64)
     bd = np.asarray(band)
     if b.ndim < 1 or bd.ndim != 1 or b.shape[-1] != bd.size:
         raise ValueError(f"beta (..., d) and band (d,) disagree: shapes {b.shape} and {bd.shape}")
-    nb = int(bd.max()) + 1
+    bd, nb = _band_index(bd, bd.size)
     a = np.abs(b)
     means = np.stack([a[..., bd == k].mean(axis=-1) for k in range(nb)], axis=-1)
     finite = np.all(np.isfinite(b), axis=-1)
@@ -251,20 +267,20 @@ def regime_label(
 
     **Returns:** int8 array of shape `(...)`, values in {0, 1, 2, 3}.
 
-    **Raises:** `ValueError` if the shape of `status` is not `beta.shape[:-2]`,
-    `d` is not in 1..beta.shape[-1], or `min_valid` < 1.
+    **Raises:** `ValueError` if beta has no saved time, the shape of `status`
+    is not `beta.shape[:-2]`, `d` is not an integer in 1..beta.shape[-1], or
+    `min_valid` is not an integer >= 1.
     """
-    b = _as_beta(beta)
+    b = _some_time(_as_beta(beta))
     st = np.asarray(status)
     batch = b.shape[:-2]
     if st.shape != batch:
         raise ValueError(f"status must have shape {batch} (beta.shape[:-2]), got {st.shape}")
     D = b.shape[-1]
-    major = D if d is None else int(d)
+    major = D if d is None else _count(d, "d (the 1-based major feature)", 1)
     if not (1 <= major <= D):
         raise ValueError(f"d must be a feature index in 1..{D}, got {d!r}")
-    if min_valid < 1:
-        raise ValueError(f"min_valid must be >= 1, got {min_valid!r}")
+    min_valid = _count(min_valid, "min_valid", 1)
     return _regime(dominant_index(b), tied(b, tie_tol), st, major, min_valid)
 
 
@@ -292,7 +308,8 @@ def regime_label_from_dominant(
 
     **Returns:** int8 array of shape `(...)`, values in {0, 1, 2, 3}.
 
-    **Raises:** `ValueError` for mismatched shapes, `d` < 1 or `min_valid` < 1.
+    **Raises:** `ValueError` for mismatched shapes, or `d` or `min_valid` not an
+    integer >= 1.
     """
     dm = np.asarray(dom).astype(np.int64)
     tt = np.asarray(is_tied).astype(bool)
@@ -301,11 +318,9 @@ def regime_label_from_dominant(
         raise ValueError(f"dom and is_tied must have one shape (..., time), got {dm.shape} and {tt.shape}")
     if st.shape != dm.shape[:-1]:
         raise ValueError(f"status must have shape {dm.shape[:-1]} (dom.shape[:-1]), got {st.shape}")
-    if int(d) < 1:
-        raise ValueError(f"d must be a feature index >= 1, got {d!r}")
-    if min_valid < 1:
-        raise ValueError(f"min_valid must be >= 1, got {min_valid!r}")
-    return _regime(dm, tt, st, int(d), min_valid)
+    d = _count(d, "d (the 1-based major feature)", 1)
+    min_valid = _count(min_valid, "min_valid", 1)
+    return _regime(dm, tt, st, d, min_valid)
 
 
 def _regime(dom: np.ndarray, is_tied: np.ndarray, st: np.ndarray, major: int, min_valid: int) -> np.ndarray:
@@ -435,8 +450,9 @@ def plateau(
     the first and last saved time of the stretch and the median loss on it; NaN
     where there is no plateau.
 
-    **Raises:** `ValueError` if `times` does not broadcast against `loss`,
-    `rel_band` <= 0 or `rel_drop` is not in (0, 1).
+    **Raises:** `ValueError` if `times` does not broadcast against `loss` or
+    decreases over the valid saved times, a loss is negative, `rel_band` <= 0 or
+    `rel_drop` is not in (0, 1).
     """
     L = np.asarray(loss, dtype=np.float64)
     if L.ndim < 1:
@@ -452,6 +468,8 @@ def plateau(
         raise ValueError(f"rel_band must be > 0, got {rel_band!r}")
     if not (0 < rel_drop < 1):
         raise ValueError(f"rel_drop must be in (0, 1), got {rel_drop!r}")
+    if np.any(L < 0):
+        raise ValueError("loss must be >= 0 (a loss value; the flat band is relative to it), got a negative entry")
     batch = L.shape[:-1]
     out = np.full((3,) + batch, np.nan)
     for idx in np.ndindex(*batch):
@@ -460,6 +478,9 @@ def plateau(
         if log_time:
             ok &= ti > 0
         li, ti = li[ok], ti[ok]
+        if np.any(np.diff(ti) < 0):
+            where = f" (cell {idx})" if idx else ""
+            raise ValueError(f"times must be increasing over the valid saved times{where}; sort loss and times by time")
         if li.size < 2:
             continue
         x = np.log(ti) if log_time else ti
@@ -480,9 +501,9 @@ def limit_direction(beta: ArrayLike) -> Float[np.ndarray, "*batch d"]:
 
     **Returns:** float64 `(..., d)`.
 
-    **Raises:** `ValueError` if beta has fewer than 2 axes.
+    **Raises:** `ValueError` if beta has fewer than 2 axes or no saved time.
     """
-    b = _as_beta(beta)
+    b = _some_time(_as_beta(beta))
     T = b.shape[-2]
     finite = np.all(np.isfinite(b), axis=-1)
     last = np.max(np.where(finite, np.arange(T), -1), axis=-1)

@@ -280,16 +280,20 @@ def banded(
     (n, d), and the 0-based band index of each coordinate, int64 (d,),
     non-decreasing.
 
-    **Raises:** `ValueError` for bad sizes, intensities that are not positive and
+    **Raises:** `ValueError` for bad sizes (an `image_shape` not of two
+    integers), intensities that are not positive and
     strictly increasing, both or neither of `d` and `image_shape`, or (with
     noise > 0) a draw that is not linearly separable.
     """
-    if not (isinstance(n_bands, (int, np.integer)) and n_bands >= 1):
+    if isinstance(n_bands, bool) or not (isinstance(n_bands, (int, np.integer)) and n_bands >= 1):
         raise ValueError(f"n_bands must be an integer >= 1, got {n_bands!r}")
     if image_shape is not None:
         if d is not None:
             raise ValueError("give either d or image_shape, not both")
-        h, w = (int(v) for v in image_shape)
+        shape = tuple(image_shape) if isinstance(image_shape, (tuple, list)) else ()
+        if len(shape) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in shape):
+            raise ValueError(f"image_shape must be two integers (h, w), got {image_shape!r}")
+        h, w = (int(v) for v in shape)
         if h < n_bands or w < 1:
             raise ValueError(f"image_shape must be (h, w) with h >= n_bands = {n_bands} and w >= 1, got {image_shape}")
         d = h * w
@@ -386,9 +390,10 @@ def faint_patch_images(
 
     **Returns:** float32 (n, H, W) in [0, 1].
 
-    **Raises:** `ValueError` for images that are not (n, H, W), labels that are
-    not +-1 or of another length, contrast outside [0, 1], a negative noise or a
-    patch that does not fit (`faint_patch_masks`).
+    **Raises:** `ValueError` for images that are not (n, H, W) or hold a value
+    outside [0, 1] (or NaN), labels that are not +-1 or of another length,
+    contrast outside [0, 1], a negative noise, `strokes` or `swap` not a bool, or
+    a patch that does not fit (`faint_patch_masks`).
     """
     x = np.asarray(images, dtype=np.float32)
     lab = np.asarray(y, dtype=np.float64).reshape(-1)
@@ -400,6 +405,14 @@ def faint_patch_images(
         raise ValueError(f"contrast must be in [0, 1], got {contrast!r}")
     if not (np.isfinite(noise) and noise >= 0):
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    if not np.all((x >= 0) & (x <= 1)):  # also NaN
+        raise ValueError(
+            "images must hold raw intensities in [0, 1] (divide 0..255 pixels by 255), "
+            f"got values in [{np.nanmin(x) if x.size else 0:g}, {np.nanmax(x) if x.size else 0:g}] or NaN"
+        )
+    for name, flag in (("strokes", strokes), ("swap", swap)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
     masks = faint_patch_masks(x.shape[1:], size)
     place = (lab > 0) != bool(swap)  # True: the +1 place
     patch = np.where(place[:, None, None], masks[1], masks[0]).astype(np.float32) * np.float32(contrast)

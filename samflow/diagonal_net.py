@@ -82,8 +82,12 @@ def init_weights(alpha: ArrayLike, depth: int, d: int) -> Float[Array, "L d"]:
 
     **Raises:** `ValueError` (one line naming alpha, its shape and the shapes
     allowed) when the shape of alpha fits none of these, e.g. a (B, ...) stack of
-    per-cell inits: those go to `samflow.solve(..., alpha_batched=True)`.
+    per-cell inits: those go to `samflow.solve(..., alpha_batched=True)`; or when
+    depth or d is not an integer >= 1.
     """
+    for name, v in (("depth", depth), ("d", d)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     a = jnp.asarray(alpha, dtype=jnp.float64)
     if a.ndim == 0 or a.shape == (d,):
         return jnp.broadcast_to(a, (depth, d))

@@ -130,10 +130,13 @@ def velocity(
     **Returns:** (dW/dc (L, d), log(dt/dc) ()), float as `W`, in weights per
     unit of the clock.
 
-    **Raises:** `ValueError` for an unknown method, loss or clock.
+    **Raises:** `ValueError` for an unknown method, loss or clock, or the tau
+    clock on several samples.
     """
     if isinstance(loss, str):
         loss = get_loss(loss)
+    if Clock.parse(clock) is Clock.TAU and data.X.shape[0] != 1:
+        raise ValueError(TAU_ONE_SAMPLE)
     if Clock.parse(clock) is Clock.T:
         W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
         return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat), jnp.zeros((), W.dtype)
@@ -192,9 +195,12 @@ def log_velocity(
 
     **Returns:** (dx/dc (L, d), log(dt/dtau) ()).
 
-    **Raises:** `ValueError` for linf (its field is discontinuous at 0).
+    **Raises:** `ValueError` for linf (its field is discontinuous at 0) or data
+    of several samples.
     """
     spec = Method.parse(method).spec
+    if data.X.shape[0] != 1:
+        raise ValueError(LOG_ONE_SAMPLE)
     mu = data.y[0] * data.X[0]
     sigma = jnp.prod(sign, axis=0)
     X = jnp.sum(x, axis=0)
@@ -209,6 +215,7 @@ def log_velocity(
     return dx, log_rate
 
 
+TAU_ONE_SAMPLE = "clock = 'tau' (the rescaled flow) needs a single sample (data.mu); use clock = 't'"
 LOG_NOT_LINF = (
     "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
     "use coords = 'linear' or drop 'linf' from methods"

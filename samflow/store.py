@@ -18,8 +18,8 @@
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 | switch_time          | flow, alpha, rho, switch              | exact switch times of the dominant feature, clock units, NaN-padded (`add_switch_times`) |
 | switch_real_time     | flow, alpha, rho, switch              | the same in real time t (+inf past e^69 in the tau clock) |
-| switch_from, switch_to | flow, alpha, rho, switch            | int8: leader before / after (1-based), -1 padded |
-| switch_first         | flow, alpha, rho                      | int8: leader at the start (1-based), -1 without a record |
+| switch_from, switch_to | flow, alpha, rho, switch            | int8 (int16 for d > 127, int32 for d > 32767): leader before / after (1-based), -1 padded |
+| switch_first         | flow, alpha, rho                      | int8 (as switch_from): leader at the start (1-based), -1 without a record |
 | switch_count         | flow, alpha, rho                      | switches found |
 | switch_ok            | flow, alpha, rho                      | bool: False where the record was refused (all NaN / -1) |
 
@@ -28,7 +28,7 @@ file holds no `beta` (and no `weights`); per save time it keeps
 
 | variable             | dims                                  | meaning |
 |----------------------|---------------------------------------|---------|
-| dominant             | flow, alpha, rho, time                | int8 (int16 for d > 127): argmax_j |beta_j|, 1-based; 0 where beta = 0 (collapsed), -1 where beta is not finite (`samflow.analysis.dominant_index`) |
+| dominant             | flow, alpha, rho, time                | int8 (int16 for d > 127, int32 for d > 32767): argmax_j |beta_j|, 1-based; 0 where beta = 0 (collapsed), -1 where beta is not finite (`samflow.analysis.dominant_index`) |
 | tied                 | flow, alpha, rho, time                | bool: the two largest |beta_j| within 1e-9 relative (`samflow.analysis.tied`) |
 | beta_norm            | flow, alpha, rho, time                | ||beta||_2 (NaN where beta is not finite) |
 | loss, real_time      | flow, alpha, rho, time                | as above |
@@ -79,6 +79,7 @@ import numpy as np
 import xarray as xr
 
 from ._io import atomic_path
+from ._solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
 __all__ = ["to_dataset", "write_results", "read_results", "package_versions", "code_stamp", "source_hash"]
@@ -353,14 +354,17 @@ def add_switch_times(ds: xr.Dataset, switches: dict, cells=None) -> xr.Dataset:
 
     dims = ("flow",) + grid
     unit = ds.attrs.get("clock", "t")
+    # Leaders are feature indices up to d: int8 would wrap past 127 (`index_dtype`).
+    # (a results file always has `coord`; without it, SwitchTimes' own int32).
+    idx = index_dtype(ds.sizes.get("coord", 2**31 - 1))
     ds = ds.assign_coords(switch=np.arange(1, K + 1))
     ds["switch_time"] = (dims + ("switch",), stack("time", np.nan, np.float64, (K,)),
                          {"long_name": "switch time of the dominant feature argmax_j |beta_j| (event-located)", "units": unit})
     ds["switch_real_time"] = (dims + ("switch",), stack("t", np.nan, np.float64, (K,)),
                               {"long_name": "switch time in real time t (+inf past e^69)"})
-    ds["switch_from"] = (dims + ("switch",), stack("from_", -1, np.int8, (K,)), {"long_name": "leader before the switch (1-based), -1 padded"})
-    ds["switch_to"] = (dims + ("switch",), stack("to", -1, np.int8, (K,)), {"long_name": "leader after the switch (1-based), -1 padded"})
-    ds["switch_first"] = (dims, stack("first", -1, np.int8, ()),
+    ds["switch_from"] = (dims + ("switch",), stack("from_", -1, idx, (K,)), {"long_name": "leader before the switch (1-based), -1 padded"})
+    ds["switch_to"] = (dims + ("switch",), stack("to", -1, idx, (K,)), {"long_name": "leader after the switch (1-based), -1 padded"})
+    ds["switch_first"] = (dims, stack("first", -1, idx, ()),
                           {"long_name": "leader at the start (1-based; -1 where no record), before switch 1"})
     ds["switch_count"] = (dims, stack("count", 0, np.int32, ()), {"long_name": "switches found (more than the slots: refused)"})
     ds["switch_ok"] = (dims, stack("ok", False, bool, ()), {"long_name": "switch record kept (False: refused, all NaN; or not computed: discrete methods, generic models)"})

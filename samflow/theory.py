@@ -256,7 +256,8 @@ def linf_limit_index(
     m, a, r, L = _linf_args(alpha, rho, mu, depth)
     above = a > r
     with np.errstate(divide="ignore"):
-        score = np.log(m) + (L - 2) * np.log(np.where(above, a - r, 1.0))
+        # (at L = 2 the gap does not enter: 0 * log(inf) would be NaN)
+        score = np.log(m) + (0.0 if L == 2 else (L - 2) * np.log(np.where(above, a - r, 1.0)))
     score = np.where(above, score, -np.inf)
     j = np.argmax(score, axis=-1) + 1
     return np.where(np.any(above, axis=-1), j, 0).astype(np.int64)
@@ -386,15 +387,26 @@ def l2_alpha_marks(mu: ArrayLike, *, rho: ArrayLike) -> AlphaMarks:
     return AlphaMarks(all_shrink=np.asarray(lo), major_first=np.asarray(hi))
 
 
+def _band_index(band: ArrayLike, d: int) -> tuple[np.ndarray, int]:
+    """`band` checked as the 0-based band of each of d coordinates: integer,
+    shape (d,), every band 0..max(band) non-empty. Returns (band, n_bands).
+
+    **Raises:** `ValueError` naming band otherwise (also used by
+    `samflow.analysis.band_dominance`).
+    """
+    b = np.asarray(band)
+    if b.shape != (d,) or not np.issubdtype(b.dtype, np.integer) or b.min() != 0:
+        raise ValueError(f"band must be 0-based integer band indices of shape {(d,)}, got {band!r}")
+    nb = int(b.max()) + 1
+    if any(not np.any(b == k) for k in range(nb)):
+        raise ValueError("band: every band 0..max(band) needs at least one coordinate")
+    return b, nb
+
+
 def _band_moments(mu: ArrayLike, band: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per band b: mean_{j in b} mu_j and mean_{j in b} mu_j^2, and ||mu||."""
     m = _mu(mu)
-    b = np.asarray(band)
-    if b.shape != m.shape or not np.issubdtype(b.dtype, np.integer) or b.min() != 0:
-        raise ValueError(f"band must be 0-based integer band indices of shape {m.shape}, got {band!r}")
-    nb = int(b.max()) + 1
-    if any(not np.any(b == k) for k in range(nb)):
-        raise ValueError("every band 0..max(band) needs at least one coordinate")
+    b, nb = _band_index(band, m.size)
     m1 = np.array([m[b == k].mean() for k in range(nb)])
     m2 = np.array([(m[b == k] ** 2).mean() for k in range(nb)])
     return m1, m2, _norm(m)

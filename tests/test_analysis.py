@@ -327,3 +327,53 @@ def test_max_margin_errors():
         analysis.max_margin_direction(np.array([[1.0, np.nan], [1.0, 0.0]]), np.ones(2), 1)
     with pytest.raises(ValueError, match="X must have shape"):
         analysis.max_margin_direction(np.ones(3), np.ones(3), 1)
+
+
+# --- malformed inputs: refused in one line, never a plausible wrong answer ---------
+
+
+@pytest.mark.parametrize("band", [[1, 1, 2, 2, 3, 3], [-1, 0, 1, 1, 2, 2], [0, 0, 0.5, 1, 2, 2], [0, 0, 2, 2, 2, 2]])
+def test_band_dominance_refuses_a_malformed_band(band):
+    # Before: a 1-based band left band 0 empty (NaN mean) and every row came back
+    # 0, "collapsed"; a -1 or 0.5 entry was silently dropped from every band.
+    b = np.array([[3.0, 0.0, 1.0, 1.0, 0.5, 0.5]])
+    with pytest.raises(ValueError, match="band"):
+        analysis.band_dominance(b, np.asarray(band))
+
+
+@pytest.mark.parametrize("kw", [{"d": 2.5}, {"d": True}, {"min_valid": float("nan")}, {"min_valid": 1.5}])
+def test_regime_label_refuses_a_non_integer_d_or_min_valid(kw):
+    # Before: d = 2.5 was read as d = 2 (the wrong major feature), min_valid = NaN
+    # labelled every cell 0.
+    beta = traj([0.5, 0.1, 0.1], [0.1, 0.2, 0.9], [0.1, 0.2, 0.95])
+    assert analysis.regime_label(beta, np.int8(0)) == 2
+    name = next(iter(kw))
+    with pytest.raises(ValueError, match=name):
+        analysis.regime_label(beta, np.int8(0), **kw)
+    dom, is_tied = analysis.dominant_index(beta), analysis.tied(beta, 1e-9)
+    assert analysis.regime_label_from_dominant(dom, is_tied, np.int8(0), 3) == 2
+    with pytest.raises(ValueError, match=name):
+        analysis.regime_label_from_dominant(dom, is_tied, np.int8(0), **{"d": 3, **kw})
+
+
+def test_measures_of_no_saved_time_are_refused_by_name():
+    beta = np.zeros((2, 0, 3))
+    with pytest.raises(ValueError, match="beta has no saved time"):
+        analysis.regime_label(beta, np.zeros(2, int))
+    with pytest.raises(ValueError, match="beta has no saved time"):
+        analysis.limit_direction(beta)
+
+
+def test_plateau_refuses_a_negative_loss_and_decreasing_times():
+    t = np.arange(5.0)
+    # Before: an IndexError from inside the window deques.
+    with pytest.raises(ValueError, match="loss must be >= 0"):
+        analysis.plateau(np.array([-1.0, -1.0, -2.0, -3.0, -3.0]), t)
+    # Before: times in reverse order gave "no plateau" (negative durations).
+    loss = np.array([1.0, 1.0, 1.0, 1.0, 0.1])
+    assert analysis.plateau(loss, t) == (0.0, 3.0, 1.0)
+    with pytest.raises(ValueError, match="times must be increasing"):
+        analysis.plateau(loss[::-1], t[::-1])
+    # Equal neighbouring times and NaN (invalid) entries are fine.
+    p = analysis.plateau(np.array([1.0, np.nan, 1.0, 1.0, 0.1]), np.array([0.0, np.nan, 1.0, 1.0, 2.0]))
+    assert (p.start, p.end, p.level) == (0.0, 1.0, 1.0)

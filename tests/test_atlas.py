@@ -44,6 +44,13 @@ def test_spectra_have_their_definitions():
         ("[samples]\nn = 1\n", "n >= 2"),
         ("[spectra]\ngeometric = [1.5]\n", "spectra.geometric.0"),
         ("depths = [2, 2]\n", "values repeat"),
+        # The solver keys have SolverSettings' bounds: out of them the atlas used to
+        # validate, then stop with a SolverSettings traceback inside compute_atlas.
+        ("[solver]\nrtol = 2.0\n", "solver.rtol"),
+        ("[solver]\natol = 1.0\n", "solver.atol"),
+        ("[solver]\nmax_steps = 100000000\n", "solver.max_steps"),
+        # tau_min past tau1: decreasing save times, a check_save_times traceback before.
+        ("[staircase]\ntau_min = 500.0\n", "staircase.tau_min"),
     ],
 )
 def test_bad_config_is_refused_in_one_line_with_exit_2(tmp_path, capsys, text, match):

@@ -233,6 +233,32 @@ def test_solve_grid_refuses_mismatched_cells(W0_, rho, got):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "kw, got",
+    [
+        # before: solved without a word (status FINISHED), a SAM "radius" of -0.1
+        (dict(rho=np.array([0.1, -0.1, 0.2])), "rho must be >= 0"),
+        (dict(rho=np.array([0.1, np.inf, 0.2])), "rho must be finite"),
+        # before: cell 1 (W0 = 0, depth 2) came back COLLAPSED, though nothing moved
+        (dict(W0=np.concatenate([np.full((1, 2, 2), 0.5), np.zeros((1, 2, 2)), np.full((1, 2, 2), 0.5)])),
+         "cannot move at depth 2"),
+        # before: a short sort_key dropped a cell (2 rows back for 3), a long one an IndexError
+        (dict(sort_key=np.array([1.0, 0.0])), r"sort_key must have shape \(3,\)"),
+        (dict(sort_key=np.arange(5.0)), r"sort_key must have shape \(3,\)"),
+        (dict(data=sf.Dataset(X=jnp.asarray([[np.nan, 1.0]]), y=jnp.ones(1))), "data: X contains a non-finite"),
+    ],
+)
+def test_solve_grid_refuses_what_solve_refuses(kw, got):
+    from samflow.sweep import solve_grid
+
+    args = dict(data=D2, W0=np.full((3, 2, 2), 0.5), rho=np.array([0.1, 0.1, 0.2]))
+    args.update(kw)
+    sort_key = args.pop("sort_key", None)
+    with pytest.raises(ValueError, match=got) as e:
+        solve_grid("l2", args["data"], args["W0"], args["rho"], TS, sort_key=sort_key)
+    assert "\n" not in str(e.value)
+
+
 # ------------------------------------------------------------------ siblings, computed
 
 

@@ -309,6 +309,10 @@ def test_summary_leaves_stuck_seeds_out_and_compares_intervals():
         (dict(tasks=[{"name": "t", "kind": "faint", "contrast": 0.0}]), r"tasks\.0\.contrast"),
         (dict(train={"methods": ["adam"]}), r"train\.methods\.0: Input should be 'gd', 'sam_l2' or 'sam_linf'"),
         (dict(measure={"epochs": [0, 1, 2, 9]}), r"measure\.epochs goes to 9, past train\.epochs = 3"),
+        # 8x8 digits pooled by 2 are 4x4: two 3-pixel patches do not fit side by side.
+        # Before: validated, then faint_patch_masks raised mid-study (a traceback).
+        (dict(data={"downsample": 2}, tasks=[{"name": "f", "kind": "faint", "patch": 3}]),
+         r"tasks\.0\.patch: two patches of 3 pixels do not fit side by side in the 4 x 4 images"),
     ],
 )
 def test_bad_study_config_one_line_naming_the_field(over, pattern):
@@ -316,6 +320,14 @@ def test_bad_study_config_one_line_naming_the_field(over, pattern):
         _cfg(**over)
     assert re.search(pattern, str(err.value)), str(err.value)
     assert all(line.startswith("tiny.toml: ") for line in str(err.value).splitlines())
+
+
+def test_study_image_side_is_the_pooled_digits_side():
+    from samflow.experiments import cnn_study as cs
+
+    for k in (1, 2):
+        cfg = _cfg(data={"downsample": k})
+        assert cs._digits(cfg).images.shape[1:3] == (cfg.image_side(), cfg.image_side()) == (8 // k, 8 // k)
 
 
 def test_shipped_study_config_and_its_quick_variant():
@@ -432,3 +444,20 @@ def test_quick_mode_of_the_shipped_config_end_to_end(tmp_path, capsys):
             cell = e0[:, it, :, ia, :][:, ran[0, it, :, ia, :]]
             if cell.size:
                 np.testing.assert_array_equal(cell, cell[:, :1].repeat(cell.shape[1], 1))
+
+
+@pytest.mark.parametrize(
+    "images, kw, match",
+    [
+        # 0..255 digits (raw uint8 scale): the patch of contrast 0.3 would be
+        # invisible next to strokes of 255, silently; refused instead.
+        (np.full((2, 8, 8), 255.0), {}, r"images must hold raw intensities in \[0, 1\]"),
+        (np.full((2, 8, 8), np.nan), {}, r"images must hold raw intensities in \[0, 1\]"),
+        (np.zeros((2, 8, 8)), {"swap": "no"}, "swap must be True or False"),  # bool("no") swapped
+        (np.zeros((2, 8, 8)), {"strokes": 0.0}, "strokes must be True or False"),
+    ],
+)
+def test_faint_patch_images_refuses_what_it_would_get_wrong(images, kw, match):
+    with pytest.raises(ValueError, match=match):
+        faint_patch_images(images, np.array([1.0, -1.0]), **kw)
+    faint_patch_images(np.clip(np.nan_to_num(images), 0, 1), np.array([1.0, -1.0]))  # in range: fine

@@ -3,6 +3,8 @@ naming the field, exit code 2 from the CLI, and no output left behind."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -577,3 +579,26 @@ def test_quoted_numbers_and_booleans_name_the_fix(patch, line):
     with pytest.raises(ConfigError) as err:
         parse_config(raw)
     assert str(err.value) == f"config: {line}"
+
+
+@pytest.mark.parametrize(
+    "name, edit, key",
+    [
+        ("banded", ("t_min = 1e-3", "t_min = 1e5"), "t_min"),
+        ("usam_ablation", ("t_min = 1e-2", "t_min = 1e5"), "t_min"),
+        ("regime_chart", ("tau_min = 1e-4", "tau_min = 1e9"), "tau_min"),
+        ("linf_limit", ("tau_min = 1e-2", "tau_min = 100.0"), "tau_min"),  # above tau1["2"] = 60
+        ("trajectories", ("sweep_t_min = 1e-3", "sweep_t_min = 1e6"), "sweep_t_min"),
+        ("depth1_directions", ("t_min = 1e-2", "t_min = 1e9"), "rows.1.t_min"),  # above the second row's t1
+        ("staircase", ("t_min = 1e-2", "t_min = 5e4"), "t_min"),  # above single.t1["2"] = 1e4
+    ],
+)
+def test_figure_config_refuses_a_first_save_time_past_the_horizon(tmp_path, name, edit, key):
+    # Before: validated, then np.geomspace(t_min, t1) ran backwards and the figure
+    # died in check_save_times ("ts must be strictly increasing") mid-run.
+    text = (ROOT / "configs" / "figures" / f"{name}.toml").read_text()
+    assert text.count(edit[0]) >= 1
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text.replace(edit[0], edit[1]))
+    with pytest.raises(ValueError, match=re.escape(key) + ": the first save time"):
+        figures.load_figure_config(path, figures.FIGURE_CONFIGS[name], False)

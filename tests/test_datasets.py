@@ -102,6 +102,10 @@ def test_banded_image_stripes():
         (dict(d=None), "image_shape"),
         (dict(d=6, image_shape=(3, 2)), "not both"),
         (dict(d=6, intensities=[1.0, 1.0, 2.0]), "increasing"),
+        # (4.7, 3) was truncated to (4, 3): 12 coordinates, silently.
+        (dict(d=None, image_shape=(4.7, 3)), "image_shape"),
+        (dict(d=None, image_shape=(4, 3, 2)), "image_shape"),
+        (dict(d=5, n_bands=True), "n_bands"),
     ],
 )
 def test_banded_input_errors(kwargs, match):

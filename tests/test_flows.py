@@ -160,3 +160,20 @@ def test_depth2_l2_rescaled_field_scales_with_c(c, rng):
     f1, _ = sf.rescaled_velocity(jnp.asarray(W), RHO, Method.L2, data, sf.Logistic())
     fc, _ = sf.rescaled_velocity(jnp.asarray(c * W), c * RHO, Method.L2, data, sf.Logistic())
     np.testing.assert_allclose(np.asarray(fc), c * np.asarray(f1), rtol=1e-12, atol=1e-15 * c)
+
+
+def test_one_sample_fields_refuse_several_samples(multi_data):
+    # The rescaled field and the log-coordinate field are defined for one sample
+    # {(mu, +1)}; on several they silently used sample 1's y_1 x_1 as mu.
+    from samflow.flows import log_velocity
+
+    W = jnp.full((2, 3), 0.4)
+    v_t, _ = sf.velocity(W, RHO, Method.L2, multi_data, "logistic")  # the t clock takes any data
+    assert np.all(np.isfinite(np.asarray(v_t)))
+    with pytest.raises(ValueError, match="clock = 'tau'.*single sample"):
+        sf.velocity(W, RHO, Method.L2, multi_data, "logistic", clock="tau")
+    with pytest.raises(ValueError, match="clock = 'tau'.*single sample"):
+        sf.rescaled_velocity(W, RHO, Method.L2, multi_data, sf.Logistic())
+    for rescaled in (False, True):
+        with pytest.raises(ValueError, match="one sample"):
+            log_velocity(jnp.log(W), jnp.ones((2, 3)), RHO, Method.L2, multi_data, sf.Logistic(), rescaled)

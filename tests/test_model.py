@@ -84,3 +84,12 @@ def test_init_weights_shapes_and_errors():
         sf.init_weights(np.ones((2, 4)), 3, 4)
     with pytest.raises(ValueError, match="alpha"):
         sf.init_weights(np.ones((3, 4, 1)), 3, 4)
+
+
+@pytest.mark.parametrize("depth, d, name", [(0, 4, "depth"), (True, 4, "depth"), (-1, 4, "depth"), (2.5, 4, "depth"),
+                                            (2, 0, "d"), (2, 4.0, "d")])
+def test_init_weights_refuses_a_bad_depth_or_d(depth, d, name):
+    # depth 0 gave an empty (0, 4) init and True one layer, silently; -1 and 2.5
+    # died inside jnp.broadcast_to with a JAX TypeError.
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+        sf.init_weights(0.3, depth, d)

@@ -299,3 +299,21 @@ def test_checked_and_traced_save_times_same_bits(data4):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
     with pytest.raises(Exception, match="ts must be finite, start at a time >= 0, be strictly increasing"):
         jax.block_until_ready(traced(rho, ts[::-1].copy()))
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: two_layer_linear(3, 0), "k"),  # before: U (0, 3), f = 0 for every theta, silently
+        (lambda: two_layer_linear(0, 2), "d"),
+        (lambda: two_layer_linear(3, 2.5), "k"),
+        (lambda: linear_conv(0, 2, 6), "n_channels"),
+        (lambda: linear_conv(2, 0, 6), "kernel"),  # before: no patches, f = 0
+        (lambda: linear_conv(2, 2, True), "d"),
+        (lambda: diagonal_network(True, 3), "depth"),  # before: one layer
+        (lambda: diagonal_network(2, 0), "d"),
+    ],
+)
+def test_model_sizes_must_be_integers_ge_1(make, name):
+    with pytest.raises(ValueError, match=f"^{name} must be an integer >= 1"):
+        make()

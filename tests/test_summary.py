@@ -152,3 +152,45 @@ def test_merged_summary_slices_equal_the_whole_summary_run(runs):
     # A summary slice and a full run never mix: their config keys differ.
     full = read_results(root / "full" / "results.nc")
     assert full.attrs["config_key"] != whole.attrs["config_key"]
+
+
+def test_summary_dominant_holds_an_index_past_int16():
+    """`summarize` stored the dominant index as int16 for d > 127, so at
+    d = 40,000 feature 40,000 came back as a negative number."""
+    import jax.numpy as jnp
+
+    import samflow as sf
+
+    d, n = 40_000, 3
+    beta = np.zeros((n, d))
+    beta[0, 5] = 1.0  # feature 6
+    beta[1, d - 1] = 2.0  # feature d
+    # beta[2] stays 0: collapsed, dominant 0
+    traj = sf.Trajectory(
+        ts=jnp.arange(n, dtype=float), t=jnp.arange(n, dtype=float), W=jnp.zeros((n, 1, d)), beta=jnp.asarray(beta),
+        loss=jnp.zeros(n), status=jnp.asarray(0), event_time=jnp.asarray(np.nan), event_t=jnp.asarray(np.nan),
+        collapse_direction=jnp.zeros(d), slide_time=jnp.zeros((1, d)), num_steps=jnp.asarray(0), num_segments=jnp.asarray(1),
+    )
+    s = sf.summarize(traj)
+    assert s.dominant.dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(s.dominant), [6, d, 0])
+    np.testing.assert_array_equal(np.asarray(s.dominant), dominant_index(beta))
+
+
+@pytest.mark.parametrize("tie_tol", [float("nan"), 1.0, -0.1])
+def test_summarize_refuses_a_tie_tolerance_outside_0_1(tie_tol):
+    # NaN marked no time tied, 1.0 every time: regime labels from such a summary
+    # were wrong without a word (analysis.tied refuses the same values).
+    import jax.numpy as jnp
+
+    import samflow as sf
+
+    beta = jnp.asarray([[1.0, 1.0], [1.0, 2.0]])
+    traj = sf.Trajectory(
+        ts=jnp.arange(2.0), t=jnp.arange(2.0), W=jnp.zeros((2, 1, 2)), beta=beta, loss=jnp.zeros(2),
+        status=jnp.asarray(0), event_time=jnp.asarray(np.nan), event_t=jnp.asarray(np.nan),
+        collapse_direction=jnp.zeros(2), slide_time=jnp.zeros((1, 2)), num_steps=jnp.asarray(0), num_segments=jnp.asarray(1),
+    )
+    np.testing.assert_array_equal(np.asarray(sf.summarize(traj).tied), [True, False])
+    with pytest.raises(ValueError, match="tie_tol"):
+        sf.summarize(traj, tie_tol)

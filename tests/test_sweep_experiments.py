@@ -238,6 +238,14 @@ BAD = [
     (_with(init={"alpha_j": [1.0, 2.0, 3.0]}), "init.alpha_j: has 3 numbers; the data have d = 2"),
     (_with(init={"alpha_j": [1.0, math.inf]}), "init.alpha_j.1: non-finite value"),
     (_with(init={"alpha_j": [0.0, 0.0]}), "init: every entry is 0"),
+    # Not all 0, yet stuck: at depth 3 two zero layers make every gradient entry
+    # (a product of the other two layers) 0. Before: solved to a meaningless
+    # "finished" at the init.
+    (_with(depth=3, init={"W0": [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]}), "init: every gradient entry is 0"),
+    # Stuck only once scaled: the other layers' products 1e-100 x 1e-300 underflow
+    # (the check on alpha x max|pattern| cannot see it; solve_grid raised mid-run).
+    (_with(depth=3, grid={"alpha": [1e-100]}, init={"W0": [[0.0, 0.0], [1.0, 1.0], [1e-200, 1e-200]]}),
+     "grid.alpha: the init 1e-100 x init pattern leaves every gradient entry 0"),
     (_with(model={"name": "two_layer_linear", "width": 4, "kernel": 3}),
      "model.kernel: a key of model linear_conv, not of model two_layer_linear; remove it"),
     (_with(model={"name": "linear_conv", "channels": 2}), "model.kernel: required by model linear_conv"),
@@ -287,6 +295,20 @@ def test_data_file_with_wrong_init_shape_refused_before_any_folder(tmp_path, cap
     assert main([str(path), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "init.alpha_j: has 2 numbers; the data have d = 3" in err and "data.npz" in err
+    assert not out.exists()
+
+
+def test_data_file_with_an_init_pattern_stuck_in_float64_refused_before_any_folder(tmp_path, capsys):
+    """The same rule for a data file (checked once the file is read): one line, exit 2."""
+    np.savez(tmp_path / "data.npz", X=np.array([[1.0, 2.0]]), y=np.array([1.0]))
+    raw = _with(depth=3, data={"file": str(tmp_path / "data.npz")}, grid={"alpha": [1e-100]},
+                init={"W0": [[0.0, 0.0], [1.0, 1.0], [1e-200, 1e-200]]})
+    path = tmp_path / "c.toml"
+    path.write_text(_dump(raw))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "grid.alpha: the init 1e-100 x init pattern" in err and "data.npz" in err
     assert not out.exists()
 
 

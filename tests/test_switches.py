@@ -229,3 +229,26 @@ def test_the_sweep_trajectory_figure_marks_the_exact_switch_times(tmp_path, monk
     np.testing.assert_allclose(dotted, times[[3, 5]])
     for fig in kept:
         close(fig)
+
+
+@pytest.mark.parametrize("d, dtype", [(5, np.int8), (200, np.int16), (40_000, np.int32)])
+def test_stored_leaders_keep_their_value_for_any_d(d, dtype):
+    """switch_from / switch_to / switch_first hold feature indices up to d: stored
+    as int8 they wrapped for d > 127 (leader 200 was written as -56)."""
+    import xarray as xr
+
+    from samflow import store
+    from samflow.switches import SwitchTimes
+
+    lead = [d - 50 if d > 50 else 2, d - 1, d]
+    sw = SwitchTimes(
+        time=np.array([[1.0, 2.0, np.nan]]), t=np.array([[1.0, 2.0, np.nan]]),
+        from_=np.array([[lead[0], lead[1], -1]], np.int32), to=np.array([[lead[1], lead[2], -1]], np.int32),
+        count=np.array([2], np.int32), first=np.array([lead[0]], np.int32), ok=np.array([True]),
+    )
+    ds = xr.Dataset(coords={"flow": ["l2", "gd"], "alpha": [1.0], "rho": [0.1], "coord": np.arange(1, d + 1)})
+    out = store.add_switch_times(ds, {"l2": sw})
+    assert out["switch_from"].dtype == dtype and out["switch_first"].dtype == dtype
+    np.testing.assert_array_equal(out["switch_from"].sel(flow="l2").values.ravel(), [lead[0], lead[1], -1])
+    np.testing.assert_array_equal(out["switch_to"].sel(flow="l2").values.ravel(), [lead[1], lead[2], -1])
+    np.testing.assert_array_equal(out["switch_first"].values.ravel(), [lead[0], -1])  # gd: no record, -1  # no record: -1 padded

@@ -396,3 +396,12 @@ def test_no_caller_passes_more_than_mu_by_position():
                         bad.append(f"{path.relative_to(root)}:{node.lineno} {name}")
     assert seen >= 10, seen  # the figures and the atlas call them
     assert not bad, bad
+
+
+def test_linf_limit_index_depth2_with_an_infinite_init_is_the_fastest_exponential():
+    # Depth 2: argmax {mu_j : alpha_j > rho} whatever the gap. Before, the score
+    # 0 * log(inf) was NaN and argmax picked feature 1.
+    mu = np.array([1.0, 2.0, 3.0])
+    assert theory.linf_limit_index(mu, alpha=[np.inf, np.inf, 0.5], rho=1.0, depth=2) == 2
+    assert theory.linf_limit_index(mu, alpha=[np.inf, 5.0, 2.0], rho=1.0, depth=2) == 3
+    assert theory.linf_limit_index(mu, alpha=[np.inf, 5.0, 2.0], rho=1.0, depth=3) == 1  # blows up at tau = 0

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .._cli_common import RunOutput
+from .._settings import SETTING_BOUNDS
 from ..config import ConfigModel, RunConfig, read_toml, validate
 
 __all__ = ["AtlasConfig", "load_atlas_config", "quick_config"]
@@ -75,10 +76,11 @@ class Bisection(ConfigModel):
 class Solver(ConfigModel):
     """`[solver]`: the ODE solver and tolerances of every atlas solve (`samflow.SolverSettings`)."""
 
+    # Bounds: samflow._settings.SETTING_BOUNDS, the ones SolverSettings enforces.
     solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
-    rtol: _Pos = 1e-8
-    atol: _Pos = 1e-12
-    max_steps: Annotated[int, Field(ge=1)] = 4096
+    rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = 1e-8
+    atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = 1e-12
+    max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = 4096
 
 
 class Staircase(ConfigModel):
@@ -90,6 +92,12 @@ class Staircase(ConfigModel):
     tau1: _Pos = 400.0  # tau horizon (rho = 1)
     tau_min: _Pos = 1e-3
     num_times: Annotated[int, Field(ge=2, le=20000)] = 400
+
+    @model_validator(mode="after")
+    def _times(self):
+        if not self.tau_min < self.tau1:
+            raise ValueError(f"tau_min: need tau_min < tau1 (the save times run from tau_min to tau1), got {self.tau_min} and {self.tau1}")
+        return self
 
 
 class Output(RunOutput):

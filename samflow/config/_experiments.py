@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from .._settings import stuck_inits
 from ._base import ConfigModel
 
 DISCRETE_PREFIX = "discrete_"
@@ -268,6 +269,9 @@ def _init_shape_problems(init: InitConfig, depth: int, d: "int | None") -> list[
     if depth >= 2 and not np.any(pattern):
         return ["init: every entry is 0, a fixed point of every flow at depth >= 2 (each gradient is a "
                 "product of other layers' weights); give nonzero entries"]
+    if stuck_inits(pattern[None])[0]:
+        return ["init: every gradient entry is 0 at this init (each is a product of the other layers' weights, "
+                "and at every coordinate at least two layers are 0): a fixed point of every flow; give fewer zeros"]
     return []
 
 

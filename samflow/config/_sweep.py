@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from .._settings import SETTING_BOUNDS, SolverSettings, problems
+from .._settings import SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
 from ._base import ConfigModel, RunConfig, distinct, field_check
@@ -65,7 +65,7 @@ def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
 
 
 class DataConfig(GeneratorKeys):
-    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz/.npy/.csv),
+    """The data: one sample `mu`, explicit `X` and `y`, a `file` (.npz or .csv),
     or a `generator` with its keys (`GeneratorKeys`).
 
     - `mu`: the single sample {(mu, +1)}, a list of d numbers.
@@ -329,6 +329,8 @@ class SweepConfig(RunConfig):
         pattern = self.init_pattern(data.d) if data is not None else None
         peak = float(np.max(np.abs(pattern))) if pattern is not None else 1.0
         found = _init_problems(alphas * peak, rhos, relative, self.depth) if pattern is None or peak > 0 else []
+        if pattern is not None and not found:
+            found += pattern_problems(self, data.d)
         W0 = None
         if self.solver.coords == "log":  # the inits matter only there
             scales = _init_scales(alphas, rhos, relative).ravel()
@@ -421,6 +423,33 @@ def _init_problems(alphas: np.ndarray, rhos: np.ndarray, relative: bool, depth: 
             init = f"alpha = {'alpha x rho = ' if relative else ''}{v!r} (alpha^{depth - 1} underflows to 0)"
         lines.append(f"grid.alpha: the init {init} {fixed}; use larger alphas > 0")
     return lines
+
+
+_PATTERN_CHUNK = 65536  # cells per stuck_inits call in pattern_problems (bounded memory)
+
+
+def pattern_problems(cfg: "SweepConfig", d: int) -> list[str]:
+    """One line ("grid.alpha: ...") when some cell's init alpha x the `[init]`
+    pattern (L, d) is one no flow can leave in float64: the exact rule that
+    `samflow.sweep.solve_grid` applies (`samflow._settings.stuck_inits`), where
+    `_init_problems` sees only alpha x max|pattern| (e.g. at depth 3 a layer of
+    zeros and a layer of 1e-200 stick at alpha = 1e-100). [] without a pattern."""
+    pattern = cfg.init_pattern(d)
+    if pattern is None or cfg.depth < 2:
+        return []
+    scales = _init_scales(cfg.grid.alpha_values(), cfg.grid.rho_values(), cfg.grid.alpha_relative_to_rho).ravel()
+    for i in range(0, scales.size, _PATTERN_CHUNK):
+        s = scales[i : i + _PATTERN_CHUNK]
+        with np.errstate(under="ignore"):
+            stuck = stuck_inits(s[:, None, None] * pattern[None])
+        if stuck.any():
+            v = float(s[int(np.argmax(stuck))])
+            return [
+                f"grid.alpha: the init {v!r} x init pattern leaves every gradient entry 0 in float64 (each is a "
+                "product of the other layers' weights, and these underflow): no flow can leave it; use larger "
+                "alphas or a pattern without tiny entries"
+            ]
+    return []
 
 
 _ON_GRID_RTOL = 1e-4  # plot_rho / trajectory_alphas match a grid value to this relative tolerance

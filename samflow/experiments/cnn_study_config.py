@@ -43,6 +43,10 @@ class StudyData(ConfigModel):
         return v
 
 
+# Side of the images of each data set (samflow.experiments.images), before pooling.
+_IMAGE_SIDE = {"mnist": 28, "digits": 8}
+
+
 class StudyTask(ConfigModel):
     """One task.
 
@@ -147,7 +151,19 @@ class StudyConfig(RunConfig):
             raise ValueError(
                 f"measure.epochs goes to {max(self.measure.epochs)}, past train.epochs = {self.train.epochs}"
             )
+        side = self.image_side()
+        for i, t in enumerate(self.tasks):
+            if t.kind != "digits" and 2 * t.patch > side:  # samflow.datasets.faint_patch_masks
+                raise ValueError(
+                    f"tasks.{i}.patch: two patches of {t.patch} pixels do not fit side by side in the "
+                    f"{side} x {side} images ({self.data.dataset} pooled by data.downsample = {self.data.downsample}); "
+                    f"use patch <= {side // 2}"
+                )
         return self
+
+    def image_side(self) -> int:
+        """Side of the (square) images after pooling: 28 (mnist) or 8 (digits) // downsample."""
+        return _IMAGE_SIDE[self.data.dataset] // self.data.downsample
 
     def measured_epochs(self) -> list[int]:
         """Epochs measured: measure.epochs, 0 and the last."""

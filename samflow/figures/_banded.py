@@ -57,8 +57,6 @@ class BandedConfig(_Strict):
             raise ValueError(f"two_layer_width must be >= data.d = {self.data.d} (U(0) = alpha I), got {self.two_layer_width}")
         if self.conv_kernel > self.data.d:
             raise ValueError(f"conv_kernel must be <= data.d = {self.data.d}, got {self.conv_kernel}")
-        if not self.t_min < self.t1:
-            raise ValueError(f"t_min must be below t1, got {self.t_min} and {self.t1}")
         return self
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import jax
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..config import ConfigError, ConfigModel, format_errors
 from ..datasets import Dataset, increasing_scale, single_sample
@@ -24,11 +24,36 @@ SETTINGS = SolverSettings()  # one settings value for every solve: shared compil
 # --- configs ---------------------------------------------------------------------
 
 
+# (first save time, horizon) keys of the figure configs: save times run from the
+# one to the other (`Context.log_times`), so the first must be below the horizon
+# (a horizon may be a table, one per depth).
+_TIME_PAIRS = (("t_min", "t1"), ("tau_min", "tau1"), ("sweep_t_min", "sweep_t1"))
+
+
+def time_pair_problem(lo: str, t_min: float, hi: str, horizons) -> "str | None":
+    """One line when `t_min` is not below every horizon (a number or a dict of them)."""
+    values = list(horizons.values()) if isinstance(horizons, dict) else [horizons]
+    bad = [h for h in values if not t_min < h]
+    if not bad:
+        return None
+    return f"{lo}: the first save time must be below the horizon {hi}, got {lo} = {t_min!r} and {hi} = {bad[0]!r}"
+
+
 class _Strict(ConfigModel):
     """Unknown keys and non-finite floats refused (`samflow.config.ConfigModel`);
-    lax types (an integer where a float is expected is fine either way)."""
+    lax types (an integer where a float is expected is fine either way); a first
+    save time at or past its horizon refused (`_TIME_PAIRS`)."""
 
     model_config = ConfigDict(strict=False)
+
+    @model_validator(mode="after")
+    def _times_increase(self):
+        for lo, hi in _TIME_PAIRS:
+            if getattr(self, lo, None) is not None and getattr(self, hi, None) is not None:
+                problem = time_pair_problem(lo, getattr(self, lo), hi, getattr(self, hi))
+                if problem:
+                    raise ValueError(problem)
+        return self
 
 
 class MultiSampleSpec(_Strict):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..analysis import regime_label, visited_sequence
 from ..status import Status
-from ._context import Context, MethodName, _Strict, _init, _solve
+from ._context import Context, MethodName, _Strict, _init, _solve, time_pair_problem
 from ._report import Check, FigureResult, _finish, _start, mu_text
 from ._draw import _heatmap_panel, _label, _layout_with_legend, _save, _staircase_cmap, _staircase_handles
 from ._measure import MISSING, _dominant_with_ties, staircase_ok
@@ -32,6 +32,14 @@ class StaircaseConfig(_Strict):
     t_min: float = Field(gt=0)
     single: _StairData
     multi: _StairData
+
+    @model_validator(mode="after")
+    def _t_min_below_horizons(self):
+        for part in ("single", "multi"):
+            problem = time_pair_problem("t_min", self.t_min, f"{part}.t1", getattr(self, part).t1)
+            if problem:
+                raise ValueError(problem)
+        return self
 
 
 def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:

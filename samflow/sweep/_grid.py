@@ -16,6 +16,7 @@ from ..config import ConfigError
 from ..datasets import Dataset
 from ..flows import Method
 from .._x64 import in_float64
+from .._settings import STUCK_INIT, check_data, check_rho, stuck_inits
 from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
 from ._devices import (
@@ -109,7 +110,9 @@ def solve_grid(
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
 
     **Raises:** `ValueError` for an empty grid, a `W0` not of shape (B, L, d)
-    or a `rho` not of shape (B,) (one radius per init), a `chunk_size` or
+    or a `rho` not of shape (B,) (one radius per init), as `samflow.solve` for
+    data that is not a finite `Dataset`, a negative or non-finite rho or an
+    init no flow can leave, a `sort_key` not of shape (B,), a `chunk_size` or
     `batch_size` < 1, a bad `devices` or memory budget, or bad save times;
     `ConfigError` (a `ValueError`, one line) for a checkpoint whose chunks do
     not have this run's chunk size (e.g. made on another number of devices).
@@ -130,6 +133,8 @@ def solve_grid(
     size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
                            memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
     fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
+    if sort_key is not None and np.shape(sort_key) != (B,):
+        raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     cls = Summary if summary else Trajectory
@@ -142,7 +147,10 @@ def solve_grid(
 
 
 def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batch_size) -> int:
-    """The number of cells B; `ValueError` for the shapes, an empty grid, a bad chunk or batch size."""
+    """The number of cells B; `ValueError` (one line, as `samflow.solve`) for data that is not a
+    finite `Dataset`, the shapes, an empty grid, a negative or non-finite rho, an init no flow
+    can leave, a bad chunk or batch size."""
+    check_data(data)
     if W0.ndim != 3 or W0.shape[2] != data.d or rho.shape != W0.shape[:1]:
         raise ValueError(
             f"solve_grid needs W0 of shape (B, L, d = {data.d}) and rho of shape (B,), one radius per "
@@ -151,6 +159,10 @@ def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batc
     B = W0.shape[0]
     if B == 0:
         raise ValueError("the grid is empty: give at least one alpha and one rho")
+    check_rho(rho)
+    stuck = stuck_inits(W0)
+    if stuck.any():
+        raise ValueError(f"W0[{int(np.argmax(stuck))}]: {STUCK_INIT.format(depth=W0.shape[1])}")
     if chunk_size is not None and not (isinstance(chunk_size, (int, np.integer)) and chunk_size >= 1):
         raise ValueError(f"chunk_size must be an integer >= 1 or None, got {chunk_size!r}")
     if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 1):

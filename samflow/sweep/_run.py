@@ -14,6 +14,7 @@ import numpy as np
 from .. import store
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
+from ..config._sweep import pattern_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from ..flows import Method
 from .._settings import problems
@@ -58,7 +59,7 @@ def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
     **Raises:** `ConfigError`, one line naming the key and the file.
     """
     if cfg.data.file is not None:
-        found = experiment_problems(cfg, data.d)
+        found = experiment_problems(cfg, data.d) or pattern_problems(cfg, data.d)
         if found:
             raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
 
