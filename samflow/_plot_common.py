@@ -275,14 +275,29 @@ def _dominant(ds, m, ir: int) -> np.ndarray:
     return dominant_index(ds["beta"].sel(flow=m).isel(rho=ir).values)  # beta (alpha, time, d)
 
 
+def major_feature(ds) -> int:
+    """The 1-based major feature of a sweep's data: the largest mean_i y_i x_ij
+    (docs/theory.md s.1: the largest mu_j; the last of them on a tie, so equal
+    spectra keep the last coordinate), as `samflow.edges` reads it. The regime
+    labels ask whether this feature leads; taking the last coordinate instead
+    mislabelled every cell of a sweep whose data are not in increasing order
+    (`data.mu = [1.0, 0.6, 0.2]`, a banded or generated data set). A file
+    without `data_X` / `data_y` gives the last coordinate."""
+    if "data_X" not in ds or "data_y" not in ds:
+        return int(ds.sizes["coord"])
+    mu_bar = np.mean(ds["data_y"].values[:, None] * ds["data_X"].values, axis=0)
+    return int(np.flatnonzero(mu_bar == np.max(mu_bar))[-1]) + 1
+
+
 def _regimes(ds, m) -> np.ndarray:
-    """Regime labels (alpha, rho) of method m, from either kind of file."""
+    """Regime labels (alpha, rho) of method m, from either kind of file; the
+    major feature is `major_feature(ds)`."""
     status = ds["status"].sel(flow=m).values
     if is_summary(ds):
         return regime_label_from_dominant(
-            ds["dominant"].sel(flow=m).values, ds["tied"].sel(flow=m).values, status, ds.sizes["coord"]
+            ds["dominant"].sel(flow=m).values, ds["tied"].sel(flow=m).values, status, major_feature(ds)
         )
-    return regime_label(ds["beta"].sel(flow=m).values, status)
+    return regime_label(ds["beta"].sel(flow=m).values, status, major_feature(ds))
 
 
 def save_png_pdf(fig, path, dpi: float) -> None:

@@ -71,6 +71,7 @@ from ._plot_common import (  # noqa: F401  (moved there; this module keeps the n
     is_summary as is_summary,
     _dominant as _dominant,
     _regimes as _regimes,
+    major_feature as major_feature,
     save_png_pdf,
 )
 
@@ -172,7 +173,7 @@ def _representative_alphas(ds, ir: int, k: int = 3) -> list[int]:
     if "l2" in ds["flow"].values:
         beta = ds["beta"].sel(flow="l2").isel(rho=ir).values
         status = ds["status"].sel(flow="l2").isel(rho=ir).values
-        reg = regime_label(beta, status)
+        reg = regime_label(beta, status, major_feature(ds))
         for r in (1, 2, 3):
             idx = np.flatnonzero(reg == r)
             if r == 2 and idx.size:
@@ -305,7 +306,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             a_v = float(ds["alpha"].values[a])
             head = f"{_method_label(m)}, " + (rf"$\alpha/\rho$ = {a_v:.3g}" if relative else rf"$\alpha$ = {a_v:.3g}")
             if m == "l2":
-                reg = int(regime_label(beta[None], np.asarray([status]))[0])
+                reg = int(regime_label(beta[None], np.asarray([status]), major_feature(ds))[0])
                 head += f": regime {reg}" if reg else ": regime undetermined"
             seq = visited_sequence(dom)
             lines = [head] + (["dominant " + r" $\to$ ".join(map(str, seq))] if seq else [])

@@ -8,6 +8,7 @@ The datasets are built by hand (no solve), in the layout of `samflow.store`.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -370,3 +371,33 @@ def test_minor_share_legend_is_below_the_panels(tmp_path, kept_figures):
     assert len(legend.get_texts()) == 2 * 2 + 1  # method x alpha, and the uniform map, once
     box = legend.get_window_extent()
     assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)
+
+
+def _sweep_regimes(mu: list[float], save: str) -> tuple[np.ndarray, int]:
+    from samflow._plot_common import _regimes, major_feature
+    from samflow.config import SweepConfig, read_toml
+    from samflow.sweep import run_sweep
+
+    raw = read_toml(Path(__file__).parent.parent / "configs" / "default.toml")
+    raw["methods"] = ["l2"]
+    raw["data"] = {"mu": mu}
+    raw["grid"]["alpha"] = [0.1, 0.75, 5.0]  # alpha / rho: one cell per l2-SAM regime (1, 2, 3)
+    raw["time"]["num"] = 40
+    raw["output"]["save"] = save
+    raw["output"]["switch_times"] = False
+    ds = run_sweep(SweepConfig.model_validate(raw), progress=False)
+    return _regimes(ds, "l2")[:, 0], major_feature(ds)
+
+
+@pytest.mark.parametrize("save", ["full", "summary"])
+def test_regimes_of_a_sweep_do_not_depend_on_the_order_of_the_features(save):
+    """The flows act coordinate by coordinate, so listing mu in another order only
+    renames the features: the regimes must stay. They were labelled against the
+    last coordinate, so mu = [1.0, 0.6, 0.2] gave (1, 0, 0) for (1, 2, 3)."""
+    inc, major_inc = _sweep_regimes([0.2, 0.6, 1.0], save)
+    dec, major_dec = _sweep_regimes([1.0, 0.6, 0.2], save)
+    mid, major_mid = _sweep_regimes([0.6, 1.0, 0.2], save)
+    assert (major_inc, major_dec, major_mid) == (3, 1, 2)
+    np.testing.assert_array_equal(inc, [1, 2, 3])
+    np.testing.assert_array_equal(dec, inc)
+    np.testing.assert_array_equal(mid, inc)
