@@ -602,3 +602,41 @@ def test_figure_config_refuses_a_first_save_time_past_the_horizon(tmp_path, name
     path.write_text(text.replace(edit[0], edit[1]))
     with pytest.raises(ValueError, match=re.escape(key) + ": the first save time"):
         figures.load_figure_config(path, figures.FIGURE_CONFIGS[name], False)
+
+
+@pytest.mark.parametrize("old, new, keys", [
+    ("t1 = 10.0\nnum = 8\nt_min = 0.01", "t1 = 10.0\nnum = 8\nt_min = 0.01\nts = [1.0, 10.0]", ["num", "t_min"]),
+    ("t1 = 10.0\nnum = 8\nt_min = 0.01", 'ts = [1.0, 10.0]\nspacing = "log"', ["spacing"]),
+])
+def test_time_keys_beside_ts_are_refused_as_unused(tmp_path, capsys, old, new, keys):
+    """`ts` gives the save times: num, spacing and t_min beside it changed nothing,
+    silently (found by the adversarial probe)."""
+    lines = _cli(tmp_path, capsys, edit(old, new))
+    src = str(tmp_path / "bad.toml")
+    assert lines == [f"error: {src}: time.{k}: not used when time.ts gives the save times; remove it (or remove ts)"
+                     for k in keys]
+
+
+def test_t_min_with_linear_spacing_is_refused_as_unused(tmp_path, capsys):
+    """t_min = 5 with linear spacing still started the times at t1/num = 1.25."""
+    lines = _cli(tmp_path, capsys, edit("t_min = 0.01", 't_min = 5.0\nspacing = "linear"'))
+    assert lines == [f'error: {tmp_path / "bad.toml"}: time.t_min: not used with spacing = "linear" (the save times '
+                     'run from t1/num to t1); remove it or use spacing = "log"']
+
+
+def test_an_unused_time_key_is_listed_with_the_other_problems(tmp_path, capsys):
+    """All problems at once; a key refused for its value (t_min = nan in
+    test_issue_case4 above) is not also called unused."""
+    lines = _cli(tmp_path, capsys, edit("t_min = 0.01", 't_min = 5.0\nspacing = "linear"').replace("num = 8", "num = 0"))
+    assert [x.split(": ")[2] for x in lines] == ["time.num", "time.t_min"], lines
+    assert "not used with spacing" in lines[1]
+
+
+def test_linear_spacing_and_ts_alone_still_load(tmp_path):
+    from samflow.config import load_config
+
+    p = tmp_path / "a.toml"
+    p.write_text(edit("t_min = 0.01", 'spacing = "linear"'))
+    np.testing.assert_allclose(load_config(p).time.values(), np.linspace(1.25, 10.0, 8))
+    p.write_text(edit("t1 = 10.0\nnum = 8\nt_min = 0.01", "t1 = 10.0\nts = [1.0, 10.0]"))
+    np.testing.assert_array_equal(load_config(p).time.values(), [1.0, 10.0])

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from .._settings import SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
-from ._base import ConfigModel, RunConfig, distinct, field_check
+from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
 from ._experiments import (
     DISCRETE_PREFIX,
     DiscreteConfig,
@@ -168,8 +168,9 @@ class TimeConfig(_Strict):
     """Save times and horizon, in the units of the clock.
 
     - `t1`: the horizon (> 0). `num`: number of save times. `spacing`: "log" (from
-      `t_min` to t1) or "linear" (from t1/num to t1). `ts`: explicit save times
-      instead (increasing, last one is the horizon).
+      `t_min` to t1) or "linear" (from t1/num to t1; no t_min). `ts`: explicit save
+      times instead (increasing, last one is the horizon; no num, spacing or
+      t_min). A file that sets a key without effect is refused (`load_config`).
     """
 
     t1: float | None = None
@@ -485,10 +486,38 @@ def parse_config(raw: dict, source: str = "config") -> SweepConfig:
     return validate(SweepConfig, raw, source)
 
 
+def _ignored_time_keys(time: object, source: str) -> list[str]:
+    """One line per key of a written `[time]` table that would have no effect: num,
+    spacing and t_min beside explicit `ts`, t_min with linear spacing. A stored
+    config (every key, defaults included) is not read through here."""
+    if not isinstance(time, dict):
+        return []
+    if time.get("ts") is not None:
+        return [f"{source}: time.{k}: not used when time.ts gives the save times; remove it (or remove ts)"
+                for k in ("num", "spacing", "t_min") if k in time]
+    if time.get("spacing") == "linear" and "t_min" in time:
+        return [f'{source}: time.t_min: not used with spacing = "linear" (the save times run from t1/num to t1); '
+                'remove it or use spacing = "log"']
+    return []
+
+
 def load_config(path: "str | Path") -> SweepConfig:
     """Read and validate a TOML config file.
 
+    A key of `[time]` that the file sets but that would change nothing (`num`,
+    `spacing` or `t_min` beside `ts`; `t_min` with linear spacing) is refused
+    too: a reader would take it for the save times.
+
     **Raises:** `ConfigError` (one line per problem) for a missing or unreadable
-    file, invalid TOML, or invalid values.
+    file, invalid TOML, invalid values or a `[time]` key without effect.
     """
-    return parse_config(read_toml(path), str(path))
+    raw = read_toml(path)
+    ignored = _ignored_time_keys(raw.get("time"), str(path))
+    try:
+        cfg = parse_config(raw, str(path))
+    except ConfigError as err:
+        named = str(err)  # a key already refused for its value is not named twice
+        raise ConfigError("\n".join([named, *(x for x in ignored if x.split(": ")[1] + ":" not in named)])) from None
+    if ignored:
+        raise ConfigError("\n".join(ignored))
+    return cfg
