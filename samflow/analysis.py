@@ -103,8 +103,9 @@ def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*b
     `rel_tol` is not in [0, 1).
     """
     b = _as_beta(beta)
-    if not (0.0 <= rel_tol < 1.0):
-        raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol!r}")
+    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
+            or not (0.0 <= rel_tol < 1.0):
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
     a = np.abs(b)
     finite = np.all(np.isfinite(b), axis=-1)
     a = np.where(finite[..., None], a, 0.0)
@@ -163,8 +164,9 @@ def tied(beta: ArrayLike, rel_tol: float = 0.0) -> Bool[np.ndarray, "*batch time
     **Raises:** `ValueError` as `dominant_index`.
     """
     b = _as_beta(beta)
-    if not (0.0 <= rel_tol < 1.0):
-        raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol!r}")
+    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
+            or not (0.0 <= rel_tol < 1.0):
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
     if b.shape[-1] < 2:
         return np.zeros(b.shape[:-1], dtype=bool)
     a = np.abs(b)
@@ -539,7 +541,7 @@ def max_margin_direction(
     Dataset.from_arrays(X, y)  # a data set's checks: shapes, finite values, labels +-1
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if p not in (1, 2):
+    if isinstance(p, (bool, np.bool_)) or p not in (1, 2):  # True == 1: a flag passed for p
         raise ValueError(f"p must be 1 or 2, got {p!r}")
     import scipy.optimize  # here, not at the top: 0.25 s of every sweep's start (its figures import this module)
 

@@ -239,7 +239,7 @@ def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearc
     method = Method.parse(method)
     if method not in (Method.L2, Method.LINF):
         raise ValueError(f"method must be 'l2' or 'linf' (the regimes are SAM notions), got {method.value!r}")
-    if not (isinstance(rho, float | int) and 0 < rho < math.inf):
+    if isinstance(rho, bool) or not (isinstance(rho, float | int) and 0 < rho < math.inf):
         raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     return method, search.over(default)
 

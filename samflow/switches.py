@@ -331,9 +331,10 @@ def locate_switches(
     check_rho(rho)  # finite and >= 0, as samflow.solve asks (a negative radius ran silently)
     if np.any(stuck_inits(W0)):
         raise ValueError(STUCK_INIT.format(depth=W0.shape[1]))
+    if max_switches is not None and (isinstance(max_switches, (bool, np.bool_))
+                                     or not isinstance(max_switches, (int, np.integer)) or max_switches < 1):
+        raise ValueError(f"max_switches must be an integer >= 1 (or None: 2 d + 2), got {max_switches!r}")
     K = 2 * data.d + 2 if max_switches is None else int(max_switches)
-    if K < 1:
-        raise ValueError(f"max_switches must be >= 1, got {max_switches}")
     settings = refine_settings(settings.resolved(method, W0, data, clock), rtol)
     B = W0.shape[0]
     t_stop = np.full(B, ts[-1]) if t_stop is None else np.asarray(t_stop, dtype=np.float64)

@@ -319,6 +319,11 @@ def test_max_margin_errors():
         analysis.max_margin_direction(X, np.array([1.0, -1.0]), 2)
     with pytest.raises(ValueError, match="p must be 1 or 2"):
         analysis.max_margin_direction(X, np.ones(2), 3)
+    with pytest.raises(ValueError, match="p must be 1 or 2, got True"):  # ran as p = 1
+        analysis.max_margin_direction(X, np.ones(2), True)
+    for tol in (None, True, "0.1", 1.0, -0.1):  # None and "0.1" raised a TypeError from the comparison
+        with pytest.raises(ValueError, match=r"rel_tol must be a number in \[0, 1\), got "):
+            analysis.dominant_index(np.ones((2, 3)), rel_tol=tol)
     with pytest.raises(ValueError, match="y must have shape"):
         analysis.max_margin_direction(X, np.ones(3), 1)
     with pytest.raises(ValueError, match="labels"):

@@ -88,6 +88,7 @@ def test_multi_sample_edge_tends_to_the_mean_spectrum(rng):
         (dict(mu=MU5, search=(1e-3, 1e2)), "search must be a samflow.edges.EdgeSearch"),
         (dict(mu=MU5, rho=-1.0), "rho must be a finite number > 0"),
         (dict(mu=MU5, rho=float("inf")), "rho must be a finite number > 0"),
+        (dict(mu=MU5, rho=True), "rho must be a finite number > 0, got True"),  # ran as rho = 1
         (dict(mu=[MU5, MU5], depth=[2, 3, 4]), "do not broadcast"),
     ],
 )

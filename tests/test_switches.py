@@ -168,6 +168,9 @@ def test_bad_inputs_are_one_line_errors():
         locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(3), [0.0, 1.0])
     with pytest.raises(ValueError, match="max_switches"):
         locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], max_switches=0)
+    for k in (2.5, True, "3"):  # 2.5 ran as 2 slots, True as 1
+        with pytest.raises(ValueError, match=r"max_switches must be an integer >= 1 \(or None: 2 d \+ 2\), got "):
+            locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], max_switches=k)
     with pytest.raises(ValueError, match="t_stop must be"):
         locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], t_stop=[0.5, 2.0])
     # A negative or non-finite radius and an init no flow can leave are refused as
