@@ -283,10 +283,24 @@ def major_feature(ds) -> int:
     mislabelled every cell of a sweep whose data are not in increasing order
     (`data.mu = [1.0, 0.6, 0.2]`, a banded or generated data set). A file
     without `data_X` / `data_y` gives the last coordinate."""
-    if "data_X" not in ds or "data_y" not in ds:
+    mu_bar = _mu_bar(ds)
+    if mu_bar is None:
         return int(ds.sizes["coord"])
-    mu_bar = np.mean(ds["data_y"].values[:, None] * ds["data_X"].values, axis=0)
     return int(np.flatnonzero(mu_bar == np.max(mu_bar))[-1]) + 1
+
+
+def minor_feature(ds) -> int:
+    """The 1-based most minor feature: the smallest mean_i y_i x_ij (the first one
+    on a tie); 1 for a file without `data_X` / `data_y` (see `major_feature`)."""
+    mu_bar = _mu_bar(ds)
+    return 1 if mu_bar is None else int(np.argmin(mu_bar)) + 1
+
+
+def _mu_bar(ds) -> "np.ndarray | None":
+    """mean_i y_i x_i of the sweep's data, shape (d,), or None without data in the file."""
+    if "data_X" not in ds or "data_y" not in ds:
+        return None
+    return np.mean(ds["data_y"].values[:, None] * ds["data_X"].values, axis=0)
 
 
 def _regimes(ds, m) -> np.ndarray:

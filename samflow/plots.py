@@ -72,6 +72,7 @@ from ._plot_common import (  # noqa: F401  (moved there; this module keeps the n
     _dominant as _dominant,
     _regimes as _regimes,
     major_feature as major_feature,
+    minor_feature as minor_feature,
     save_png_pdf,
 )
 
@@ -137,9 +138,9 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     axes[0].set_ylabel(_alpha_label(ds) + _scale_note(a_sc, a_lt, r"$\alpha$"))
     cbar = fig.colorbar(mesh, ax=list(axes), ticks=np.arange(1, d + 1), boundaries=np.arange(0.5, d + 1.5, 1.0), values=np.arange(1, d + 1), fraction=0.03, pad=0.02)
     labels = [str(j) for j in range(1, d + 1)]
-    labels[0] += " (minor)"
-    if d > 1:
-        labels[-1] += " (major)"
+    if d > 1:  # by the data's mean y x, not the position (major_feature)
+        labels[minor_feature(ds) - 1] += " (minor)"
+        labels[major_feature(ds) - 1] += " (major)"
     cbar.ax.set_yticklabels(labels)
     cbar.set_label(r"dominant feature $\arg\max_j |\beta_j|$")
     # Only the colours that appear, each named by what its cells did.
@@ -324,8 +325,8 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
                 plt.Line2D([], [], color="k", ls="--")]
     labels += ["loss", r"switch of the dominant feature $a \to b$", "collapse / blow-up / stall"]
     fig.suptitle(
-        rf"$|\beta_j(t)|$ at $\rho={rho_v:g}$, depth {ds.attrs.get('depth', '?')}: feature 1 is the most minor, "
-        f"{d} the major one\n(linear time, each panel up to 1.6 x the time of its last change: "
+        rf"$|\beta_j(t)|$ at $\rho={rho_v:g}$, depth {ds.attrs.get('depth', '?')}: feature {minor_feature(ds)} is the "
+        f"most minor, {major_feature(ds)} the major one\n(linear time, each panel up to 1.6 x the time of its last change: "
         "switch, collapse, slide or the fall of the loss)",
         y=1.02, fontsize=11,
     )

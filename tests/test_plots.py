@@ -373,8 +373,7 @@ def test_minor_share_legend_is_below_the_panels(tmp_path, kept_figures):
     assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)
 
 
-def _sweep_regimes(mu: list[float], save: str) -> tuple[np.ndarray, int]:
-    from samflow._plot_common import _regimes, major_feature
+def _small_sweep(mu: list[float], save: str = "full"):
     from samflow.config import SweepConfig, read_toml
     from samflow.sweep import run_sweep
 
@@ -385,7 +384,13 @@ def _sweep_regimes(mu: list[float], save: str) -> tuple[np.ndarray, int]:
     raw["time"]["num"] = 40
     raw["output"]["save"] = save
     raw["output"]["switch_times"] = False
-    ds = run_sweep(SweepConfig.model_validate(raw), progress=False)
+    return run_sweep(SweepConfig.model_validate(raw), progress=False)
+
+
+def _sweep_regimes(mu: list[float], save: str) -> tuple[np.ndarray, int]:
+    from samflow._plot_common import _regimes, major_feature
+
+    ds = _small_sweep(mu, save)
     return _regimes(ds, "l2")[:, 0], major_feature(ds)
 
 
@@ -401,3 +406,16 @@ def test_regimes_of_a_sweep_do_not_depend_on_the_order_of_the_features(save):
     np.testing.assert_array_equal(inc, [1, 2, 3])
     np.testing.assert_array_equal(dec, inc)
     np.testing.assert_array_equal(mid, inc)
+
+
+def test_figures_name_the_minor_and_major_features_by_the_data(tmp_path, kept_figures):
+    """The heat map's colour bar said "1 (minor)" and "3 (major)", and the trajectory
+    panels "feature 1 is the most minor, 3 the major one", whatever the data."""
+    from samflow.plots import plot_dominant_heatmap, plot_trajectories
+
+    ds = _small_sweep([0.6, 1.0, 0.2])
+    plot_dominant_heatmap(ds, tmp_path / "h.png")
+    cbar = next(ax for ax in kept_figures[-1].axes if ax.get_label() == "<colorbar>")
+    assert [t.get_text() for t in cbar.get_yticklabels()] == ["1", "2 (major)", "3 (minor)"]
+    plot_trajectories(ds, tmp_path / "t.png")
+    assert "feature 3 is the most minor, 2 the major one" in kept_figures[-1]._suptitle.get_text()
