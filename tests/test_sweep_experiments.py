@@ -47,10 +47,12 @@ def _dump(raw: dict) -> str:
 
 
 def _shipped(name: str, **tables) -> dict:
-    """The shipped config `configs/<name>.toml` with some tables' keys replaced."""
+    """The shipped config `configs/<name>.toml` with some tables' keys replaced
+    (`[init]` and `[time]` replaced whole: a shipped t_min has no effect beside
+    linear spacing and is refused there)."""
     raw = tomllib.loads((ROOT / "configs" / f"{name}.toml").read_text())
     for key, value in tables.items():
-        if isinstance(value, dict) and isinstance(raw.get(key), dict) and key != "init":
+        if isinstance(value, dict) and isinstance(raw.get(key), dict) and key not in ("init", "time"):
             raw[key] = {**raw[key], **value}
         else:
             raw[key] = value
