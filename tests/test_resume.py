@@ -175,3 +175,28 @@ def test_resume_of_finished_results_after_the_data_file_changed_refuses(tmp_path
     assert len(err) == 1 and "data" in err[0] and "--overwrite" in err[0], err
     with xr.open_dataset(out / "results.nc") as ds:
         np.testing.assert_array_equal(ds["data_X"].values, [[0.3, 1.0]])  # left as it was
+
+
+def test_merge_resume_after_slices_of_an_edited_data_file_is_not_complete(tmp_path, capsys):
+    """`merge --resume` compared config key, code stamp and slice count only: after
+    the data file was edited and the slices rerun with --overwrite, it kept the
+    results.nc merged from the old slices as 'already complete'."""
+    from samflow.merge import main as merge_main
+
+    cfg = _data_file_sweep(tmp_path, [[0.3, 1.0]])
+    out = tmp_path / "o"
+    for i in range(2):
+        assert main([str(cfg), "--out", str(out), "--quiet", "--num-slices", "2", "--slice-index", str(i)]) == 0
+    assert merge_main([str(out), "--no-figures"]) == 0
+    _data_file_sweep(tmp_path, [[1.0, 0.3]])
+    for i in range(2):
+        assert main([str(cfg), "--out", str(out), "--quiet", "--num-slices", "2", "--slice-index", str(i),
+                     "--overwrite"]) == 0
+    capsys.readouterr()
+    assert merge_main([str(out), "--no-figures", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the merge" in err[0] and "--overwrite" in err[0], err
+    assert merge_main([str(out), "--no-figures", "--resume", "--overwrite"]) == 0
+    with xr.open_dataset(out / "results.nc") as ds:
+        np.testing.assert_array_equal(ds["data_X"].values, [[1.0, 0.3]])
+        assert np.all(ds["beta"].values[0, :, 0, -1, 0] > ds["beta"].values[0, :, 0, -1, 1])
