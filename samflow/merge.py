@@ -68,16 +68,24 @@ __all__ = [
 
 def _merge_is_current(out_dir: Path, results_path: Path) -> "str | None":
     """None when `results_path` is the merge of the slices now in `out_dir/slices`
-    (same config key, code stamp(s) and number of slices, per the attributes);
+    (same config key, code stamp(s) and number of slices, per the attributes, and
+    the same data_X / data_y);
     otherwise one line saying why not."""
     paths = sorted((out_dir / SLICES_DIR).glob("slice-*.nc"))
+    data_vars = ("data_X", "data_y")
     try:
         with xr.open_dataset(results_path, engine="h5netcdf") as ds:
             done = dict(ds.attrs)
-        metas = []
+            done_data = [ds[v].values if v in ds else None for v in data_vars]
+        metas, same_data = [], True
         for q in paths:
             with xr.open_dataset(q, engine="h5netcdf") as ds:
                 metas.append(dict(ds.attrs))
+                # The config names a data file, not its contents: slices rerun on an
+                # edited file have the same key and stamp but other data.
+                same_data &= all(
+                    a is not None and v in ds and np.array_equal(a, ds[v].values) for a, v in zip(done_data, data_vars)
+                )
     except (OSError, ValueError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"cannot compare {results_path} with its slices ({why}); pass --overwrite to merge again"
@@ -90,6 +98,7 @@ def _merge_is_current(out_dir: Path, results_path: Path) -> "str | None":
         or keys != {str(done.get("config_key"))}
         or stamps != str(done.get("code_stamp", NO_STAMP))
         or int(done.get("merged_slices", -1)) != len(metas)
+        or not same_data
     ):
         return f"{results_path} exists and is not the merge of the slices in {out_dir / SLICES_DIR}; pass --overwrite to merge again"
     return None

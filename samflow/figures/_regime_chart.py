@@ -158,14 +158,7 @@ def _check_regime_chart(ctx, cfg, m: dict):
     checks.append(Check("regime_chart", "l2-SAM depth 2: the 1/2 edge lies above the all-shrink mark (stable manifold of a saddle)",
                         f"alpha/rho > mu_1 / (sqrt 2 ||mu||) = {c_shrink:.4f}, found by simulation",
                         f"{r12:.4f} = {r12 / c_shrink:.2f} x the mark", bool(c_shrink < r12 < c_major)))
-    # Collapse below the 1/2 edge, major first above the 2/3 edge, on the chart grid.
-    ratio = AA / RR
-    below, above = ratio < 0.98 * r12, ratio > 1.02 * r23
-    between = (ratio > 1.02 * r12) & (ratio < 0.98 * r23)
-    n_bad = int(np.sum(reg[below] != 1) + np.sum(reg[above] != 3) + np.sum(reg[between] == 3) + np.sum(reg[between] == 1))
-    checks.append(Check("regime_chart", "l2-SAM depth 2: chart cells away (2%) from the fitted edges",
-                        "regime 1 below the 1/2 edge, 3 above the 2/3 edge, 2 (or not yet at d) between",
-                        f"{n_bad} of {int(below.sum() + above.sum() + between.sum())} cells disagree", n_bad == 0))
+    checks.append(_chart_cells_check(AA / RR, reg, r12, r23))
 
     # docs/theory.md s.3's worked example: mu = (1, 2), rho = 1, "collapse for alpha up to
     # about 0.5, minor first then major for about 0.55 to 0.9, major first from
@@ -196,6 +189,23 @@ def _check_regime_chart(ctx, cfg, m: dict):
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
     return checks, fits
+
+
+def _chart_cells_check(ratio: np.ndarray, reg: np.ndarray, r12: float, r23: float) -> Check:
+    """Collapse below the 1/2 edge, major first above the 2/3 edge, on the chart grid
+    (`ratio` alpha/rho and `reg` the regime of each cell; `r12`, `r23` the edges in
+    alpha/rho). It passes only when cells on each side of both edges were judged:
+    with no edge measured (NaN) or a grid that misses a regime it fails, never
+    passing on nothing."""
+    below, above = ratio < 0.98 * r12, ratio > 1.02 * r23
+    between = (ratio > 1.02 * r12) & (ratio < 0.98 * r23)
+    n_bad = int(np.sum(reg[below] != 1) + np.sum(reg[above] != 3) + np.sum(reg[between] == 3) + np.sum(reg[between] == 1))
+    judged = (int(below.sum()), int(between.sum()), int(above.sum()))
+    return Check("regime_chart", "l2-SAM depth 2: chart cells away (2%) from the fitted edges",
+                 "regime 1 below the 1/2 edge, 3 above the 2/3 edge, 2 (or not yet at d) between",
+                 f"{n_bad} of {sum(judged)} cells disagree ({judged[0]} below the 1/2 edge, {judged[1]} between, "
+                 f"{judged[2]} above the 2/3 edge)",
+                 bool(n_bad == 0 and min(judged) > 0))
 
 
 def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):

@@ -99,26 +99,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
         _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2], missing), ncol=d + 3,
                             title=r"dominant feature $\arg\max_j |\beta_j(t)|$", top=1 - 0.45 / fig.get_figheight())
         pngs.append(_save(fig, ctx, f"staircase_{key}"))
-        depths_txt = ", ".join(str(L) for L in cfg.depths)
-        checks.append(Check("staircase", f"{dname}, GD, depths {depths_txt}: flat at the major feature",
-                            f"dominant feature = {d} at every (t, alpha) (ties excluded)",
-                            f"{gd_major}/{gd_cells} cells", gd_major == gd_cells and gd_cells > 0))
-        n_rows = sum(s[1] for s in stair)
-        n_good = sum(s[2] for s in stair)
-        bad_txt = "; ".join(f"L={s[0]}: {s[3]}" for s in stair if s[3])
-        checks.append(Check("staircase", f"{dname}, l2-SAM, depths {depths_txt}: minor first, major last",
-                            "some alpha/rho in regime 2 at every depth; their dominant feature climbs to d (after a possible initial step-down)",
-                            ", ".join(f"L={s[0]}: {s[2]}/{s[1]} rows" for s in stair) + (f" (not monotone: {bad_txt})" if bad_txt else ""),
-                            all(s[1] > 0 for s in stair) and n_good == n_rows))
-        exp = {2: True, 3: False, 4: True}
-        coll_ok = all((c > 0) == exp.get(L, c > 0) for L, c in coll)
-        checks.append(Check("staircase", f"{dname}, l2-SAM: collapse by depth",
-                            "depth 2 and 4 collapse for small alpha/rho; depth 3 never does (dw/dtau = mu w_hat^2 >= 0)",
-                            ", ".join(f"L={L}: {c} collapsed rows" for L, c in coll), coll_ok,
-                            "" if set(cfg.depths) >= {2, 3, 4} else "quick run: depth 2 only"))
-        checks.append(Check("staircase", f"{dname}, linf-SAM: alpha > rho gives the major feature first",
-                            "regime 3 (rule j* = argmax mu_j (alpha - rho)^(L-2) = d for equal alpha_j)",
-                            f"{linf_n - linf_bad}/{linf_n} rows with alpha > rho", linf_bad == 0))
+        checks += _staircase_checks(dname, d, cfg.depths, cfg.methods, (gd_major, gd_cells), stair, coll, (linf_n, linf_bad))
     caption = (
         "Dominant feature argmax_j |beta_j(t)| (colour) over real time t (log) and init scale alpha/rho (log), "
         "w(0) = alpha 1, for GD, l2-SAM and linf-SAM (columns) at depths " + ", ".join(str(L) for L in cfg.depths)
@@ -133,3 +114,53 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
     )
     return _finish(ctx, FigureResult("staircase", f"Figure 4: staircase heat maps (GD, l2-SAM, linf-SAM; depths 2-4; 1 and {ctx.common.multi_sample.n} samples)",
                                      pngs, caption, [ctx.config_ref("staircase"), ctx.config_ref("common")], checks), t0)
+
+
+def _staircase_checks(dname: str, d: int, depths: list[int], methods: list[str], gd: tuple[int, int],
+                      stair: list, coll: list, linf: tuple[int, int]) -> list[Check]:
+    """The four checks of one staircase figure from what its panels measured:
+    `gd` (cells at d, cells judged), `stair` [(L, regime-2 rows, rows that climb,
+    bad sequences)], `coll` [(L, collapsed rows)], `linf` (rows with alpha > rho,
+    those not in regime 3). A method not in `methods`, or a claim with nothing to
+    judge, gives a check not made (passed None, with a note), never a pass."""
+    depths_txt = ", ".join(str(L) for L in depths)
+    checks = []
+    gd_major, gd_cells = gd
+    claim = f"{dname}, GD, depths {depths_txt}: flat at the major feature"
+    pred = f"dominant feature = {d} at every (t, alpha) (ties excluded)"
+    if "gd" in methods:
+        checks.append(Check("staircase", claim, pred, f"{gd_major}/{gd_cells} cells", gd_major == gd_cells and gd_cells > 0))
+    else:
+        checks.append(Check("staircase", claim, pred, "not run", None, "gd is not in methods"))
+    claim = f"{dname}, l2-SAM, depths {depths_txt}: minor first, major last"
+    pred = "some alpha/rho in regime 2 at every depth; their dominant feature climbs to d (after a possible initial step-down)"
+    claim_c = f"{dname}, l2-SAM: collapse by depth"
+    pred_c = "depth 2 and 4 collapse for small alpha/rho; depth 3 never does (dw/dtau = mu w_hat^2 >= 0)"
+    if "l2" in methods:
+        n_rows = sum(s[1] for s in stair)
+        n_good = sum(s[2] for s in stair)
+        bad_txt = "; ".join(f"L={s[0]}: {s[3]}" for s in stair if s[3])
+        checks.append(Check("staircase", claim, pred,
+                            ", ".join(f"L={s[0]}: {s[2]}/{s[1]} rows" for s in stair) + (f" (not monotone: {bad_txt})" if bad_txt else ""),
+                            bool(stair) and all(s[1] > 0 for s in stair) and n_good == n_rows))
+        exp = {2: True, 3: False, 4: True}
+        judged = [(L, c) for L, c in coll if L in exp]
+        measured = ", ".join(f"L={L}: {c} collapsed rows" for L, c in coll)
+        if judged:
+            checks.append(Check("staircase", claim_c, pred_c, measured, all((c > 0) == exp[L] for L, c in judged),
+                                "" if set(depths) >= {2, 3, 4} else f"depths {depths_txt} only"))
+        else:
+            checks.append(Check("staircase", claim_c, pred_c, measured, None, "no depth 2, 3 or 4 in depths"))
+    else:
+        checks.append(Check("staircase", claim, pred, "not run", None, "l2 is not in methods"))
+        checks.append(Check("staircase", claim_c, pred_c, "not run", None, "l2 is not in methods"))
+    linf_n, linf_bad = linf
+    claim = f"{dname}, linf-SAM: alpha > rho gives the major feature first"
+    pred = "regime 3 (rule j* = argmax mu_j (alpha - rho)^(L-2) = d for equal alpha_j)"
+    if "linf" not in methods:
+        checks.append(Check("staircase", claim, pred, "not run", None, "linf is not in methods"))
+    elif linf_n == 0:
+        checks.append(Check("staircase", claim, pred, "0 rows with alpha > rho", None, "alpha_over_rho has no value above 1"))
+    else:
+        checks.append(Check("staircase", claim, pred, f"{linf_n - linf_bad}/{linf_n} rows with alpha > rho", linf_bad == 0))
+    return checks

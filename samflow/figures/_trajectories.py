@@ -182,7 +182,7 @@ def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
     n_eq = int(np.sum(first_pred[live] == first_meas[live]))
     checks.append(Check("trajectories", "l2-SAM depth 2: the first dominant feature (inits that do not collapse)",
                         "argmax_j mu_j (1 - mu_j / (sqrt 2 a ||mu||)), a = alpha/rho",
-                        f"{n_eq}/{int(live.sum())} inits match", n_eq == int(live.sum())))
+                        f"{n_eq}/{int(live.sum())} inits match", bool(live.any() and n_eq == int(live.sum()))))
     return checks
 
 

@@ -39,7 +39,7 @@ def partial_mismatch(folder: "str | Path", key: str, stamp: "str | None") -> "st
     folder = Path(folder)
     kf = folder / _KEY_FILE
     if kf.exists() and kf.read_text() != key:
-        return f"{folder}: partial results of a different config; rerun with --overwrite to start over"
+        return f"{folder}: partial results of a different config (or data file contents); rerun with --overwrite to start over"
     others = [s for s in _chunk_stamps(folder) if s != stamp] if stamp is not None else []
     if others:
         return (
@@ -130,12 +130,35 @@ def config_key(cfg: SweepConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_other_stamp: bool):
+def data_digest(data) -> str:
+    """The first 16 hex digits of the sha256 of a `Dataset`'s X and y (float64, with their shapes)."""
+    h = hashlib.sha256()
+    for a in (data.X, data.y):
+        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+        h.update(repr(a.shape).encode() + a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def chunk_key(cfg: SweepConfig, data, grid_slice: "tuple[int, int] | None" = None) -> str:
+    """The key of a run's checkpoint folder: `config_key(cfg)`, the digest of the data
+    when it comes from `data.file` (the config names the file, not its contents: an
+    edited file must not let `--resume` reuse chunks solved on the old data), and
+    the slice `grid_slice = (i, K)`."""
+    key = config_key(cfg)
+    if cfg.data.file is not None:
+        key = f"{key} data {data_digest(data)}"
+    if grid_slice is not None:
+        key = f"{key} slice {grid_slice[0]} of {grid_slice[1]}"
+    return key
+
+
+def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_other_stamp: bool, data=None):
     """Compare a finished results file with this run: returns (problem, note).
 
     `problem` is None when `path` holds the complete results of this config
-    (`key`, and for a slice the same `grid_slice`) under this code stamp (or
-    under another one, with `accept_other_stamp`; then `note` says so);
+    (`key`, and for a slice the same `grid_slice`) on this `data` (its
+    `data_X`, `data_y`; not compared when `data` is None) under this code stamp
+    (or under another one, with `accept_other_stamp`; then `note` says so);
     otherwise one line saying why it is not this run's result.
     """
     import xarray as xr
@@ -143,6 +166,7 @@ def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_othe
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             attrs = dict(ds.attrs)
+            stored = {name: ds[name].values for name in ("data_X", "data_y") if name in ds}
     except (OSError, ValueError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"{path} exists but cannot be read ({why}); pass --overwrite to replace it", None
@@ -153,6 +177,14 @@ def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_othe
         return (
             f"{path} exists and holds the results of a different config (hash {old_key[:12] or 'none'} vs "
             f"{key[:12]}); pass --overwrite to replace it, or another --out"
+        ), None
+    if data is not None and not all(
+        name in stored and np.array_equal(stored[name], np.asarray(value, np.float64))
+        for name, value in (("data_X", data.X), ("data_y", data.y))
+    ):
+        return (
+            f"{path} exists and holds the results of other data than this config's (data_X / data_y differ: "
+            "was data.file edited?); pass --overwrite to recompute it, or another --out"
         ), None
     old_stamp = str(attrs.get("code_stamp", NO_STAMP))
     if old_stamp != stamp:

@@ -28,7 +28,7 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
-from ._checkpoint import _finished_mismatch, config_key, partial_mismatch
+from ._checkpoint import _finished_mismatch, chunk_key, config_key, partial_mismatch
 from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
@@ -113,9 +113,14 @@ def _checks_and_run(args, agreed: list) -> int:
         partial = work_dir / f".partial-{results_path.stem}"
     key = config_key(cfg)
     stamp = store.code_stamp()
+    try:
+        data = build_data(cfg, config_path.parent)
+        check_data_file(cfg, data)  # before any folder is made
+    except ConfigError as err:
+        return fail(str(err))
     if results_path.exists():
         if resume:
-            problem, note = _finished_mismatch(results_path, key, stamp, grid_slice, args.resume_any_version)
+            problem, note = _finished_mismatch(results_path, key, stamp, grid_slice, args.resume_any_version, data)
             if problem is None:
                 if note:
                     print(note, file=sys.stderr)
@@ -130,16 +135,14 @@ def _checks_and_run(args, agreed: list) -> int:
             )
     # Before any folder is made or changed, and before JAX compiles: do the results fit?
     try:
-        data = build_data(cfg, config_path.parent)
-        check_data_file(cfg, data)  # before any folder is made
         memory_note = memory_preflight(cfg, data, grid_slice)
     except ConfigError as err:
         return fail(str(err))
-    chunk_key = key if grid_slice is None else f"{key} slice {grid_slice[0]} of {grid_slice[1]}"
+    partial_key = chunk_key(cfg, data, grid_slice)
     if partial.exists():
         if args.overwrite and not (
             resume
-            and partial_mismatch(partial, chunk_key, None if args.resume_any_version else stamp) is None
+            and partial_mismatch(partial, partial_key, None if args.resume_any_version else stamp) is None
         ):
             if _devices.is_writer():  # process 0 writes and removes (jax.distributed)
                 shutil.rmtree(partial, ignore_errors=True)
@@ -150,7 +153,7 @@ def _checks_and_run(args, agreed: list) -> int:
                 + "; pass --resume to continue it or --overwrite to start over"
             )
         else:
-            problem = partial_mismatch(partial, chunk_key, None if args.resume_any_version else stamp)
+            problem = partial_mismatch(partial, partial_key, None if args.resume_any_version else stamp)
             if problem is not None:
                 return fail(problem)
     if memory_note:

@@ -20,7 +20,7 @@ from ..flows import Method
 from .._settings import problems
 from ..store import to_dataset
 from . import _devices
-from ._checkpoint import ChunkCheckpoint, config_key
+from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
 from ._devices import batch_width
 from ._grid import grid_chunk_size, solve_grid
 from ._kinds import solve_other
@@ -136,7 +136,7 @@ def run_sweep(
         code_stamp = store.code_stamp()
     ts = cfg.time.values()
     settings = cfg.solver.to_settings(cfg.loss)
-    key = config_key(cfg)
+    key = chunk_key(cfg, data, grid_slice)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
@@ -153,7 +153,6 @@ def run_sweep(
         take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
         W0, rho, rank = W0[take], rho[take], rank[take]
         rank[n_real:] = n_cells  # the padding sorts last
-        key = f"{key} slice {i} of {K}"
     checkpoint = (
         ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
         if checkpoint_dir
