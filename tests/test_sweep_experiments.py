@@ -286,31 +286,27 @@ def test_cli_refuses_with_one_line_and_writes_nothing(tmp_path, capsys, raw, lin
     assert not out.exists() or not any(out.rglob("*.nc"))
 
 
-def test_data_file_with_wrong_init_shape_refused_before_any_folder(tmp_path, capsys):
-    """An [init] that does not fit a data file's d is refused once the file is read:
-    one line naming init.alpha_j and the file, exit 2, no output folder."""
-    np.savez(tmp_path / "data.npz", X=np.array([[1.0, 2.0, 3.0]]), y=np.array([1.0]))
-    raw = _with(data={"file": str(tmp_path / "data.npz")}, init={"alpha_j": [1.0, 2.0]})
+DATA_FILE_BAD = [
+    # An [init] that does not fit a data file's d is refused once the file is read.
+    ([[1.0, 2.0, 3.0]], {"init": {"alpha_j": [1.0, 2.0]}}, "init.alpha_j: has 2 numbers; the data have d = 3"),
+    # The stuck-init rule of BAD for a data file (checked once the file is read).
+    ([[1.0, 2.0]], {"depth": 3, "grid": {"alpha": [1e-100]}, "init": {"W0": [[0.0, 0.0], [1.0, 1.0], [1e-200, 1e-200]]}},
+     "grid.alpha: the init 1e-100 x init pattern"),
+]
+
+
+@pytest.mark.parametrize("X, tables, line", DATA_FILE_BAD, ids=["init_shape", "init_stuck"])
+def test_data_file_refusals_before_any_folder(tmp_path, capsys, X, tables, line):
+    """Rules that need the data's d are checked once a data file is read: one line
+    naming the key and the file, exit 2, no output folder."""
+    np.savez(tmp_path / "data.npz", X=np.array(X), y=np.array([1.0]))
+    raw = _with(data={"file": str(tmp_path / "data.npz")}, **tables)
     path = tmp_path / "c.toml"
     path.write_text(_dump(raw))
     out = tmp_path / "out"
     assert main([str(path), "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "init.alpha_j: has 2 numbers; the data have d = 3" in err and "data.npz" in err
-    assert not out.exists()
-
-
-def test_data_file_with_an_init_pattern_stuck_in_float64_refused_before_any_folder(tmp_path, capsys):
-    """The same rule for a data file (checked once the file is read): one line, exit 2."""
-    np.savez(tmp_path / "data.npz", X=np.array([[1.0, 2.0]]), y=np.array([1.0]))
-    raw = _with(depth=3, data={"file": str(tmp_path / "data.npz")}, grid={"alpha": [1e-100]},
-                init={"W0": [[0.0, 0.0], [1.0, 1.0], [1e-200, 1e-200]]})
-    path = tmp_path / "c.toml"
-    path.write_text(_dump(raw))
-    out = tmp_path / "out"
-    assert main([str(path), "--out", str(out), "--quiet"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "grid.alpha: the init 1e-100 x init pattern" in err and "data.npz" in err
+    assert err.count("\n") == 0 and line in err and "data.npz" in err, err
     assert not out.exists()
 
 
