@@ -29,7 +29,17 @@ def test_old_and_new_slice_flags_are_one_option(tmp_path, capsys, flags):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
     assert main([str(cfg), "--out", str(tmp_path / "o"), *flags]) == 2
-    assert capsys.readouterr().err.strip() == "error: --slice-index must be in 0..2 for --num-slices 3 (got 3)"
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "error: --slice-index must be in 0..2 for --num-slices 3 (got 3)"
+    # The old names work and say, one line each, which name replaces them.
+    notes = err[:-1]
+    if flags[0] == "--num-chunks":
+        assert notes == [
+            "note: --num-chunks is deprecated (samflow 0.1's name) and goes in the next release; use --num-slices",
+            "note: --chunk-index is deprecated (samflow 0.1's name) and goes in the next release; use --slice-index",
+        ]
+    else:
+        assert notes == []
 
 
 def test_help_lists_only_the_slice_names(capsys):

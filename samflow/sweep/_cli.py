@@ -219,9 +219,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--process-id", metavar="I", type=int, help="this process, 0..N-1 (implies --distributed)")
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
     # unit inside a run); kept, unlisted, so job scripts keep working for a release.
-    parser.add_argument("--num-chunks", dest="num_slices", help=argparse.SUPPRESS)
-    parser.add_argument("--chunk-index", dest="slice_index", help=argparse.SUPPRESS)
+    parser.add_argument("--num-chunks", dest="num_slices", action=_OldSliceFlag, help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-index", dest="slice_index", action=_OldSliceFlag, help=argparse.SUPPRESS)
     return parser
+
+
+_NEW_SLICE_FLAG = {"--num-chunks": "--num-slices", "--chunk-index": "--slice-index"}
+
+
+class _OldSliceFlag(argparse.Action):
+    """Stores the value as the new flag does, and says once on stderr that the name is deprecated."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the next release; "
+              f"use {_NEW_SLICE_FLAG[option_string]}", file=sys.stderr)
 
 
 def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
