@@ -124,6 +124,8 @@ def solve_grid(
     ts_np = check_save_times(ts)
     ts = jnp.asarray(ts_np)
     B = _check_grid(data, W0, rho, chunk_size, batch_size)
+    if sort_key is not None and np.shape(sort_key) != (B,):
+        raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
     settings = settings.resolved(method, W0, data, clock)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
@@ -133,8 +135,6 @@ def solve_grid(
     size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
                            memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
     fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
-    if sort_key is not None and np.shape(sort_key) != (B,):
-        raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     cls = Summary if summary else Trajectory
