@@ -19,6 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
+from ._checks import check_count
 from .datasets import Dataset
 from .flows import Method
 from .losses import AbstractLoss, get_loss
@@ -45,13 +46,6 @@ class Model(NamedTuple):
     name: str
 
 
-def _size(value, name: str) -> int:
-    """A model size as an int >= 1, or a one-line `ValueError` naming it."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 # typed: True (== 1) must not hit the cached model of 1 and skip the size check.
 @functools.lru_cache(maxsize=None, typed=True)
 def diagonal_network(depth: int, d: int | None = None) -> Model:
@@ -60,8 +54,8 @@ def diagonal_network(depth: int, d: int | None = None) -> Model:
     `init(alpha, d)`: every weight equals alpha (as `samflow.init_weights`); `d`
     may be given here instead. Same flow as `samflow.solve` with `depth` = L.
     """
-    depth = _size(depth, "depth")
-    d = None if d is None else _size(d, "d")
+    depth = check_count(depth, "depth")
+    d = None if d is None else check_count(d, "d")
 
     def beta(theta):
         out = theta[0]
@@ -93,7 +87,7 @@ def two_layer_linear(d: int, k: int) -> Model:
 
     **Raises:** `ValueError` if d or k is not an integer >= 1.
     """
-    d, k = _size(d, "d"), _size(k, "k")
+    d, k = check_count(d, "d"), check_count(k, "k")
 
     def f(theta, x):
         U, v = theta
@@ -128,7 +122,7 @@ def linear_conv(n_channels: int, kernel: int, d: int) -> Model:
 
     **Raises:** `ValueError` if n_channels, kernel or d is not an integer >= 1.
     """
-    n_channels, kernel, d = _size(n_channels, "n_channels"), _size(kernel, "kernel"), _size(d, "d")
+    n_channels, kernel, d = check_count(n_channels, "n_channels"), check_count(kernel, "kernel"), check_count(d, "d")
     idx = (np.arange(d)[:, None] + np.arange(kernel)[None, :]) % d  # (d, K)
 
     def f(theta, x):

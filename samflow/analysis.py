@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from jaxtyping import ArrayLike, Bool, Float, Int
 
+from ._checks import check_count
 from .datasets import Dataset
 from .status import FAILED_STATUSES, Status
 
@@ -78,11 +79,11 @@ def _some_time(b: np.ndarray) -> np.ndarray:
     return b
 
 
-def _count(value, name: str, least: int) -> int:
-    """`value` as an int >= least, or a one-line `ValueError` naming `name`."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    return int(value)
+def _check_rel_tol(rel_tol) -> None:
+    """A one-line `ValueError` unless `rel_tol` is a number (not a bool) in [0, 1)."""
+    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
+            or not (0.0 <= rel_tol < 1.0):
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
 
 
 def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*batch time"]:
@@ -103,9 +104,7 @@ def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*b
     `rel_tol` is not in [0, 1).
     """
     b = _as_beta(beta)
-    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
-            or not (0.0 <= rel_tol < 1.0):
-        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
+    _check_rel_tol(rel_tol)
     a = np.abs(b)
     finite = np.all(np.isfinite(b), axis=-1)
     a = np.where(finite[..., None], a, 0.0)
@@ -164,9 +163,7 @@ def tied(beta: ArrayLike, rel_tol: float = 0.0) -> Bool[np.ndarray, "*batch time
     **Raises:** `ValueError` as `dominant_index`.
     """
     b = _as_beta(beta)
-    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
-            or not (0.0 <= rel_tol < 1.0):
-        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
+    _check_rel_tol(rel_tol)
     if b.shape[-1] < 2:
         return np.zeros(b.shape[:-1], dtype=bool)
     a = np.abs(b)
@@ -279,10 +276,10 @@ def regime_label(
     if st.shape != batch:
         raise ValueError(f"status must have shape {batch} (beta.shape[:-2]), got {st.shape}")
     D = b.shape[-1]
-    major = D if d is None else _count(d, "d (the 1-based major feature)", 1)
+    major = D if d is None else check_count(d, "d (the 1-based major feature)", 1)
     if not (1 <= major <= D):
         raise ValueError(f"d must be a feature index in 1..{D}, got {d!r}")
-    min_valid = _count(min_valid, "min_valid", 1)
+    min_valid = check_count(min_valid, "min_valid", 1)
     return _regime(dominant_index(b), tied(b, tie_tol), st, major, min_valid)
 
 
@@ -320,8 +317,8 @@ def regime_label_from_dominant(
         raise ValueError(f"dom and is_tied must have one shape (..., time), got {dm.shape} and {tt.shape}")
     if st.shape != dm.shape[:-1]:
         raise ValueError(f"status must have shape {dm.shape[:-1]} (dom.shape[:-1]), got {st.shape}")
-    d = _count(d, "d (the 1-based major feature)", 1)
-    min_valid = _count(min_valid, "min_valid", 1)
+    d = check_count(d, "d (the 1-based major feature)", 1)
+    min_valid = check_count(min_valid, "min_valid", 1)
     return _regime(dm, tt, st, d, min_valid)
 
 

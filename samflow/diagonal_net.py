@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from ._checks import check_count
 from .datasets import Dataset
 from .losses import AbstractLoss
 from ._x64 import in_float64
@@ -85,9 +86,7 @@ def init_weights(alpha: ArrayLike, depth: int, d: int) -> Float[Array, "L d"]:
     per-cell inits: those go to `samflow.solve(..., alpha_batched=True)`; or when
     depth or d is not an integer >= 1.
     """
-    for name, v in (("depth", depth), ("d", d)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    depth, d = check_count(depth, "depth"), check_count(d, "d")
     a = jnp.asarray(alpha, dtype=jnp.float64)
     if a.ndim == 0 or a.shape == (d,):
         return jnp.broadcast_to(a, (depth, d))

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
+from ._checks import check_count
+
 __all__ = [
     "AlphaMarks",
     "gd_depth2_symmetric",
@@ -71,9 +73,7 @@ def _rho(rho: ArrayLike) -> np.ndarray:
 
 
 def _depth(depth: int, least: int) -> int:
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < least:
-        raise ValueError(f"depth must be an integer >= {least}, got {depth!r}")
-    return int(depth)
+    return check_count(depth, "depth", least)
 
 
 def _with_d(x: np.ndarray, m: np.ndarray, name: str) -> np.ndarray:
