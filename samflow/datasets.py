@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ._checks import check_count
 from ._x64 import float64
 
 __all__ = [
@@ -161,9 +162,8 @@ def balanced_labels(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _check_counts(n, d):
-    for name, v in (("n", n), ("d", d)):
-        if not (isinstance(v, (int, np.integer)) and v >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    # A bool is refused too: d = True made data of d = 1, silently.
+    check_count(n, "n"), check_count(d, "d")
 
 
 def _check_amounts(spread, noise):

@@ -72,6 +72,16 @@ def test_increasing_scale_input_errors(kwargs, match):
         increasing_scale(5, 3, 0, **kwargs)
 
 
+@pytest.mark.parametrize("n, d, match", [(5, True, "d must be an integer >= 1, got True"),
+                                         (True, 3, "n must be an integer >= 1, got True"),
+                                         (5, 0, "d must be an integer >= 1, got 0")])
+def test_generator_counts_refuse_bools(n, d, match):
+    """d = True made a data set of d = 1 (True == 1), silently; n = True a numpy error."""
+    for make in (lambda: increasing_scale(n, d, 0), lambda: banded(n, d=d, seed=0, n_bands=1)):
+        with pytest.raises(ValueError, match=match):
+            make()
+
+
 def test_banded_vector_bands():
     data, band = banded(3000, 10, seed=5, n_bands=3)
     np.testing.assert_array_equal(band, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
