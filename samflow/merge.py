@@ -10,8 +10,8 @@ results file with the axes (alpha, rho) replaced by one axis `cell` (see
 `samflow.store`), and the attributes `config` (the full config), `config_key`
 (the hash of everything that sets the numbers, `samflow.sweep.config_key`),
 `slice_index`, `num_slices` and `code_stamp` (`samflow.store.code_stamp`: the
-samflow version, git commit, source hash and the versions of jax, jaxlib,
-diffrax and numpy it ran under).
+samflow version, git commit, source hash and the versions of the packages
+that set the numbers, `samflow.store.STAMP_PACKAGES`, it ran under).
 
 The partition (`slice_cells`) is deterministic: the cells sorted by the sweep's
 cost key (alpha/rho, then rho; the order `run_sweep` uses to group cells into
