@@ -84,7 +84,7 @@ from ._io import atomic_path
 from ._solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
-__all__ = ["to_dataset", "write_results", "read_results", "package_versions", "code_stamp",
+__all__ = ["to_dataset", "write_results", "read_results", "locked_problem", "package_versions", "code_stamp",
            "source_hash"]
 
 #: The packages whose versions enter `code_stamp`: every one whose code sets the numbers of a
@@ -387,6 +387,20 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
     with atomic_path(path) as tmp:
         ds.to_netcdf(tmp, engine="h5netcdf")
     return path
+
+
+def locked_problem(path: "str | Path", err: BaseException) -> "str | None":
+    """One line when opening `path` failed with `err` because another process holds
+    the file (HDF5's file lock: a program has it open for writing, e.g. a notebook
+    or another run writing it in place), else None.
+
+    h5py raises `BlockingIOError` (errno 11) "unable to lock file" then; the file
+    itself may be whole, so the line says to close it there, not to replace it.
+    """
+    if isinstance(err, BlockingIOError) or "unable to lock file" in str(err):
+        return (f"{path} is locked by another process (it holds the file open: HDF5 file lock); "
+                "close it there or wait for that process to end, then rerun")
+    return None
 
 
 def read_results(path: "str | Path") -> xr.Dataset:
