@@ -294,3 +294,43 @@ def test_a_results_file_locked_by_another_process_is_said_so(cfg, held_open, cap
     assert merge_main([str(held_open.parent), "--resume", "--no-figures"]) == 2
     assert f"{held_open} is locked by another process" in one_line_error(capsys)
 
+
+# ---------------------------------------------------------------- siblings: the other commands that write a folder
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("command, config, lock", [
+    ("samflow.experiments.cnn_study", "cnn_study.toml", LOCK),
+    ("samflow.experiments.cnn", "cnn_mnist.toml", LOCK),
+    ("samflow.atlas", "atlas.toml", ".atlas.lock"),
+])
+def test_the_other_commands_refuse_while_another_run_writes_the_folder(tmp_path, live_pid, capsys, command, config, lock):
+    import importlib
+
+    main_of = importlib.import_module(command).main
+    out = tmp_path / "o"
+    _hold(out, live_pid, "CNN study", lock)
+    (out / "runs").mkdir()
+    (out / "runs" / "the-first-study's-run.npz").write_bytes(b"kept")
+    before = _tree(out)
+    flags = ["--overwrite"] if command != "samflow.atlas" else []
+    assert main_of([str(ROOT / "configs" / config), "--out", str(out), *flags]) == 2
+    assert f"another CNN study, pid {live_pid}" in one_line_error(capsys)
+    assert _tree(out) == before  # --overwrite deleted the runs the first study was storing
+
+
+def test_a_stored_cnn_run_carries_its_fingerprint_and_a_damaged_one_is_redone(tmp_path, capsys):
+    from samflow.experiments import cnn_study as cs
+
+    run = {**{k: np.arange(3.0) for k in cs.METRICS}, "status": "ok", "message": "", "wall_s": 1.5}
+    path = tmp_path / "runs" / "a.npz"
+    cs._save_run(path, run, "fp-A")
+    np.testing.assert_array_equal(cs._load_run(path, "fp-A")["test_accuracy"], np.arange(3.0))
+    with pytest.raises(ConfigError, match=f"{path} holds a run of another config"):
+        cs._load_run(path, "fp-B")  # written into this folder by another study
+    path.write_bytes(path.read_bytes()[:100])
+    capsys.readouterr()
+    assert cs._load_run(path, "fp-A") is None
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"note: stored run {path} is damaged") and err.endswith("it is run again") and "\n" not in err

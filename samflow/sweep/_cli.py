@@ -54,6 +54,10 @@ def main(argv: "list[str] | None" = None) -> int:
     `--resume-any-version`. With `--resume --overwrite`, matching results are
     kept or continued and stale ones (another config or stamp) are replaced.
     Results that cannot fit in memory are refused before any folder is made.
+    While another sweep writes the same results (its lock, `samflow._lock`, beside
+    them), every run is refused (exit 2, one line naming its pid and start time),
+    with or without --overwrite / --resume; a lock left by a killed run is taken
+    over with a note.
     """
     parser = _parser()
     args = parser.parse_args(argv)
