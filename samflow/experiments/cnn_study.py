@@ -48,11 +48,13 @@ import json
 import math
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
+from .._cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
+                           writable_folder)
 from .._io import atomic_path, atomic_write_text
 from .._io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
@@ -305,16 +307,36 @@ def _fingerprint(cfg: StudyConfig) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _save_run(path: Path, run: dict) -> None:
+def _save_run(path: Path, run: dict, fingerprint: str) -> None:
+    """Store one run atomically, with the `_fingerprint` of the config it ran under."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"])
+        np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"],
+                 fingerprint=fingerprint)
 
 
-def _load_run(path: Path) -> dict:
-    with np.load(path) as z:
-        out = {k: z[k].astype(np.float64) for k in METRICS}
-        out.update(status=str(z["status"]), message=str(z["message"]), wall_s=float(z["wall_s"]))
+def _load_run(path: Path, fingerprint: str) -> "dict | None":
+    """A stored run, or None when its file is damaged (truncated, unreadable: one note
+    names it, and the run is redone).
+
+    **Raises:** `ConfigError` (one line naming the file) when the run carries
+    another config's fingerprint (another study wrote into this folder); runs
+    stored before runs carried one are judged by `runs/fingerprint.json`.
+    """
+    try:
+        with np.load(path) as z:
+            out = {k: z[k].astype(np.float64) for k in METRICS}
+            out.update(status=str(z["status"]), message=str(z["message"]), wall_s=float(z["wall_s"]))
+            own = str(z["fingerprint"]) if "fingerprint" in z.files else fingerprint
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"note: stored run {path} is damaged ({why}); it is run again", file=sys.stderr)
+        return None
+    if own != fingerprint:
+        raise ConfigError(
+            f"{path} holds a run of another config (fingerprint {own} != {fingerprint}): another study wrote "
+            "into this folder; use another --out or --overwrite"
+        )
     return out
 
 
@@ -367,8 +389,9 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     for r in plan:
         rid = _run_id(r[0].name, *r[1:])
         path = runs_dir / f"{rid}.npz"
-        if resume and path.exists():
-            results[rid] = _load_run(path)
+        run = _load_run(path, fp) if resume and path.exists() else None
+        if run is not None:
+            results[rid] = run
         else:
             todo.append(r)
     say = (lambda m: tqdm.write(m, file=sys.stderr)) if progress else (lambda m: None)
@@ -406,7 +429,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             rid = _run_id(task.name, method, alpha, rho, seed)
             if run["status"] == "nonfinite":
                 say(f"stopped {rid}: {run['message']}")
-            _save_run(runs_dir / f"{rid}.npz", run)
+            _save_run(runs_dir / f"{rid}.npz", run, fp)
             run.pop("final_params")
             results[rid] = run
             bar.set_postfix_str(
@@ -557,6 +580,18 @@ def main(argv: "list[str] | None" = None) -> int:
     except ConfigError as err:
         return fail_config(err)
     out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
+    # A second study with --overwrite would delete the runs the first is storing, then take them for its own.
+    lock, problem = lock_output(out_dir, ".results.lock", "CNN study")
+    if problem is not None:
+        return fail(problem)
+    try:
+        return _locked_main(cfg, args, out_dir)
+    finally:
+        lock.release()  # and the folder, when this run made it and left it empty
+
+
+def _locked_main(cfg: StudyConfig, args, out_dir: Path) -> int:
+    """`main` once the output folder is locked: check, run the study, write, draw."""
     if (existing := existing_file(out_dir, RESULT_FILES)) and not (args.overwrite or args.resume):
         return fail(f"{existing} exists; pass --resume to finish it or --overwrite to replace it")
     if args.overwrite:

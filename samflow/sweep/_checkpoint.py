@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +17,15 @@ from ..config import ConfigError, SweepConfig
 from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method
 from ..solver import Summary, Trajectory
+from ..store import locked_problem
 from ._devices import agree_same, is_writer
 
 
 #: The stamp of chunks or results made before samflow recorded code stamps.
 NO_STAMP = "none recorded (made before samflow stamped its results)"
 _KEY_FILE, _STAMP_FILE = "sweep.key", "code.stamp"
+#: What each chunk file carries besides its fields: the config key and code stamp it was made under.
+_CHUNK_META = ("__config_key__", "__code_stamp__")
 
 
 def _chunk_stamps(folder: Path) -> list[str]:
@@ -59,7 +64,9 @@ class ChunkCheckpoint:
     `stamp` (`samflow.store.code_stamp()`) identifies the code: chunks made
     under another stamp are refused too, unless `accept_other_stamp`; then
     `other_stamps` lists the stamps they were made under (the folder's
-    `code.stamp` keeps every stamp its chunks were made under).
+    `code.stamp` keeps every stamp its chunks were made under). Each chunk file
+    carries the key and stamp it was made under too, checked when it is loaded
+    (`load`): a chunk written into the folder by another run is never mixed in.
 
     **Raises:** `ConfigError` (one line, `partial_mismatch`) when the folder
     holds chunks of another config, or of another code stamp (not accepted).
@@ -71,6 +78,7 @@ class ChunkCheckpoint:
         self.folder = Path(folder)
         self.key = key
         self.stamp = stamp
+        self.accept_other_stamp = accept_other_stamp
         self.folder.mkdir(parents=True, exist_ok=True)
         problem = partial_mismatch(self.folder, key, stamp)
         kf = self.folder / _KEY_FILE
@@ -91,7 +99,14 @@ class ChunkCheckpoint:
 
     def load(self, method: Method, k: int) -> "Trajectory | Summary | None":
         """The stored chunk k of `method` (a `Trajectory`, or a `Summary` for a
-        `summary` solve), or None when it was not finished."""
+        `summary` solve), or None when it was not finished, or when its file is
+        damaged (truncated, unreadable: a one-line note names it, and the chunk
+        is recomputed and rewritten).
+
+        **Raises:** `ConfigError` (one line naming the file) when the chunk
+        carries another config key than this run's, or another code stamp (not
+        accepted): another run wrote into this folder.
+        """
         path = self._path(method, k)
         if not agree_same(path.exists()):
             raise ConfigError(
@@ -100,17 +115,58 @@ class ChunkCheckpoint:
             )
         if not path.exists():
             return None
-        with np.load(path) as f:
-            cls = Summary if "dominant" in f.files else Trajectory
-            return cls(**{name: f[name] for name in f.files})
+        try:
+            with np.load(path) as f:
+                meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
+                fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
+            cls = Summary if "dominant" in fields else Trajectory
+            piece = cls(**fields)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
+            why = str(err).splitlines()[0] if str(err) else type(err).__name__
+            piece = None
+            print(f"note: checkpoint {path} is damaged ({why}); its chunk is recomputed", file=sys.stderr)
+        if not agree_same(piece is not None):
+            raise ConfigError(
+                f"{path}: the processes of this jax.distributed run read this chunk differently; "
+                "rerun with --overwrite"
+            )
+        if piece is None:
+            return None
+        self._check_meta(path, meta)
+        return piece
+
+    def _check_meta(self, path: Path, meta: dict) -> None:
+        """Refuse a chunk whose own config key or code stamp is not this run's (chunks
+        made before chunks carried them are judged by the folder's `sweep.key`)."""
+        key = meta.get("__config_key__")
+        if key is not None and key != self.key:
+            raise ConfigError(
+                f"{path} holds a chunk of another config (key {key[:12]}, this run's {self.key[:12]}): another "
+                "run wrote into this folder; rerun with --overwrite to start over"
+            )
+        stamp = meta.get("__code_stamp__")
+        if stamp is None or self.stamp is None or stamp == self.stamp:
+            return
+        if not self.accept_other_stamp:
+            raise ConfigError(
+                f"{path} holds a chunk made under code stamp '{stamp}', this code is '{self.stamp}'; rerun with "
+                "--overwrite to start over, or --resume-any-version to combine them"
+            )
+        if stamp not in self.other_stamps:
+            self.other_stamps.append(stamp)
 
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
-        """Store chunk k of `method` atomically (only in process 0 of a jax.distributed run)."""
+        """Store chunk k of `method` atomically, with this run's config key and code
+        stamp (only in process 0 of a jax.distributed run)."""
         if not self.writer:
             return
         path = self._path(method, k)
+        arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
+        arrays["__config_key__"] = np.asarray(self.key)
+        if self.stamp is not None:
+            arrays["__code_stamp__"] = np.asarray(self.stamp)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **{f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)})
+            np.savez(fh, **arrays)
 
 
 def config_key(cfg: SweepConfig) -> str:
@@ -168,6 +224,8 @@ def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_othe
             attrs = dict(ds.attrs)
             stored = {name: ds[name].values for name in ("data_X", "data_y") if name in ds}
     except (OSError, ValueError) as err:
+        if (locked := locked_problem(path, err)) is not None:
+            return locked, None
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"{path} exists but cannot be read ({why}); pass --overwrite to replace it", None
     old_key = str(attrs.get("config_key", ""))

@@ -21,6 +21,7 @@ from .._cli_common import (
     command_parser,
     fail,
     fail_config,
+    lock_output,
     print_figures,
     writable_folder,
 )
@@ -53,13 +54,22 @@ def main(argv: "list[str] | None" = None) -> int:
     `--resume-any-version`. With `--resume --overwrite`, matching results are
     kept or continued and stale ones (another config or stamp) are replaced.
     Results that cannot fit in memory are refused before any folder is made.
+    While another sweep writes the same results (its lock, `samflow._lock`, beside
+    them), every run is refused (exit 2, one line naming its pid and start time),
+    with or without --overwrite / --resume; a lock left by a killed run is taken
+    over with a note.
     """
     parser = _parser()
     args = parser.parse_args(argv)
     if (problem := _start_distributed(args)) is not None:
         return fail(problem)
     agreed: list = []  # _run appends to it once every process has agreed to run
-    code = _checks_and_run(args, agreed)
+    held: list = []  # the output lock, once taken; released however the run ends
+    try:
+        code = _checks_and_run(args, agreed, held)
+    finally:
+        for lock in held:
+            lock.release()
     if not agreed and jax.distributed.is_initialized():
         _devices.agree(False)  # this process refused: the others stop too (exit 2)
     return code
@@ -79,8 +89,9 @@ def _start_distributed(args) -> "str | None":
     return None
 
 
-def _checks_and_run(args, agreed: list) -> int:
-    """The refusals of `main` (before anything is written), then `_run`."""
+def _checks_and_run(args, agreed: list, held: list) -> int:
+    """The refusals of `main` (before anything is written), then `_run`. The lock on
+    the output (`_take_lock`) goes into `held`."""
     resume = args.resume or args.resume_any_version
     sliced = args.num_slices is not None or args.slice_index is not None
     if sliced:
@@ -118,6 +129,8 @@ def _checks_and_run(args, agreed: list) -> int:
         check_data_file(cfg, data)  # before any folder is made
     except ConfigError as err:
         return fail(str(err))
+    if (problem := _take_lock(results_path, held)) is not None:  # before anything there is read
+        return fail(problem)
     if results_path.exists():
         if resume:
             problem, note = _finished_mismatch(results_path, key, stamp, grid_slice, args.resume_any_version, data)
@@ -168,6 +181,20 @@ def _checks_and_run(args, agreed: list) -> int:
     if not _devices.agree(True):
         return fail("another process of this jax.distributed run refused it (see its error line)")
     return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
+
+
+def _take_lock(results_path: Path, held: list) -> "str | None":
+    """Lock what this run writes (its results file, checkpoints and figures) against
+    another sweep writing the same: the file `.<results stem>.lock` beside the results
+    (one per slice: slices of one grid run side by side by design), taken by process 0
+    of a jax.distributed run (the others refuse with it, `agree`). Appends the lock to
+    `held`; returns None, or the one-line refusal naming the live run."""
+    if not _devices.is_writer():
+        return None
+    lock, problem = lock_output(results_path.parent, f".{results_path.stem}.lock", "sweep")
+    if lock is not None:
+        held.append(lock)
+    return problem
 
 
 def _interrupted_line(done: int, n_total: int) -> str:
