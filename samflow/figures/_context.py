@@ -190,7 +190,7 @@ def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str)
     the compilation is shared by all solves of a (method, clock, depth, data shape).
     The sort changes no bit (a cell's result depends on the batch width only,
     `solve_grid`); it cuts the lockstep work: the regime chart's grid took 6x
-    less CPU time sorted (docs/benchmarks.md, "the figure script").
+    less CPU time sorted (docs/benchmarks.md, "What was tried").
     """
     ts = np.asarray(ts, dtype=np.float64)
     if ts.shape != (ctx.common.n_save,):
