@@ -211,7 +211,7 @@ class InitConfig(ConfigModel):
     """
 
     W0: list[list[float]] | None = None
-    """The init per layer and coordinate, shape (depth, d): w^(l)_j(0) = alpha x W0[l][j]. Entries may be
+    """The init per layer and coordinate, shape (depth, d): `w^(l)_j(0) = alpha * W0[l][j]`. Entries may be
     negative or 0."""
     alpha_j: list[float] | None = None
     """The init per coordinate, shape (d,): every layer of coordinate j starts at alpha x alpha_j."""
