@@ -36,16 +36,14 @@ def _model(path: str) -> type[BaseModel]:
 
 def roots() -> dict[str, list[tuple[str, type[BaseModel]]]]:
     """Each documented config: a list of (file or title, top-level schema)."""
-    from samflow.figures import FIGURE_CONFIGS
-    from samflow.figures._context import CommonConfig
+    from samflow.figures import FIGURE_CONFIGS  # every file of configs/figures/, common.toml included
 
     return {
         "sweep": [("", _model("samflow.config:SweepConfig"))],
         "atlas": [("", _model("samflow.atlas._config:AtlasConfig"))],
         "cnn": [("", _model("samflow.experiments.cnn_config:CnnConfig"))],
         "cnn-study": [("", _model("samflow.experiments.cnn_study_config:StudyConfig"))],
-        "figures": [("common.toml", CommonConfig)]
-        + [(f"{name}.toml", model) for name, model in FIGURE_CONFIGS.items()],
+        "figures": [(f"{name}.toml", model) for name, model in FIGURE_CONFIGS.items()],
     }
 
 
