@@ -251,7 +251,7 @@ class StoredProgram:
         self.jitted = jitted
         self.what = what
         self._compiled: dict = {}  # program key -> a Compiled (or `jitted`, after a fallback)
-        self.loaded = 0  # programs loaded from a file (for tests and scripts/lever_warm.py)
+        self.loaded = 0  # programs loaded from a file (for tests)
 
     def __getattr__(self, name):  # `lower`, `trace`, ...: those of the jitted function
         if name == "jitted":

@@ -25,7 +25,9 @@ class RunOutput(ConfigModel):
     figures. A config with another default folder subclasses it."""
 
     dir: str = "results"
+    """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
     figures: bool = True
+    """Draw the figures after the run."""
 
 
 #: Exit code of a refused input (config, data, arguments, output folder).

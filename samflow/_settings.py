@@ -153,7 +153,7 @@ class SolverSettings:
       against ~11,000 at d = 50 in linear (which runs out of `max_steps` at
       d = 200); with rtol = 1e-10 beta stays within 1e-6 of the reference
       (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
-      scripts/lever_collapse.py).
+      "Large d: log coordinates").
     """
 
     solver: str = "tsit5"

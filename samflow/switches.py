@@ -34,7 +34,7 @@ sweep, `analysis.switch_times`), a cell is re-solved only up to the first save
 time at which its last saved leader is seen (`switch_horizon`): a switch after
 it would have to be undone before the next save. On a 64 x 64 l2 grid (d = 5,
 t to 1e4, 64 save times) this costs 1.6 x the main solve, against 10 x to the
-end (`scripts/bench_switches.py`): the vmapped segments run in lockstep, so each
+end (docs/benchmarks.md, "What was tried"): the vmapped segments run in lockstep, so each
 switch adds a pass over the rest of the horizon for the whole batch.
 
 **Check.** Diffrax tests the event at the end of each step, so a switch and its

@@ -22,7 +22,9 @@ class ConfigModel(BaseModel):
     this one place, so no key can be forgotten (`format_errors` reports them with
     `NON_FINITE_MESSAGE`, naming the key)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, use_attribute_docstrings=True
+    )
 
 
 _Strict = ConfigModel
@@ -45,7 +47,10 @@ class RunConfig(ConfigModel):
     """
 
     name: str = ""
+    """The run's folder name: results go to `<output.dir>/<name>/`. One plain folder name (letters, digits,
+    `.`, `_`, `-`, not starting with `.` or `-`); empty: the config file's name."""
     description: str = ""
+    """Free text describing the run, stored with the results."""
 
     @field_validator("name")
     @classmethod

@@ -33,9 +33,13 @@ class GridAxis(_Strict):
     """An evenly spaced axis: `num` points from `start` to `stop`, log or linear."""
 
     start: float
+    """First value of the axis (> 0 for a log axis)."""
     stop: float
+    """Last value of the axis (> start when num > 1)."""
     num: Annotated[int, Field(ge=1, le=1_000_000)]
+    """Number of points, start and stop included."""
     scale: Literal["log", "linear"] = "log"
+    """Values: "log": geometric spacing; "linear": even spacing."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -74,9 +78,14 @@ class DataConfig(GeneratorKeys):
     """
 
     mu: list[float] | None = None
+    """The single sample {(mu, +1)}: its d features (feature d the major one in the paper's examples)."""
     X: list[list[float]] | None = None
+    """A multi-sample data set given inline: n rows of d numbers (needs `y`)."""
     y: list[float] | None = None
+    """The labels of the rows of `X`, each +1 or -1."""
     file: str | None = None
+    """A data file: a .npz holding arrays `X` and `y`, or a .csv whose last column is y (relative to the
+    config file)."""
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -136,8 +145,13 @@ class GridConfig(_Strict):
     """
 
     alpha: list[float] | GridAxis
+    """The init scales, each >= 0: a list, or a table {start, stop, num, scale}. Every layer and coordinate
+    starts at alpha (times `[init]`'s pattern)."""
     rho: list[float] | GridAxis
+    """The SAM radii, each >= 0: a list, or a table {start, stop, num, scale}. rho = 0 is gradient flow."""
     alpha_relative_to_rho: bool = False
+    """If true, the alpha values are multiples of rho (alpha = value x rho): the results' alpha axis is alpha
+    / rho and `alpha_init` holds the absolute scale."""
 
     @field_validator("alpha", "rho")
     @classmethod
@@ -174,10 +188,15 @@ class TimeConfig(_Strict):
     """
 
     t1: float | None = None
+    """The horizon (> 0) in the sweep's clock; required unless `ts` is given."""
     num: Annotated[int, Field(ge=1, le=100_000)] = 200
+    """Number of save times."""
     spacing: Literal["log", "linear"] = "log"
+    """Values: "log": from `t_min` to t1; "linear": from t1/num to t1 (no `t_min`)."""
     t_min: float = 1e-2
+    """First save time of a log spacing (0 < t_min < t1)."""
     ts: list[float] | None = None
+    """Explicit save times instead: increasing, the last one the horizon; takes no num, spacing or t_min."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -234,16 +253,33 @@ class SolverConfig(_Strict):
 
     # Bounds and defaults: samflow._settings (SETTING_BOUNDS, SolverSettings), the one definition.
     solver: Literal["tsit5", "dopri5", "dopri8"] = SolverSettings.solver
+    """The explicit Runge-Kutta method of diffrax."""
     rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = SolverSettings.rtol
+    """Relative tolerance of the adaptive step."""
     atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = SolverSettings.atol
+    """Absolute tolerance, relative to the init's norm |W(0)|."""
     max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = SolverSettings.max_steps
+    """Most solver steps per cell; a cell that needs more ends with status 4 (max steps)."""
     capture_radius: Annotated[float, Field(**SETTING_BOUNDS["capture_radius"])] = SolverSettings.capture_radius
+    """The l2-SAM collapse event fires when ||W|| falls below capture_radius x rho."""
     blowup_log10: Annotated[float, Field(**SETTING_BOUNDS["blowup_log10"])] = SolverSettings.blowup_log10
+    """Blow-up event: |beta| above 10**blowup_log10 ends the cell with status 3 (tau clock)."""
     max_segments: Annotated[int, Field(**SETTING_BOUNDS["max_segments"])] | None = SolverSettings.max_segments
+    """Most integration segments per cell (a segment ends at an event: slide, switch); unset: the engine's
+    default."""
     coords: Literal["linear", "log"] = SolverSettings.coords
+    """Values: "linear": integrate W; "log": integrate x = log|W| (gd, l2, usam on one sample): no underflow of
+    suppressed coordinates, and the fast choice for l2 charts at d >= 50 (with rtol = 1e-10 and batch_size
+    = 16)."""
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
+    """Cells each device solves in lockstep (one vmapped solve, one compilation). The results depend on it in
+    their last bits, and on nothing else of the batching."""
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
+    """Bound on the solver's working memory (outputs of one chunk plus the running batches' temporaries),
+    from which the chunk size is derived."""
     chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    """Cells per chunk (the unit of memory and of `--resume` checkpoints); wins over memory_budget_mb; unset:
+    from the budget."""
 
     def to_settings(self, loss: str = "logistic") -> SolverSettings:
         """The `samflow.SolverSettings` of these keys (the batching keys are the sweep's)."""
@@ -270,12 +306,22 @@ class OutputConfig(_Strict):
     1.6x the solve's time; the `switch_*` variables); false leaves them out."""
 
     dir: str = "results"
+    """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
     figures: bool = True
+    """Draw the figures (heat map, trajectories, regime chart) after the solve."""
     plot_rho: float | None = None
+    """The rho of the heat map and trajectory figures: a value of grid.rho (default: the first)."""
     trajectory_alphas: list[float] | None = None
+    """The alphas (in grid.alpha's units) whose trajectories are drawn: values of the grid (default: three
+    spread over it)."""
     save_weights: bool = False
+    """Also store every layer's weights (variable `weights`); needs save = "full"."""
     save: Literal["full", "summary"] = "full"
+    """Values: "full": beta at every save time; "summary": per save time only the dominant index, ||beta||, the loss
+    and t (a fifth of the memory; no trajectory figure)."""
     switch_times: bool = True
+    """Locate every change of the dominant feature exactly (the `switch_*` variables; each flow cell solved
+    again with a switch event, about 1.6x the solve's time); false leaves them out."""
 
     @model_validator(mode="after")
     def _weights_need_full(self):
@@ -291,18 +337,32 @@ class SweepConfig(RunConfig):
     """A full sweep: see `configs/default.toml` for every key, commented."""
 
     name: str = "sweep"
+    """The run's folder name under output.dir (see `RunConfig`); empty: the config file's name."""
     methods: list[MethodName] = Field(min_length=1)
+    """The methods, side by side on the results' `flow` axis: flows "gd", "l2", "linf", "usam" and their
+    iterations "discrete_*" (need `[discrete] eta`)."""
     depth: Annotated[int, Field(ge=1, le=64)] = 2
+    """Number of layers L of the diagonal network."""
     loss: Literal["logistic", "exponential"] = "logistic"
+    """The margin loss ell(z): logistic log(1 + e^-z) or exponential e^-z."""
     clock: Literal["t", "tau"] = "t"
+    """Values: "t": real time; "tau": the paper's rescaled time (one sample only)."""
     data: DataConfig
+    """The data set (`[data]`): exactly one of mu, X and y, file, or generator."""
     grid: GridConfig
+    """The (alpha, rho) grid (`[grid]`)."""
     time: TimeConfig
+    """Save times and horizon (`[time]`), in the units of the clock."""
     solver: SolverConfig = SolverConfig()
+    """Solver settings and batching (`[solver]`)."""
     output: OutputConfig = OutputConfig()
+    """What is written (`[output]`)."""
     model: ModelConfig = ModelConfig()
+    """The network: "diagonal" (default) or a `[model]` table naming another model and its keys."""
     init: InitConfig | None = None
+    """The pattern of the init (`[init]`), times the grid's alpha; unset: every weight at alpha."""
     discrete: DiscreteConfig | None = None
+    """The step sizes of the discrete methods (`[discrete]`); required with a discrete_* method."""
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
 
