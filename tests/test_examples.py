@@ -1,4 +1,4 @@
-"""Every script in examples/ runs as README shows it and prints what it promises, and the
+"""Every script in examples/ runs as docs/examples.md shows it and prints what it promises, and the
 output the documentation shows for it (docs/examples/*.txt, included by docs/examples.md)
 is still what it prints."""
 

@@ -3,7 +3,7 @@ other than the diagonal net (`[model]`), data generators (`data.generator`) and
 per-layer / per-coordinate inits (`[init]`), with the rules between them and
 the rest of the config (`experiment_problems`), one line each.
 
-Shapes chosen (see README "Configs"):
+Shapes chosen (see docs/configs.md, "The keys at a glance"):
 
 - A discrete algorithm is a *method*: `methods = ["l2", "discrete_l2"]`, its
   step sizes in `[discrete] eta = [...]`. The methods list is already the axis
