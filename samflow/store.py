@@ -376,12 +376,16 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind.
+    no partial result behind. Coordinates get no `_FillValue` (xarray gives a
+    float one NaN by default): a coordinate has no missing values, and a
+    reader that masks fill values (netCDF4, R, Julia) should not mask one
+    (`eta` holds NaN for a flow as a value, "no step size").
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    encoding = {name: {"_FillValue": None} for name in ds.coords}
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
     return path
 
 
