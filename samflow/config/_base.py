@@ -8,7 +8,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from .._checks import NarrowFloat, python_value
 
 
 class ConfigError(ValueError):
@@ -23,6 +25,25 @@ class ConfigModel(BaseModel):
     `NON_FINITE_MESSAGE`, naming the key)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _python_values(cls, data):
+        # A config given from Python may hold numpy (or JAX) numbers: np.int64(2),
+        # np.geomspace(...), np.float32(0.1). Integers, bools, float64 and arrays
+        # become the Python values TOML gives; a float32 that is not the number it
+        # prints as is refused, naming its key (strict mode took it as 0.10000000149).
+        if not isinstance(data, dict):
+            return data
+        lines, out = [], {}
+        for key, value in data.items():
+            try:
+                out[key] = python_value(value, str(key))
+            except NarrowFloat as err:
+                lines.append(str(err))
+        if lines:
+            raise ValueError("\n".join(lines))
+        return out
 
 
 _Strict = ConfigModel

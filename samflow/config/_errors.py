@@ -39,7 +39,7 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> "str | None":
     return close[0] if close else None
 
 
-_KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(:| =) ")
+_KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*)(:| =) ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
