@@ -94,7 +94,7 @@ class GridAxis(_Strict):
 
     The values are those of np.geomspace / np.linspace, except that a value
     within the float64 error of that arithmetic (a few float64 steps) of a
-    decimal with at most 10 significant digits is that decimal (`as_written`):
+    decimal with at most 8 significant digits (`SNAP_DIGITS`) is that decimal (`as_written`):
     a linear axis from 0.1 to 0.5 in 5 points holds 0.3, not
     0.30000000000000004, so `ds.sel(rho=0.3)` finds it and the cell is solved at
     0.3. `start` and `stop` are kept as written. A value with no such decimal
@@ -193,6 +193,12 @@ class GridConfig(_Strict):
     - `alpha_relative_to_rho`: if true, the alpha values are multiples of rho
       (alpha = value * rho), so the axis is alpha / rho.
     - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
+
+    A list is used as written; a table's values are those of `GridAxis` (the
+    decimals its arithmetic meant: 0.3, not 0.30000000000000004). Either way
+    the results' `alpha` and `rho` coordinates hold exactly the values solved,
+    so `ds.sel(rho=0.3)` selects the rho written 0.3; a value computed
+    elsewhere (np.geomspace of your own) is selected with `method="nearest"`.
 
     An init of exactly 0 (alpha = 0, or rho = 0 in a relative grid, or an alpha
     whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
