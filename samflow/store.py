@@ -54,6 +54,13 @@ k = round(t / eta), whose real time k eta is `real_time`; see
 has none). Generic models (`[model]`) fill the same variables from
 `samflow.models.solve_model` (attribute `model`).
 
+The coordinates `alpha`, `rho` and `time` hold the values of the config as
+written: a list as given, a generated axis as `samflow.config.GridAxis` makes it
+(0.3, not np.linspace's 0.30000000000000004), so `ds.sel(rho=0.3, alpha=0.7,
+time=0.3)` selects by the numbers of the config; a value computed another way
+is selected with `ds.sel(alpha=x, method="nearest")`. No coordinate carries a
+`_FillValue` (`write_results`).
+
 The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
 "method": xarray's `.sel(method=...)` is the interpolation-method keyword and
 would silently select nothing.
@@ -380,12 +387,16 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind.
+    no partial result behind. Coordinates get no `_FillValue` (xarray gives a
+    float one NaN by default): a coordinate has no missing values, and a
+    reader that masks fill values (netCDF4, R, Julia) should not mask one
+    (`eta` holds NaN for a flow as a value, "no step size").
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    encoding = {name: {"_FillValue": None} for name in ds.coords}
     with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
     return path
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import Annotated, Literal
@@ -29,8 +30,78 @@ from ._errors import read_toml, validate
 _Strict = ConfigModel
 
 
+#: Most significant digits of a decimal that a generated axis value is snapped to (`as_written`).
+SNAP_DIGITS = 8
+
+
+def as_written(values: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """`values` with each one replaced by the shortest decimal of at most
+    `SNAP_DIGITS` significant digits within `tol` (same shape) of it, where
+    there is one: the value its arithmetic meant (np.linspace(0.1, 0.5, 5)[2]
+    is 0.30000000000000004, 1 float64 step from 0.3); the others unchanged.
+    The first and last value stay as given (the written start and stop), and
+    when snapping would break the strict increase the values come back as given.
+
+    **Arguments:** `values` float64 (n,) increasing, finite; `tol` float64 (n,)
+    >= 0, the arithmetic error of each value. **Returns:** float64 (n,).
+    """
+    out = np.array(values, dtype=np.float64)
+    pending = np.flatnonzero((out != 0) & np.isfinite(out))
+    pending = pending[(pending > 0) & (pending < out.size - 1)]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        v = out[pending]
+        mant = v / 10.0 ** np.floor(np.log10(np.abs(v)))  # in [1, 10), to a float64 step or two
+        slack = tol[pending] / np.abs(v) * np.abs(mant) + 8 * np.spacing(np.abs(mant))
+    for k in range(1, SNAP_DIGITS + 1):
+        # A cheap test for every value, then the exact one for the few that pass it.
+        near = np.abs(np.round(mant * 10.0 ** (k - 1)) / 10.0 ** (k - 1) - mant) <= slack
+        hit = np.zeros(pending.size, dtype=bool)
+        for j in np.flatnonzero(near):
+            i = pending[j]
+            d = float(f"{out[i]:.{k - 1}e}")  # the float64 nearest the k-digit decimal
+            if abs(d - out[i]) <= tol[i]:
+                out[i], hit[j] = d, True
+        pending, mant, slack = pending[~hit], mant[~hit], slack[~hit]
+        if not pending.size:
+            break
+    if out.size > 1 and np.any(np.diff(out) <= 0):
+        return np.array(values, dtype=np.float64)
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _spaced(start: float, stop: float, num: int, log: bool) -> np.ndarray:
+    """np.geomspace / np.linspace(start, stop, num), snapped `as_written` within
+    the float64 error of that arithmetic; read-only (cached)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if log:
+            raw = np.geomspace(start, stop, num)
+            # 10 ** x with x in [log10 start, log10 stop] off by a few float64 steps of x:
+            # a relative error ln(10) |dx| of the value, plus the power's own rounding.
+            span = max(abs(np.log10(start)), abs(np.log10(stop)), 1.0)
+            tol = np.abs(raw) * (np.log(10.0) * 2 * np.spacing(span)) + 4 * np.spacing(np.abs(raw))
+        else:
+            raw = np.linspace(start, stop, num)
+            # start + i * step: a few float64 steps of the larger of the value and start
+            tol = 4 * np.spacing(np.maximum(np.abs(raw), abs(start)))
+    out = as_written(raw, tol) if np.all(np.isfinite(raw)) else raw
+    out.flags.writeable = False
+    return out
+
+
 class GridAxis(_Strict):
-    """An evenly spaced axis: `num` points from `start` to `stop`, log or linear."""
+    """An evenly spaced axis: `num` points from `start` to `stop`, log or linear.
+
+    The values are those of np.geomspace / np.linspace, except that a value
+    within the float64 error of that arithmetic (a few float64 steps) of a
+    decimal with at most 8 significant digits (`SNAP_DIGITS`) is that decimal (`as_written`):
+    a linear axis from 0.1 to 0.5 in 5 points holds 0.3, not
+    0.30000000000000004, so `ds.sel(rho=0.3)` finds it and the cell is solved at
+    0.3. `start` and `stop` are kept as written. A value with no such decimal
+    (10^-1.5 = 0.0316227766016838) is kept as np.geomspace gives it: select
+    it by the value `ds.alpha` holds, or with `ds.sel(alpha=0.0316228,
+    method="nearest")`.
+    """
 
     start: float
     """First value of the axis (> 0 for a log axis)."""
@@ -56,11 +127,8 @@ class GridAxis(_Strict):
         return self
 
     def values(self) -> np.ndarray:
-        """The axis as a float64 array of shape (num,)."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.scale == "log":
-                return np.geomspace(self.start, self.stop, self.num)
-            return np.linspace(self.start, self.stop, self.num)
+        """The axis as a float64 array of shape (num,) (see the class docstring for its values)."""
+        return _spaced(self.start, self.stop, self.num, self.scale == "log").copy()
 
 
 def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
@@ -134,6 +202,12 @@ class GridConfig(_Strict):
     - `alpha_relative_to_rho`: if true, the alpha values are multiples of rho
       (alpha = value * rho), so the axis is alpha / rho.
     - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
+
+    A list is used as written; a table's values are those of `GridAxis` (the
+    decimals its arithmetic meant: 0.3, not 0.30000000000000004). Either way
+    the results' `alpha` and `rho` coordinates hold exactly the values solved,
+    so `ds.sel(rho=0.3)` selects the rho written 0.3; a value computed
+    elsewhere (np.geomspace of your own) is selected with `method="nearest"`.
 
     An init of exactly 0 (alpha = 0, or rho = 0 in a relative grid, or an alpha
     whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
@@ -223,13 +297,16 @@ class TimeConfig(_Strict):
         return self
 
     def values(self) -> np.ndarray:
-        """The save times, float64 array of shape (n_save,)."""
+        """The save times, float64 array of shape (n_save,): `ts` as written, or
+        generated as a `GridAxis` is (a time within float64 error of a short
+        decimal is that decimal: with t1 = 1, num = 10, linear, the third is
+        0.3), from t_min (log) or t1/num (linear) to exactly t1."""
         if self.ts is not None:
             return np.asarray(self.ts, dtype=np.float64)
         if self.spacing == "log":
-            ts = np.geomspace(self.t_min, self.t1, self.num)
+            ts = _spaced(self.t_min, self.t1, self.num, True).copy()
         else:
-            ts = np.linspace(self.t1 / self.num, self.t1, self.num)
+            ts = _spaced(0.0, self.t1, self.num + 1, False)[1:].copy()  # i t1 / num, i = 1..num
         ts[-1] = self.t1
         return ts
 

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
@@ -61,7 +61,8 @@ class DataConfig(_Strict):
 class TaskConfig(_Strict):
     """One classification task.
 
-    - `name`: a label for tables and figures (unique).
+    - `name`: a label for tables and figures (unique), by the rule of a run's
+      name (`samflow.config.NAME_RULE`: ASCII letters, digits, '.', '_', '-').
     - `classes`: two digits/classes for a binary task (first -> y = -1, second ->
       y = +1, logistic loss), more for a multi-class one (cross-entropy);
       omitted: all ten classes.
@@ -92,6 +93,7 @@ class TaskConfig(_Strict):
         return v
 
     _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
+    _name = field_check("name", check=lambda v: check_name(v, "it labels the task in results.nc and figure.task names it"))
 
 
 class ModelConfig(_Strict):

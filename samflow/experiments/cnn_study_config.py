@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
 __all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
@@ -56,6 +56,8 @@ _IMAGE_SIDE = {"mnist": 28, "digits": 8}
 class StudyTask(ConfigModel):
     """One task.
 
+    - `name`: a plain folder name (`samflow.config.NAME_RULE`: ASCII letters,
+      digits, '.', '_', '-'), unique: the task's runs are stored under runs/<name>/.
     - `kind`: "digits" (the real images; minor = raw intensity below the
       threshold), "faint" (the digits plus the faint label patch of
       `samflow.datasets.faint_patch_images`: the ground truth), "faint_only"
@@ -77,6 +79,7 @@ class StudyTask(ConfigModel):
     """Overrides train.alphas for this task (increasing)."""
 
     _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
+    _name = field_check("name", check=lambda v: check_name(v, "a task's runs are stored under runs/<task name>/"))
 
 
 class StudyTrain(ConfigModel):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +10,7 @@ import jax
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import ConfigError, ConfigModel, format_errors
+from ..config import ConfigError, ConfigModel, format_errors, read_toml
 from ..datasets import Dataset, increasing_scale, single_sample
 from ..solver import SolverSettings, Trajectory
 from ..sweep import solve_grid
@@ -96,12 +95,7 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
     every bad or unknown key (of the full or the quick version), one line each;
     non-finite numbers are refused in every key.
     """
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    raw = read_toml(path)  # one line for a missing file, another encoding or invalid TOML
     over = raw.pop("quick", {})
     quick_raw = _merge(raw, over)
     try:
