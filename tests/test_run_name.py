@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from samflow.atlas._config import load_atlas_config
-from samflow.config import ConfigError, RunConfig, load_config
+from samflow.config import NAME_RULE, ConfigError, RunConfig, load_config
 from samflow.experiments.cnn_config import load_cnn_config
 from samflow.experiments.cnn_study_config import load_study_config
 
@@ -71,6 +71,28 @@ def test_a_plain_name_is_the_run_folder_under_output_dir(tmp_path, config, name)
 def test_an_empty_name_takes_the_config_files_stem(tmp_path, config):
     cfg = LOADERS[config](_with_name(tmp_path, config, ""))
     assert cfg.run_folder("res", tmp_path / "my_run.toml") == Path("res") / "my_run"
+
+
+@pytest.mark.parametrize("config", list(LOADERS))
+@pytest.mark.parametrize("stem", ["..", ".hidden", "a b", "r\u200bun"])
+def test_an_empty_name_and_a_stem_that_is_no_folder_name_is_refused(tmp_path, config, stem):
+    cfg = LOADERS[config](_with_name(tmp_path, config, ""))
+    with pytest.raises(ConfigError) as err:
+        cfg.run_folder("res", tmp_path / f"{stem}.toml")  # a file '...toml' would write into res/..
+    lines = str(err.value).splitlines()
+    assert len(lines) == 1 and f"name: empty, and the config file's name {stem!r} is no plain folder name" in lines[0]
+    assert NAME_RULE in lines[0]
+
+
+def test_the_sweep_command_refuses_a_config_file_named_dot_dot_and_writes_nothing(tmp_path):
+    cfg = _with_name(tmp_path, "default.toml", "")
+    bad = cfg.rename(tmp_path / "...toml")
+    out = subprocess.run([sys.executable, "-m", "samflow.sweep", str(bad)], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "name: empty, and the config file's name '..'" in lines[0], out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["...toml"]
 
 
 def test_every_command_config_is_a_run_config():

@@ -102,8 +102,21 @@ class RunConfig(ConfigModel):
         return v
 
     def run_folder(self, output_dir: "str | Path", config_path: "str | Path") -> Path:
-        """`<output_dir>/<name>`, or `<output_dir>/<config file stem>` when the name is empty."""
-        return Path(output_dir) / (self.name or Path(config_path).stem)
+        """`<output_dir>/<name>`, or `<output_dir>/<config file stem>` when the name is empty.
+
+        **Raises:** `ConfigError` (one line, naming `name`) when the name is empty and
+        the file's stem is no plain folder name (`NAME_RULE`): a file `...toml` would
+        write into `<output_dir>/..`.
+        """
+        if self.name:
+            return Path(output_dir) / self.name
+        stem = Path(config_path).stem
+        if not _FOLDER_NAME.fullmatch(stem):
+            raise ConfigError(f"{config_path}: name: empty, and the config file's name {stem!r} is no plain folder "
+                              f"name; set name = \"...\" in the file ({NAME_RULE})")
+        return Path(output_dir) / stem
+
+
 NON_FINITE_MESSAGE = "non-finite value: give a finite number (nan and inf are not allowed)"
 
 

@@ -452,9 +452,9 @@ def main(argv: "list[str] | None" = None) -> int:
     config_path = Path(args.config)
     try:
         cfg = load_cnn_config(config_path)
+        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
     # Two runs into one folder would leave results.nc of one and shares.csv of the other.
     lock, problem = lock_output(out_dir, ".results.lock", "CNN experiment")
     if problem is not None:

@@ -577,9 +577,9 @@ def main(argv: "list[str] | None" = None) -> int:
         cfg = load_study_config(args.config)
         if args.quick:
             cfg = quick(cfg)
+        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
     # A second study with --overwrite would delete the runs the first is storing, then take them for its own.
     lock, problem = lock_output(out_dir, ".results.lock", "CNN study")
     if problem is not None:

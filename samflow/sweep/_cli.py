@@ -107,9 +107,9 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     config_path = Path(args.config)
     try:
         cfg = load_config(config_path)
+        out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
     # Messages count slices from 1; the file names and --slice-index from 0.
     slice_text = f"{slice_index + 1} of {n_slices} (--slice-index {slice_index})" if sliced else None
