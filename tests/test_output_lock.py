@@ -325,12 +325,68 @@ def test_a_stored_cnn_run_carries_its_fingerprint_and_a_damaged_one_is_redone(tm
 
     run = {**{k: np.arange(3.0) for k in cs.METRICS}, "status": "ok", "message": "", "wall_s": 1.5}
     path = tmp_path / "runs" / "a.npz"
-    cs._save_run(path, run, "fp-A")
-    np.testing.assert_array_equal(cs._load_run(path, "fp-A")["test_accuracy"], np.arange(3.0))
+    cs._save_run(path, run, "fp-A", "stamp-1")
+    np.testing.assert_array_equal(cs._load_run(path, "fp-A", "stamp-1")["test_accuracy"], np.arange(3.0))
     with pytest.raises(ConfigError, match=f"{path} holds a run of another config"):
-        cs._load_run(path, "fp-B")  # written into this folder by another study
+        cs._load_run(path, "fp-B", "stamp-1")  # written into this folder by another study
     path.write_bytes(path.read_bytes()[:100])
     capsys.readouterr()
-    assert cs._load_run(path, "fp-A") is None
+    assert cs._load_run(path, "fp-A", "stamp-1") is None
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"note: stored run {path} is damaged") and err.endswith("it is run again") and "\n" not in err
+
+
+# ---------------------------------------------------------------- the CNN study's runs carry the code stamp (item 4's sibling)
+
+
+def test_a_stored_cnn_run_of_other_code_is_refused_naming_both_stamps(tmp_path):
+    """With optax (or JAX, samflow...) upgraded, --resume mixed the old runs with the new
+    ones silently: a run carries its code stamp, the sweep's plus optax's version."""
+    import importlib.metadata
+
+    from samflow import store
+    from samflow.experiments import cnn_study as cs
+
+    stamp = store.code_stamp(cs.STAMP_EXTRA)
+    optax = importlib.metadata.version("optax") if importlib.util.find_spec("optax") else "none"
+    assert stamp == f"{store.code_stamp()} optax {optax}"  # one implementation: the sweep's stamp, plus optax
+    run = {**{k: np.arange(3.0) for k in cs.METRICS}, "status": "ok", "message": "", "wall_s": 1.5}
+    path = tmp_path / "runs" / "a.npz"
+    cs._save_run(path, run, "fp-A", "stamp-1")
+    with np.load(path) as z:
+        assert str(z["code_stamp"]) == "stamp-1"
+    with pytest.raises(ConfigError) as err:
+        cs._load_run(path, "fp-A", "stamp-2")
+    line = str(err.value)
+    assert line.startswith(f"{path} holds a run made under code stamp 'stamp-1', this code is 'stamp-2'")
+    assert "--overwrite" in line and "\n" not in line
+    with np.load(path) as z:  # a run stored before runs carried a stamp: judged by runs/fingerprint.json
+        old = {name: z[name] for name in z.files if name != "code_stamp"}
+    np.savez(path, **old)
+    np.testing.assert_array_equal(cs._load_run(path, "fp-A", "stamp-2")["test_accuracy"], np.arange(3.0))
+
+
+@pytest.mark.parametrize("recorded", ["samflow 0.0.1 git abc optax 0.0.1", None])
+def test_cnn_study_resume_refuses_runs_of_other_code_in_one_line(tmp_path, capsys, recorded):
+    """--resume of a study whose runs/fingerprint.json names another code stamp (or none:
+    runs made before stamps) is refused before anything is trained, runs untouched."""
+    from samflow import store
+    from samflow.experiments import cnn_study as cs
+    from samflow.experiments.cnn_study_config import load_study_config
+    from samflow.sweep import NO_STAMP
+
+    config = ROOT / "configs" / "cnn_study.toml"
+    out = tmp_path / "o"
+    kept = {"fingerprint": cs._fingerprint(load_study_config(config))}
+    if recorded is not None:
+        kept["code_stamp"] = recorded
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "fingerprint.json").write_text(json.dumps(kept))
+    (out / "runs" / "a.npz").write_bytes(b"a finished run")
+    before = _tree(out)
+    assert cs.main([str(config), "--out", str(out), "--resume", "--quiet", "--no-figures"]) == 2
+    line = one_line_error(capsys)
+    old = NO_STAMP if recorded is None else recorded
+    assert f"{out / 'runs'} holds runs made under code stamp '{old}', this code is '{store.code_stamp(cs.STAMP_EXTRA)}'" in line
+    assert "--overwrite" in line
+    assert _tree(out) == before
