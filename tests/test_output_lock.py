@@ -261,9 +261,12 @@ def test_a_damaged_chunk_is_named_and_recomputed(cfg, tmp_path, capsys):
     chunk.write_bytes(chunk.read_bytes()[:200])  # truncated (a full disk, a copy cut short)
     capsys.readouterr()
     assert _sweep(cfg, out, "--resume") == 0
-    err = capsys.readouterr().err
+    got = capsys.readouterr()
+    err = got.err
     notes = [line for line in err.splitlines() if "damaged" in line]
     assert notes == [notes[0]] and str(chunk) in notes[0] and "recomputed" in notes[0] and "Traceback" not in err
+    # 3 chunks, 1 of them damaged: 2 done (it said 3 of 3, then recomputed one)
+    assert "resumed: 2 of 3 chunks already done (1 more damaged: recomputed)" in got.out.splitlines()
     with xr.open_dataset(out / "results.nc") as ds:
         for name in ("beta", "status", "num_steps"):  # the recomputed chunk: bit for bit a fresh run's
             np.testing.assert_array_equal(ds[name].values, fresh[name].values, err_msg=name)

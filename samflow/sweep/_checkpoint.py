@@ -115,16 +115,9 @@ class ChunkCheckpoint:
             )
         if not path.exists():
             return None
-        try:
-            with np.load(path) as f:
-                meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
-                fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
-            cls = Summary if "dominant" in fields else Trajectory
-            piece = cls(**fields)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
-            why = str(err).splitlines()[0] if str(err) else type(err).__name__
-            piece = None
-            print(f"note: checkpoint {path} is damaged ({why}); its chunk is recomputed", file=sys.stderr)
+        piece, meta = _read_chunk(path)
+        if piece is None:
+            print(f"note: checkpoint {path} is damaged ({meta['damage']}); its chunk is recomputed", file=sys.stderr)
         if not agree_same(piece is not None):
             raise ConfigError(
                 f"{path}: the processes of this jax.distributed run read this chunk differently; "
@@ -167,6 +160,28 @@ class ChunkCheckpoint:
             arrays["__code_stamp__"] = np.asarray(self.stamp)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
+
+
+def _read_chunk(path: Path) -> "tuple[Trajectory | Summary | None, dict]":
+    """The chunk stored in `path` and what it carries besides (`_CHUNK_META`: its config
+    key and code stamp); for a damaged file (truncated, unreadable) None and
+    {"damage": one line saying why}."""
+    try:
+        with np.load(path) as f:
+            meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
+            fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
+        cls = Summary if "dominant" in fields else Trajectory
+        return cls(**fields), meta
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
+        return None, {"damage": str(err).splitlines()[0] if str(err) else type(err).__name__}
+
+
+def damaged_chunks(folder: "str | Path") -> list[Path]:
+    """The chunk files in a checkpoint folder that do not read back whole (each is
+    read: truncated by a full disk, a copy cut short...); a resumed run recomputes
+    them (`ChunkCheckpoint.load`), so they are not among its chunks already done."""
+    folder = Path(folder)
+    return [p for p in sorted(folder.glob("*.npz")) if _read_chunk(p)[0] is None] if folder.is_dir() else []
 
 
 def config_key(cfg: SweepConfig) -> str:

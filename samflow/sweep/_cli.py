@@ -29,7 +29,7 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
-from ._checkpoint import _finished_mismatch, chunk_key, config_key, partial_mismatch
+from ._checkpoint import _finished_mismatch, chunk_key, config_key, damaged_chunks, partial_mismatch
 from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
@@ -175,8 +175,10 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
         return fail(problem)
 
     n_total = chunk_count(cfg, data, grid_slice)
-    if resume and _chunks_done(partial):
-        print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    if resume and (done := _chunks_done(partial)):
+        damaged = len(damaged_chunks(partial))  # recomputed: not done
+        print(f"resumed: {done - damaged} of {n_total} chunks already done"
+              + (f" ({damaged} more damaged: recomputed)" if damaged else ""))
     agreed.append(True)
     if not _devices.agree(True):
         return fail("another process of this jax.distributed run refused it (see its error line)")
