@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from samflow.sweep._checkpoint import ChunkCheckpoint
 from test_stamps import CONFIG, _one_line_error as one_line_error  # the sweep of 6 cells, the one-line check
 
 LOCK = ".results.lock"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -212,6 +214,47 @@ def test_the_lock_is_released_however_the_run_ends(cfg, tmp_path, monkeypatch, c
     assert seen == [os.getpid()] and not (out / LOCK).exists()
 
 
+# The sweep of `_held_at_the_checks`, run as `python -m samflow.sweep` is: its memory check
+# (after the lock is taken, before anything is solved) says "locked" and waits on stdin.
+_WAITS_AT_THE_CHECKS = """
+import runpy, signal, sys
+from samflow.sweep import _cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker's children inherit SIG_IGN
+
+def memory_preflight(*args):
+    print("locked", flush=True)
+    sys.stdin.read()  # until the test's signal: nothing here depends on timing
+
+_cli.memory_preflight = memory_preflight
+sys.argv = ["samflow.sweep", *sys.argv[1:]]
+runpy.run_module("samflow.sweep", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_solve_releases_the_lock(cfg, tmp_path, sig):
+    """SIGTERM before the solve started killed the sweep with its lock left behind (the
+    handler was set only around the solve); Ctrl-C there ended in a traceback."""
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WAITS_AT_THE_CHECKS, str(cfg), "--out", str(out), "--quiet"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked", proc.stderr.read()
+        assert json.loads((out / LOCK).read_text())["pid"] == proc.pid  # held from here on
+        proc.send_signal(sig)
+        code = proc.wait(timeout=300)
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert code == 128 + sig, err
+    assert err.strip() == f"interrupted ({sig.name}) before the solve started; rerun the command", err
+    assert not (out / LOCK).exists() and not out.exists()  # the lock, and the folder it made, are gone
+
+
 def test_a_refused_sweep_leaves_no_folder_it_made(cfg, tmp_path, monkeypatch, capsys):
     """The lock makes the output folder; a run refused after it (here: results that
     cannot fit in memory) removes the folders it made again."""
@@ -299,8 +342,6 @@ def test_a_results_file_locked_by_another_process_is_said_so(cfg, held_open, cap
 
 
 # ---------------------------------------------------------------- siblings: the other commands that write a folder
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("command, config, lock", [
