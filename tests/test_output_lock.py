@@ -315,6 +315,35 @@ def test_a_damaged_chunk_is_named_and_recomputed(cfg, tmp_path, capsys):
             np.testing.assert_array_equal(ds[name].values, fresh[name].values, err_msg=name)
 
 
+def test_a_checkpoint_folder_deleted_during_the_run_is_made_again(cfg, tmp_path, monkeypatch, capsys):
+    """Deleting .partial/ by hand while the sweep ran ended it in a traceback (the next
+    chunk's write found no folder); now one note, the folder is made again (with its
+    key and stamp) and the results are a fresh run's."""
+    import shutil
+
+    out = tmp_path / "o"
+    fresh = run_sweep(load_config(cfg), progress=False, checkpoint_dir=tmp_path / "fresh")
+    save, seen = ChunkCheckpoint.save, []
+
+    def save_then_delete(self, method, k, piece):
+        save(self, method, k, piece)
+        seen.append(sorted(p.name for p in self.folder.iterdir()))
+        if k == 0:
+            shutil.rmtree(self.folder)  # by hand, between two chunks
+
+    monkeypatch.setattr(ChunkCheckpoint, "save", save_then_delete)
+    capsys.readouterr()
+    assert _sweep(cfg, out) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == (f"note: the checkpoint folder {out / '.partial'} was deleted during the run; made again "
+                           "(this run's results stay whole)"), err
+    # chunk 1 went into the folder made again, with the key and stamp a --resume checks
+    assert seen[1] == ["code.stamp", "linf-000001.npz", "sweep.key"] and len(seen) == 3
+    with xr.open_dataset(out / "results.nc") as ds:
+        for name in ("beta", "status", "num_steps"):
+            np.testing.assert_array_equal(ds[name].values, fresh[name].values, err_msg=name)
+
+
 # ---------------------------------------------------------------- item 12: a results file held open
 
 
