@@ -164,7 +164,7 @@ def _package_git_commit() -> str:
     return "unknown" if state is None else state[0][:12] + ("-dirty" if state[1] else "")
 
 
-def code_stamp() -> str:
+def code_stamp(extra: "tuple[str, ...]" = ()) -> str:
     """One line that identifies the code a sweep's numbers come from.
 
     E.g. `samflow 0.1.0 git f9451ab8dfb5 src 3c2e61d0a9b7 jax 0.10.2 jaxlib
@@ -173,13 +173,15 @@ def code_stamp() -> str:
     the package's tracked files have local edits; `unknown` outside git),
     `source_hash()` (so an uncommitted edit, or an edited copy outside git,
     changes the stamp too), and the versions of
-    `STAMP_PACKAGES`. The sweep stores it in its checkpoint folder and in every
-    results file (attribute `code_stamp`); `--resume` and the merge of slices
-    refuse to combine results made under different stamps.
+    `STAMP_PACKAGES`, then of the packages `extra` (those another computation
+    also depends on: the CNN study adds "optax", its SAM). The sweep stores it in
+    its checkpoint folder and in every results file (attribute `code_stamp`);
+    `--resume` and the merge of slices refuse to combine results made under
+    different stamps, and so does the CNN study's `--resume` for its stored runs.
     """
     v = package_versions()
     parts = [f"samflow {v['samflow']}", f"git {_package_git_commit()}", f"src {source_hash()}"]
-    for p in STAMP_PACKAGES:
+    for p in (*STAMP_PACKAGES, *extra):
         try:
             parts.append(f"{p} {importlib.metadata.version(p)}")
         except importlib.metadata.PackageNotFoundError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from samflow.sweep._checkpoint import ChunkCheckpoint
 from test_stamps import CONFIG, _one_line_error as one_line_error  # the sweep of 6 cells, the one-line check
 
 LOCK = ".results.lock"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -212,6 +214,47 @@ def test_the_lock_is_released_however_the_run_ends(cfg, tmp_path, monkeypatch, c
     assert seen == [os.getpid()] and not (out / LOCK).exists()
 
 
+# The sweep of `_held_at_the_checks`, run as `python -m samflow.sweep` is: its memory check
+# (after the lock is taken, before anything is solved) says "locked" and waits on stdin.
+_WAITS_AT_THE_CHECKS = """
+import runpy, signal, sys
+from samflow.sweep import _cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker's children inherit SIG_IGN
+
+def memory_preflight(*args):
+    print("locked", flush=True)
+    sys.stdin.read()  # until the test's signal: nothing here depends on timing
+
+_cli.memory_preflight = memory_preflight
+sys.argv = ["samflow.sweep", *sys.argv[1:]]
+runpy.run_module("samflow.sweep", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_before_the_solve_releases_the_lock(cfg, tmp_path, sig):
+    """SIGTERM before the solve started killed the sweep with its lock left behind (the
+    handler was set only around the solve); Ctrl-C there ended in a traceback."""
+    out = tmp_path / "o"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WAITS_AT_THE_CHECKS, str(cfg), "--out", str(out), "--quiet"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked", proc.stderr.read()
+        assert json.loads((out / LOCK).read_text())["pid"] == proc.pid  # held from here on
+        proc.send_signal(sig)
+        code = proc.wait(timeout=300)
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert code == 128 + sig, err
+    assert err.strip() == f"interrupted ({sig.name}) before the solve started; rerun the command", err
+    assert not (out / LOCK).exists() and not out.exists()  # the lock, and the folder it made, are gone
+
+
 def test_a_refused_sweep_leaves_no_folder_it_made(cfg, tmp_path, monkeypatch, capsys):
     """The lock makes the output folder; a run refused after it (here: results that
     cannot fit in memory) removes the folders it made again."""
@@ -261,11 +304,43 @@ def test_a_damaged_chunk_is_named_and_recomputed(cfg, tmp_path, capsys):
     chunk.write_bytes(chunk.read_bytes()[:200])  # truncated (a full disk, a copy cut short)
     capsys.readouterr()
     assert _sweep(cfg, out, "--resume") == 0
-    err = capsys.readouterr().err
+    got = capsys.readouterr()
+    err = got.err
     notes = [line for line in err.splitlines() if "damaged" in line]
     assert notes == [notes[0]] and str(chunk) in notes[0] and "recomputed" in notes[0] and "Traceback" not in err
+    # 3 chunks, 1 of them damaged: 2 done (it said 3 of 3, then recomputed one)
+    assert "resumed: 2 of 3 chunks already done (1 more damaged: recomputed)" in got.out.splitlines()
     with xr.open_dataset(out / "results.nc") as ds:
         for name in ("beta", "status", "num_steps"):  # the recomputed chunk: bit for bit a fresh run's
+            np.testing.assert_array_equal(ds[name].values, fresh[name].values, err_msg=name)
+
+
+def test_a_checkpoint_folder_deleted_during_the_run_is_made_again(cfg, tmp_path, monkeypatch, capsys):
+    """Deleting .partial/ by hand while the sweep ran ended it in a traceback (the next
+    chunk's write found no folder); now one note, the folder is made again (with its
+    key and stamp) and the results are a fresh run's."""
+    import shutil
+
+    out = tmp_path / "o"
+    fresh = run_sweep(load_config(cfg), progress=False, checkpoint_dir=tmp_path / "fresh")
+    save, seen = ChunkCheckpoint.save, []
+
+    def save_then_delete(self, method, k, piece):
+        save(self, method, k, piece)
+        seen.append(sorted(p.name for p in self.folder.iterdir()))
+        if k == 0:
+            shutil.rmtree(self.folder)  # by hand, between two chunks
+
+    monkeypatch.setattr(ChunkCheckpoint, "save", save_then_delete)
+    capsys.readouterr()
+    assert _sweep(cfg, out) == 0
+    err = capsys.readouterr().err
+    assert err.strip() == (f"note: the checkpoint folder {out / '.partial'} was deleted during the run; made again "
+                           "(this run's results stay whole)"), err
+    # chunk 1 went into the folder made again, with the key and stamp a --resume checks
+    assert seen[1] == ["code.stamp", "linf-000001.npz", "sweep.key"] and len(seen) == 3
+    with xr.open_dataset(out / "results.nc") as ds:
+        for name in ("beta", "status", "num_steps"):
             np.testing.assert_array_equal(ds[name].values, fresh[name].values, err_msg=name)
 
 
@@ -297,8 +372,6 @@ def test_a_results_file_locked_by_another_process_is_said_so(cfg, held_open, cap
 
 # ---------------------------------------------------------------- siblings: the other commands that write a folder
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.mark.parametrize("command, config, lock", [
     ("samflow.experiments.cnn_study", "cnn_study.toml", LOCK),
@@ -325,12 +398,68 @@ def test_a_stored_cnn_run_carries_its_fingerprint_and_a_damaged_one_is_redone(tm
 
     run = {**{k: np.arange(3.0) for k in cs.METRICS}, "status": "ok", "message": "", "wall_s": 1.5}
     path = tmp_path / "runs" / "a.npz"
-    cs._save_run(path, run, "fp-A")
-    np.testing.assert_array_equal(cs._load_run(path, "fp-A")["test_accuracy"], np.arange(3.0))
+    cs._save_run(path, run, "fp-A", "stamp-1")
+    np.testing.assert_array_equal(cs._load_run(path, "fp-A", "stamp-1")["test_accuracy"], np.arange(3.0))
     with pytest.raises(ConfigError, match=f"{path} holds a run of another config"):
-        cs._load_run(path, "fp-B")  # written into this folder by another study
+        cs._load_run(path, "fp-B", "stamp-1")  # written into this folder by another study
     path.write_bytes(path.read_bytes()[:100])
     capsys.readouterr()
-    assert cs._load_run(path, "fp-A") is None
+    assert cs._load_run(path, "fp-A", "stamp-1") is None
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"note: stored run {path} is damaged") and err.endswith("it is run again") and "\n" not in err
+
+
+# ---------------------------------------------------------------- the CNN study's runs carry the code stamp (item 4's sibling)
+
+
+def test_a_stored_cnn_run_of_other_code_is_refused_naming_both_stamps(tmp_path):
+    """With optax (or JAX, samflow...) upgraded, --resume mixed the old runs with the new
+    ones silently: a run carries its code stamp, the sweep's plus optax's version."""
+    import importlib.metadata
+
+    from samflow import store
+    from samflow.experiments import cnn_study as cs
+
+    stamp = store.code_stamp(cs.STAMP_EXTRA)
+    optax = importlib.metadata.version("optax") if importlib.util.find_spec("optax") else "none"
+    assert stamp == f"{store.code_stamp()} optax {optax}"  # one implementation: the sweep's stamp, plus optax
+    run = {**{k: np.arange(3.0) for k in cs.METRICS}, "status": "ok", "message": "", "wall_s": 1.5}
+    path = tmp_path / "runs" / "a.npz"
+    cs._save_run(path, run, "fp-A", "stamp-1")
+    with np.load(path) as z:
+        assert str(z["code_stamp"]) == "stamp-1"
+    with pytest.raises(ConfigError) as err:
+        cs._load_run(path, "fp-A", "stamp-2")
+    line = str(err.value)
+    assert line.startswith(f"{path} holds a run made under code stamp 'stamp-1', this code is 'stamp-2'")
+    assert "--overwrite" in line and "\n" not in line
+    with np.load(path) as z:  # a run stored before runs carried a stamp: judged by runs/fingerprint.json
+        old = {name: z[name] for name in z.files if name != "code_stamp"}
+    np.savez(path, **old)
+    np.testing.assert_array_equal(cs._load_run(path, "fp-A", "stamp-2")["test_accuracy"], np.arange(3.0))
+
+
+@pytest.mark.parametrize("recorded", ["samflow 0.0.1 git abc optax 0.0.1", None])
+def test_cnn_study_resume_refuses_runs_of_other_code_in_one_line(tmp_path, capsys, recorded):
+    """--resume of a study whose runs/fingerprint.json names another code stamp (or none:
+    runs made before stamps) is refused before anything is trained, runs untouched."""
+    from samflow import store
+    from samflow.experiments import cnn_study as cs
+    from samflow.experiments.cnn_study_config import load_study_config
+    from samflow.sweep import NO_STAMP
+
+    config = ROOT / "configs" / "cnn_study.toml"
+    out = tmp_path / "o"
+    kept = {"fingerprint": cs._fingerprint(load_study_config(config))}
+    if recorded is not None:
+        kept["code_stamp"] = recorded
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "fingerprint.json").write_text(json.dumps(kept))
+    (out / "runs" / "a.npz").write_bytes(b"a finished run")
+    before = _tree(out)
+    assert cs.main([str(config), "--out", str(out), "--resume", "--quiet", "--no-figures"]) == 2
+    line = one_line_error(capsys)
+    old = NO_STAMP if recorded is None else recorded
+    assert f"{out / 'runs'} holds runs made under code stamp '{old}', this code is '{store.code_stamp(cs.STAMP_EXTRA)}'" in line
+    assert "--overwrite" in line
+    assert _tree(out) == before

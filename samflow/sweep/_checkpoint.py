@@ -87,12 +87,19 @@ class ChunkCheckpoint:
             raise ConfigError(problem)
         # Under jax.distributed only process 0 writes (the others read the same, shared, folder).
         self.writer = is_writer()
-        if self.writer and not (kf.exists() and kf.read_text() == key):
-            atomic_write_text(key, kf)  # atomic: another process never reads half a key
-        have = _chunk_stamps(self.folder)
+        have = self._mark()
         self.other_stamps = [s for s in have if s != stamp] if stamp is not None else []
-        if self.writer and stamp is not None and stamp not in have:
-            atomic_write_text("".join(f"{line}\n" for line in have + [stamp]), self.folder / _STAMP_FILE)
+
+    def _mark(self) -> list[str]:
+        """Write the folder's config key and add this run's stamp to its stamps (process 0
+        of a jax.distributed run only); returns the stamps its chunks had before."""
+        kf = self.folder / _KEY_FILE
+        if self.writer and not (kf.exists() and kf.read_text() == self.key):
+            atomic_write_text(self.key, kf)  # atomic: another process never reads half a key
+        have = _chunk_stamps(self.folder)
+        if self.writer and self.stamp is not None and self.stamp not in have:
+            atomic_write_text("".join(f"{line}\n" for line in have + [self.stamp]), self.folder / _STAMP_FILE)
+        return have
 
     def _path(self, method: Method, k: int) -> Path:
         return self.folder / f"{method.value}-{k:06d}.npz"
@@ -115,16 +122,9 @@ class ChunkCheckpoint:
             )
         if not path.exists():
             return None
-        try:
-            with np.load(path) as f:
-                meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
-                fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
-            cls = Summary if "dominant" in fields else Trajectory
-            piece = cls(**fields)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
-            why = str(err).splitlines()[0] if str(err) else type(err).__name__
-            piece = None
-            print(f"note: checkpoint {path} is damaged ({why}); its chunk is recomputed", file=sys.stderr)
+        piece, meta = _read_chunk(path)
+        if piece is None:
+            print(f"note: checkpoint {path} is damaged ({meta['damage']}); its chunk is recomputed", file=sys.stderr)
         if not agree_same(piece is not None):
             raise ConfigError(
                 f"{path}: the processes of this jax.distributed run read this chunk differently; "
@@ -157,9 +157,15 @@ class ChunkCheckpoint:
 
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
         """Store chunk k of `method` atomically, with this run's config key and code
-        stamp (only in process 0 of a jax.distributed run)."""
+        stamp (only in process 0 of a jax.distributed run). A folder deleted during
+        the run (by hand) is made again, with one note."""
         if not self.writer:
             return
+        if not self.folder.is_dir():  # the chunks it held are in memory: this run's results are whole
+            print(f"note: the checkpoint folder {self.folder} was deleted during the run; made again "
+                  "(this run's results stay whole)", file=sys.stderr)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._mark()
         path = self._path(method, k)
         arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
         arrays["__config_key__"] = np.asarray(self.key)
@@ -167,6 +173,28 @@ class ChunkCheckpoint:
             arrays["__code_stamp__"] = np.asarray(self.stamp)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
+
+
+def _read_chunk(path: Path) -> "tuple[Trajectory | Summary | None, dict]":
+    """The chunk stored in `path` and what it carries besides (`_CHUNK_META`: its config
+    key and code stamp); for a damaged file (truncated, unreadable) None and
+    {"damage": one line saying why}."""
+    try:
+        with np.load(path) as f:
+            meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
+            fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
+        cls = Summary if "dominant" in fields else Trajectory
+        return cls(**fields), meta
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
+        return None, {"damage": str(err).splitlines()[0] if str(err) else type(err).__name__}
+
+
+def damaged_chunks(folder: "str | Path") -> list[Path]:
+    """The chunk files in a checkpoint folder that do not read back whole (each is
+    read: truncated by a full disk, a copy cut short...); a resumed run recomputes
+    them (`ChunkCheckpoint.load`), so they are not among its chunks already done."""
+    folder = Path(folder)
+    return [p for p in sorted(folder.glob("*.npz")) if _read_chunk(p)[0] is None] if folder.is_dir() else []
 
 
 def config_key(cfg: SweepConfig) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import sys
@@ -29,7 +30,7 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
-from ._checkpoint import _finished_mismatch, chunk_key, config_key, partial_mismatch
+from ._checkpoint import _finished_mismatch, chunk_key, config_key, damaged_chunks, partial_mismatch
 from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
@@ -57,7 +58,8 @@ def main(argv: "list[str] | None" = None) -> int:
     While another sweep writes the same results (its lock, `samflow._lock`, beside
     them), every run is refused (exit 2, one line naming its pid and start time),
     with or without --overwrite / --resume; a lock left by a killed run is taken
-    over with a note.
+    over with a note. Ctrl-C or SIGTERM, from the checks on, ends the run with one
+    line and exit 130 / 143, its lock released.
     """
     parser = _parser()
     args = parser.parse_args(argv)
@@ -65,14 +67,35 @@ def main(argv: "list[str] | None" = None) -> int:
         return fail(problem)
     agreed: list = []  # _run appends to it once every process has agreed to run
     held: list = []  # the output lock, once taken; released however the run ends
-    try:
-        code = _checks_and_run(args, agreed, held)
-    finally:
-        for lock in held:
-            lock.release()
+    with _sigterm_interrupts():  # a SIGTERM before the solve killed the run with its lock left behind
+        try:
+            code = _checks_and_run(args, agreed, held)
+        except KeyboardInterrupt as err:  # before the solve (`_run` says how far a solve got)
+            signum = getattr(err, "signum", signal.SIGINT)
+            print(f"interrupted ({signal.Signals(signum).name}) before the solve started; rerun the command",
+                  file=sys.stderr)
+            code = 128 + signum
+        finally:
+            for lock in held:
+                lock.release()
     if not agreed and jax.distributed.is_initialized():
         _devices.agree(False)  # this process refused: the others stop too (exit 2)
     return code
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """Within the block, SIGTERM (a scheduler's notice before it kills a job) raises
+    `Interrupted`, a KeyboardInterrupt, as Ctrl-C does; the previous handler is put
+    back after. Only the main thread may set a handler: from another thread (main()
+    called from a worker thread) it does nothing."""
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if on_main else None
+    try:
+        yield
+    finally:
+        if on_main:  # None: the previous handler was not set from Python
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _start_distributed(args) -> "str | None":
@@ -175,8 +198,10 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
         return fail(problem)
 
     n_total = chunk_count(cfg, data, grid_slice)
-    if resume and _chunks_done(partial):
-        print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    if resume and (done := _chunks_done(partial)):
+        damaged = len(damaged_chunks(partial))  # recomputed: not done
+        print(f"resumed: {done - damaged} of {n_total} chunks already done"
+              + (f" ({damaged} more damaged: recomputed)" if damaged else ""))
     agreed.append(True)
     if not _devices.agree(True):
         return fail("another process of this jax.distributed run refused it (see its error line)")
@@ -264,12 +289,8 @@ class _OldSliceFlag(argparse.Action):
 
 
 def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
-    """Solve, write and draw, with SIGINT/SIGTERM turned into one line and exit 130/143
-    (checkpoints kept); returns the exit code."""
-    # SIGTERM (a scheduler's notice before it kills a job) stops the run as Ctrl-C does.
-    # Only the main thread may set a handler (main() can be called from a worker thread).
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if on_main else None
+    """Solve, write and draw, with SIGINT/SIGTERM (`main`'s `_sigterm_interrupts`) turned
+    into one line and exit 130/143 (checkpoints kept); returns the exit code."""
     stage = "solve"
     try:
         t_start = time.perf_counter()
@@ -296,9 +317,6 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
         else:
             print(_interrupted_line(_chunks_done(partial), n_total), file=sys.stderr)
         return code
-    finally:
-        if on_main:  # None: the previous handler was not set from Python
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 
