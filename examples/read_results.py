@@ -26,7 +26,8 @@ with xr.open_dataset(path) as ds:
     for r in (1, 2, 3, 0):  # 0: e.g. the climb just above the collapse edge outlasts the horizon
         a = l2["alpha"].values[reg == r]
         if r or a.size:
-            print(f"regime {names[r]}: " + (f"{a.size} alphas, {a.min():.3g} to {a.max():.3g}" if a.size else "none"))
+            count = f"{a.size} alpha{'s' if a.size > 1 else ''}"
+            print(f"regime {names[r]}: " + (f"{count}, {a.min():.3g} to {a.max():.3g}" if a.size else "none"))
     i = int(np.flatnonzero(reg == 2)[0]) if np.any(reg == 2) else 0
     cell = l2.isel(alpha=i)
     print(f"alpha = {float(cell['alpha']):.3g}: dominant", visited_sequence(dominant_index(cell["beta"].values)),

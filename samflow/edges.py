@@ -13,8 +13,8 @@ data set, by vectorized bisection on the flow's outcome:
   x rho (in the tau clock the solve stops there, status `BLEW_UP`; in real time
   the last saved weights are read); anything else (the horizon came first, a
   step budget ran out) = undecided, and the bisection of that problem stops
-  with the bracket it has. The edge is the stable manifold of a saddle and has
-  no closed form (s.3.1). Above `escape` rho no flow comes back to 0: there
+  with the bracket it has (its `edge` is then NaN, `EdgeResult`). The edge is
+  the stable manifold of a saddle and has no closed form (s.3.1). Above `escape` rho no flow comes back to 0: there
   the perturbation is a relative O(rho / |w|) change of the weights and the
   field is that of gradient flow, which grows every weight.
 - **major-first edge** (regime 2/3): the largest a at which the first dominant
@@ -83,9 +83,12 @@ class EdgeResult(NamedTuple):
     Each field has shape `(P,)` for P problems, or `()` for one problem given
     as one spectrum or one data set with a scalar depth.
 
-    - `edge`: float64, the geometric mean of the final bracket (within `search.rtol`
-      of every point in it when `converged`); NaN where the scan saw no change.
-    - `lo`, `hi`: float64, the final bracket (NaN where no change was seen).
+    - `edge`: float64, the geometric mean of the final bracket, within `search.rtol`
+      of every point in it; NaN where the scan saw no change and where the
+      bisection did not converge (its bracket is then in `lo`, `hi`: the edge is
+      somewhere inside, known to no better than their ratio).
+    - `lo`, `hi`: float64, the final bracket, converged or not (NaN where no
+      change was seen).
     - `n_solves`: int64, the cells solved for this problem (collapse edge) or
       the evaluations of the field at t = 0 (major-first edge), scan included.
     - `converged`: bool, the bracket reached the relative width `2 search.rtol`
@@ -312,7 +315,9 @@ def _bisect(outcome, P: int, search: EdgeSearch, which: str):
         hi = np.where(go_hi, mid, hi)
     found = np.isfinite(lo)
     converged = found & (hi / np.where(found, lo, 1.0) - 1.0 <= 2.0 * rtol)
-    edge = np.where(found, np.sqrt(np.where(found, lo * hi, 1.0)), np.nan)
+    # An unconverged bracket is no edge to rtol: NaN, so that no caller prints a
+    # number whose digits past the bracket's width mean nothing (the atlas did).
+    edge = np.where(converged, np.sqrt(np.where(converged, lo * hi, 1.0)), np.nan)
     return EdgeResult(edge, lo, hi, n_solves, converged, changes)
 
 
@@ -395,7 +400,8 @@ def collapse_edge(
       coordinates), "linear" otherwise (the only choice for linf and several
       samples).
 
-    **Returns:** `EdgeResult` (edge, bracket, number of cells solved, ...).
+    **Returns:** `EdgeResult` (`edge`, NaN unless `converged`; the bracket `lo`,
+    `hi`; `n_solves`, the cells solved; `converged`; `changes`).
 
     **Raises:** `ValueError` (one line) for a bad spectrum, data set, depth,
     method or bisection parameter; `TypeError` for an unknown keyword.
@@ -537,7 +543,7 @@ def major_first_edge(
       also leads first at small a).
     - `loss`: "logistic" or "exponential" (matters for several samples only).
 
-    **Returns:** `EdgeResult`; `n_solves` counts evaluations of the field.
+    **Returns:** `EdgeResult` (as `collapse_edge`'s); `n_solves` counts evaluations of the field.
 
     **Raises:** `ValueError` (one line) for bad arguments, as `collapse_edge`;
     `TypeError` for an unknown keyword.

@@ -101,3 +101,74 @@ def test_quick_atlas_writes_edges_and_figures(tmp_path):
     # tables.md explains its empty cells (fresh-user finding: "-" with no key).
     md = (out / "tables.md").read_text()
     assert "| - " in md and "A `-` cell has no value" in md
+
+
+def _atlas_with_an_unconverged_edge():
+    """The atlas dataset of the quick config (l2 and linf, depths 2-3, d 2-3, linear mu)
+    from made-up edges: the l2 depth-2 collapse edge at d = 3 did not converge."""
+    from samflow.atlas._compute import _to_dataset
+
+    cfg = quick_config(load_atlas_config(CONFIG))
+    shape = (2, 1, 2, 2, 1)  # method, samples, depth, d, spectrum
+    out = {k: np.full(shape, np.nan) for k in ("collapse_edge", "collapse_lo", "collapse_hi", "major_edge", "major_lo",
+                                               "major_hi", "major_low_edge", "major_low_lo", "major_low_hi",
+                                               "mark_all_shrink", "mark_major", "mark_major_low")}
+    for k in ("collapse_n_solves", "major_n_evals", "major_low_n_evals"):
+        out[k] = np.full(shape, 20, np.int64)
+    for k in ("collapse_converged", "major_converged", "major_low_converged"):
+        out[k] = np.ones(shape, bool)
+    out["collapse_n_solves"][:, :, 1], out["collapse_converged"][:, :, 1] = 0, False  # L = 3: nothing to solve
+    edges = {"collapse": [(0.52, 0.52), (0.40, 0.41)], "major": [(0.95, 0.95), (0.90, 0.90)]}
+    for key, pairs in edges.items():
+        for di, (lo, hi) in enumerate(pairs):
+            at = (slice(None), 0, 0, di, 0)
+            out[f"{key}_lo"][at], out[f"{key}_hi"][at] = lo, hi * (1 + 1e-7)
+            out[f"{key}_edge"][at] = np.sqrt(lo * hi)
+    out["major_low_lo"][:, 0, 1], out["major_low_hi"][:, 0, 1] = 0.30, 0.30 * (1 + 1e-7)
+    out["major_low_edge"][:, 0, 1] = 0.30
+    out["major_lo"][:, 0, 1], out["major_hi"][:, 0, 1] = 1.1, 1.1 * (1 + 1e-7)
+    out["major_edge"][:, 0, 1] = 1.1
+    bad = (0, 0, 0, 1, 0)  # l2, one sample, L = 2, d = 3: a bracket 2.5 % wide
+    out["collapse_edge"][bad], out["collapse_converged"][bad] = np.nan, False
+    mu_bar = np.array([[[[0.5, 1.0, np.nan]], [[1 / 3, 2 / 3, 1.0]]]])
+    ds = _to_dataset(cfg, out, mu_bar, np.ones((2, 1, 2)), {}, ["one"], ["linear"], 0.0)
+    return out, ds
+
+
+def test_unconverged_edge_is_nan_with_its_bracket_in_tables_figures_and_log(tmp_path):
+    """The full atlas logged "collapse edge converged for 0" at depth 6 and tables.md
+    printed those edges to 4 digits: an unconverged edge is NaN with its bracket."""
+    from samflow.atlas._compute import _convergence_note
+    from samflow.atlas._figures import tables
+
+    out, ds = _atlas_with_an_unconverged_edge()
+    md = tables(ds)
+    collapse = md.split("l2-SAM, one sample: collapse edge")[1].split("\n**")[0]
+    assert "| 2 | 0.52 | NaN [0.4, 0.41] |" in collapse, collapse
+    width = md.split("l2-SAM, one sample: width of regime 2")[1].split("\n**")[0]
+    w_lo, w_hi = np.log10(0.90 / (0.41 * (1 + 1e-7))), np.log10(0.90 * (1 + 1e-7) / 0.40)
+    assert f"| NaN [{w_lo:.4g}, {w_hi:.4g}] |" in width, width
+    assert "A `NaN [lo, hi]` cell is an edge whose bisection did not converge" in md
+    assert "Collapse edges: 3 of 4 bisections converged" in md  # linf's two and l2's d = 2
+    assert float(ds.width.sel({"method": "l2", "samples": "one", "depth": 2, "d": 2, "spectrum": "linear"})) == pytest.approx(
+        np.log10(0.95 / 0.52), rel=1e-6)
+    note = _convergence_note(out, "collapse", (0, 0, 0, np.array([0, 1]), np.array([0, 0])))
+    assert note == ("collapse edge converged for 1 of 2 (1 not converged: NaN in collapse_edge, "
+                    "their brackets [lo, hi] in tables.md)")
+    assert _convergence_note(out, "major", (0, 0, 0, np.array([0, 1]), np.array([0, 0]))) == ""
+    from samflow.atlas import draw_atlas
+
+    paths = draw_atlas(ds, tmp_path)
+    assert [p.name for p in paths] == ["fig_edges_vs_depth.png", "fig_edges_vs_d.png", "fig_edges_vs_gap.png",
+                                       "fig_width.png"]
+    # In the figures the NaN leaves a gap in the line, and the bracket is drawn as a bar.
+    import matplotlib.pyplot as plt
+
+    from samflow.atlas._figures import _bracket, _unconverged
+
+    s = ds.sel({"method": "l2", "samples": "one", "spectrum": "linear", "depth": 2})
+    fig, ax = plt.subplots()
+    assert _unconverged(ax, s.d.values, s.collapse_edge, *_bracket(s, "collapse_edge"), "k")
+    assert [seg.tolist() for seg in ax.collections[0].get_segments()] == [[[3.0, 0.40], [3.0, 0.41 * (1 + 1e-7)]]]
+    assert not _unconverged(ax, s.d.values, s.major_edge, *_bracket(s, "major_edge"), "k")
+    plt.close(fig)

@@ -54,15 +54,25 @@ def _tiny(cache: Path) -> str:
     return r.stdout.strip()
 
 
+def _solve_entries(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir() if p.name.startswith("jit__solve_batch"))
+
+
 def test_second_process_loads_solve_from_the_cache(tmp_path):
+    """What matters is the solver's program: missed and written by the first process,
+    loaded (not compiled, not written again) by the second. The other entries depend on
+    the machine's load: JAX writes a program only when it compiled for longer than
+    `MIN_COMPILE_TIME_S`, so on a loaded machine the second run may write a tiny helper
+    (`jit_bitwise_or`, say) that compiled faster than that the first time; a check
+    on the whole folder failed at load 5-8."""
     cache = tmp_path / "cache"
-    first = _tiny(cache)
-    entries = sorted(p.name for p in cache.iterdir())
-    assert first.split()[0] == "miss" and any(n.startswith("jit__solve_batch") for n in entries), (first, entries)
-    second = _tiny(cache)
-    assert second.split()[0] == "hit", second
-    assert sorted(p.name for p in cache.iterdir()) == entries  # nothing compiled, nothing new written
-    assert first.split()[1] == second.split()[1]  # the same result (printed with repr precision)
+    first = _tiny(cache).split()
+    solve = _solve_entries(cache)
+    assert first[:-1] == ["miss"] and len(solve) == 1, (first, solve)
+    second = _tiny(cache).split()
+    assert second[:-1] == ["hit"], second  # loaded, not compiled
+    assert _solve_entries(cache) == solve  # and not written again
+    assert first[-1] == second[-1]  # the same result (printed with repr precision)
 
 
 def test_solve_program_has_no_host_callback():

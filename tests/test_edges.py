@@ -58,6 +58,18 @@ def test_odd_depth_has_a_lower_first_leader_edge():
     assert np.isnan(major_first_edge(MU5, depth=4, which="first").edge)
 
 
+def test_unconverged_edge_is_nan_with_its_bracket():
+    """A bisection that runs out of rounds has a bracket, not an edge: `edge` is NaN
+    (it was the bracket's midpoint, and the atlas printed such depth-6 collapse edges
+    to 4 digits), the bracket holds the converged edge, `converged` is False."""
+    full = major_first_edge(MU5, depth=3)
+    short = major_first_edge(MU5, depth=3, search=EdgeSearch(max_rounds=2))
+    assert bool(full.converged) and np.isfinite(full.edge)
+    assert not bool(short.converged) and np.isnan(short.edge)
+    assert short.lo < full.lo <= full.hi < short.hi  # the converged edge inside the short bracket
+    assert short.hi / short.lo - 1 > 1e-3 and int(short.changes) == int(full.changes) == 2  # d, minor, d (odd L)
+
+
 def test_linf_major_first_edge_is_alpha_equals_rho():
     # Equal init: w_j - rho has one sign for every j (docs/theory.md s.3.1, s.3.2).
     res = major_first_edge([MU5, MU5[:3] / 0.6], depth=[2, 4], method="linf")

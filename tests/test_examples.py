@@ -8,6 +8,7 @@ import runpy
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +48,27 @@ def test_one_trajectory_default_is_the_documented_output(monkeypatch, capsys):
     assert out == _recorded("one_trajectory.txt")
 
 
+def test_one_trajectory_prints_the_exact_switch_times(monkeypatch, capsys):
+    """It printed the save grid's dates (6.20, 12.30, 16.40) as if they were the switch
+    times; the exact ones (6.18, 12.24, 16.39) are printed now, the grid's beside them.
+    Checked against a save grid 100 times finer (dates at most 0.001 late)."""
+    import re
+
+    import samflow as sf
+    from samflow.analysis import dominant_index, switching_times
+
+    out = _run("one_trajectory.py", monkeypatch=monkeypatch, capsys=capsys)
+    assert "switches, exact t (the save grid's date beside it):" in out
+    rows = re.findall(r"t = +([0-9.]+): (\d) -> (\d) +\(save grid: ([0-9.]+)\)", out)
+    assert [(f, to) for _, f, to, _ in rows] == [("2", "3"), ("3", "4"), ("4", "5")], out
+    ts = np.linspace(0.001, 20.0, 20000)
+    fine = sf.solve("l2", sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), 0.42 * 0.01, 0.01, ts, depth=2)
+    for (exact, _, _, grid), (t_fine, _, _) in zip(rows, switching_times(dominant_index(fine.beta), ts)):
+        # Printed to 0.01 (6.18, 12.24, 16.39); the fine grid dates a switch up to 0.001 late.
+        assert abs(t_fine - float(exact)) <= 0.005 + 0.001
+        assert float(exact) - 0.005 < float(grid) <= float(exact) + 0.1 + 0.005  # the 0.1 grid dates it late
+
+
 @pytest.mark.slow  # three methods, three compilations
 def test_gd_vs_sam(monkeypatch, capsys):
     out = _run("gd_vs_sam.py", monkeypatch=monkeypatch, capsys=capsys).splitlines()
@@ -75,5 +97,5 @@ def test_read_results(monkeypatch, capsys, tmp_path):
     capsys.readouterr()
     out = _run("read_results.py", str(tmp_path / "o" / "results.nc"), monkeypatch=monkeypatch, capsys=capsys)
     assert "'sample': 1" in out and "'coord': 2" in out and "methods: ['l2']" in out
-    assert "regime 1: 2 alphas, 0.2 to 0.5" in out and "regime 3: 1 alphas, 2 to 2" in out
+    assert "regime 1: 2 alphas, 0.2 to 0.5" in out and "regime 3: 1 alpha, 2 to 2" in out  # not "1 alphas"
     assert out == _recorded("read_results.txt")

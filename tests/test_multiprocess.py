@@ -68,7 +68,7 @@ def _two_processes(cfg: Path, out: Path, cache: Path, *extra: str) -> list[subpr
     done = []
     try:
         for p in procs:
-            stdout, stderr = p.communicate(timeout=240)
+            stdout, stderr = p.communicate(timeout=900)  # a hang guard (at load 10 on 2 cores: 2 min)
             done.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
     finally:
         for p in procs:

@@ -18,7 +18,7 @@ def _python(code: str, **env) -> str:
     full_env.update(env)
     r = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-        timeout=600, env=full_env, cwd=ROOT,
+        timeout=1800, env=full_env, cwd=ROOT,  # a hang guard: at load 12 on 2 cores this file took 263 s
     )
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -209,3 +210,27 @@ def test_missing_config_file(tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_missing_data_file_names_the_config_and_the_folders_searched(tmp_path, monkeypatch, capsys):
+    """"data file not found: mydata.npz" named neither the config nor where it looked."""
+    from samflow.sweep import build_data
+
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "work").mkdir()
+    cfg = tmp_path / "conf" / "c.toml"
+    cfg.write_text('methods = ["gd"]\n[data]\nfile = "mydata.npz"\n[grid]\nalpha = [0.5]\nrho = [0.05]\n'
+                   "[time]\nt1 = 10.0\nnum = 3\n")
+    monkeypatch.chdir(tmp_path / "work")
+    assert main([str(cfg), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {cfg}: data.file: data file not found: mydata.npz (looked for "
+                   f"{tmp_path / 'conf' / 'mydata.npz'} beside the config and {tmp_path / 'work' / 'mydata.npz'} "
+                   "in the working directory); give it relative to the config's folder, or as an absolute path\n")
+    assert not (tmp_path / "out").exists()
+    # Found in the working directory when it is not beside the config; a bad file names the config too.
+    np.savez(tmp_path / "work" / "mydata.npz", X=np.array([[0.3, 1.0]]), y=np.ones(1))
+    np.testing.assert_array_equal(build_data(load_config(cfg), cfg.parent, str(cfg)).X, [[0.3, 1.0]])
+    np.savez(tmp_path / "conf" / "mydata.npz", X=np.array([[0.3, 1.0]]))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(cfg))}: data.file: .*lacks the array\(s\) y$"):
+        build_data(load_config(cfg), cfg.parent, str(cfg))

@@ -9,7 +9,8 @@ with the theory's marks beside them (`samflow.theory`, docs/theory.md s.3), and
 the time of the staircase (the last switch) against a. It writes
 
 - `atlas.nc`: the edges, their brackets, the number of solves (dims method,
-  samples, depth, d, spectrum; see the variables' `description`), and
+  samples, depth, d, spectrum; see the variables' `description`; an edge whose
+  bisection did not converge is NaN, its bracket kept), `tables.md`, and
 - `fig_edges_vs_depth.png`, `fig_edges_vs_d.png`, `fig_edges_vs_gap.png`,
   `fig_width.png`, `fig_staircase_time.png`.
 

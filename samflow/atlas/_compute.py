@@ -154,18 +154,51 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                     if L % 2 == 1:
                         out["mark_major_low"][mi, ki, li, di, si] = l2_first_leader_mark(mu, L, "first")
                 seconds[mi, ki, li] = time.perf_counter() - t0
-                n_conv = int(out["collapse_converged"][mi, ki, li].sum())
+                solved = ["major"] + (["collapse"] if L % 2 == 0 and (method == "l2" or solve_linf) else []) \
+                    + (["major_low"] if L % 2 == 1 else [])
+                notes = [_convergence_note(out, key, sel) for key in solved]
                 log(f"{method} {kind} L={L}: {len(sets)} problems in {seconds[mi, ki, li]:.1f} s"
-                    + (f" (collapse edge converged for {n_conv})" if L % 2 == 0 and (method == "l2" or solve_linf) else ""))
+                    + "".join(f"; {n}" for n in notes if n))
     known = {}
     sc = cfg.staircase
     if "l2" in cfg.methods and "one" in kinds and cfg.spectra.linear and sc.d in Ds:
         mi, di = cfg.methods.index("l2"), Ds.index(sc.d)
+        at = (mi, 0, slice(None), di, 0)
         for li, L in enumerate(Ls):
-            low = out["collapse_edge" if L % 2 == 0 else "major_low_edge"][mi, 0, li, di, 0]
-            known[L] = (float(low), float(out["major_edge"][mi, 0, li, di, 0]))
+            low = "collapse" if L % 2 == 0 else "major_low"
+            known[L] = (_inner_end(*(out[f"{low}_{f}"][at][li] for f in ("edge", "lo", "hi")), above=True),
+                        _inner_end(*(out[f"major_{f}"][at][li] for f in ("edge", "lo", "hi")), above=False))
     stair = staircase_times(cfg, settings, known)
     return _to_dataset(cfg, out, mu_bar, seconds, stair, kinds, labels, t_start)
+
+
+_EDGE_NAMES = {"collapse": "collapse edge", "major": "major-first edge", "major_low": "lower first-leader edge"}
+
+
+def _convergence_note(out: dict, key: str, sel: tuple) -> str:
+    """The log's word on the bisections of one edge at one (method, samples, depth):
+    how many converged, and that the others are NaN with their brackets in tables.md
+    ("" when every edge that the scan found converged and that is the major-first one)."""
+    edge = "collapse_edge" if key == "collapse" else f"{key}_edge"
+    found = np.isfinite(out[f"{key}_lo"][sel])
+    conv = out[f"{key}_converged"][sel]
+    n_open = int((found & ~conv).sum())
+    if key != "collapse" and n_open == 0:
+        return ""
+    note = f"{_EDGE_NAMES[key]} converged for {int(conv.sum())} of {found.size}"
+    if n_open:
+        note += f" ({n_open} not converged: NaN in {edge}, their brackets [lo, hi] in tables.md)"
+    return note
+
+
+def _inner_end(edge: float, lo: float, hi: float, *, above: bool) -> float:
+    """An edge of regime 2 for the staircase grid: the edge, or where its bisection did
+    not converge (edge NaN, `samflow.edges.EdgeResult`) the end of its bracket on the
+    regime-2 side (`above`: the band lies above this edge; its `hi` is the lowest a
+    known to be inside it)."""
+    if np.isfinite(edge):
+        return float(edge)
+    return float(hi if above else lo)
 
 
 def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds: list, labels: list, t_start: float) -> xr.Dataset:
@@ -176,16 +209,19 @@ def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds
     coords = {"method": list(cfg.methods), "samples": kinds, "depth": list(Ls), "d": list(Ds),
               "spectrum": labels, "feature": np.arange(1, D + 1)}
     attrs_of = {
-        "collapse_edge": "regime 1/2 edge, alpha/rho (largest that collapses; NaN: none, e.g. odd depth)",
+        "collapse_edge": "regime 1/2 edge, alpha/rho (largest that collapses; NaN: none, e.g. odd depth, or the "
+                         "bisection did not converge: the edge is inside [collapse_lo, collapse_hi])",
         "collapse_lo": "collapse-edge bracket, lower end (collapses)",
         "collapse_hi": "collapse-edge bracket, upper end (escapes)",
         "collapse_n_solves": "cells solved for the collapse edge (scan included)",
         "collapse_converged": "collapse bracket reached 2 rtol",
-        "major_edge": "regime 2/3 edge, alpha/rho: the first leader is feature d above it",
+        "major_edge": "regime 2/3 edge, alpha/rho: the first leader is feature d above it (NaN: none, or not "
+                      "converged: inside [major_lo, major_hi])",
         "major_lo": "major-first bracket, lower end", "major_hi": "major-first bracket, upper end",
         "major_n_evals": "evaluations of the field at t = 0 for the major-first edge",
         "major_converged": "major-first bracket reached its rtol",
-        "major_low_edge": "odd depths: the alpha/rho below which feature d again leads first (bottom of regime 2)",
+        "major_low_edge": "odd depths: the alpha/rho below which feature d again leads first (bottom of regime 2; "
+                          "NaN: none, or not converged: inside [major_low_lo, major_low_hi])",
         "major_low_lo": "lower major-first bracket, lower end", "major_low_hi": "lower major-first bracket, upper end",
         "major_low_n_evals": "evaluations of the field for the lower edge",
         "major_low_converged": "lower bracket reached its rtol",
@@ -204,10 +240,17 @@ def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds
     for di, d in enumerate(Ds):
         gaps[:, di, :] = gap[:, di, :, d - 2] / gap[:, di, :, d - 1]
     ds["gap"] = (("samples", "d", "spectrum"), gaps, {"description": "spectral gap mu_(d-1) / mu_d"})
-    lower = np.where(np.isfinite(ds.collapse_edge), ds.collapse_edge, ds.major_low_edge)
-    ds["width"] = (dims5, np.log10(ds.major_edge.values / lower),
+    # The lower edge: the collapse edge where its scan found one (even depth), else the
+    # lower first-leader edge (odd depth); NaN where its bisection did not converge.
+    collapse = np.isfinite(ds.collapse_lo.values)
+    lower = {f: np.where(collapse, ds[f"collapse_{f}"].values, ds[f"major_low_{f}"].values) for f in ("edge", "lo", "hi")}
+    ds["width"] = (dims5, np.log10(ds.major_edge.values / lower["edge"]),
                    {"description": "width of regime 2, log10(major edge / lower edge); lower edge = collapse edge "
-                                   "(even depth) or major_low_edge (odd depth)"})
+                                   "(even depth) or major_low_edge (odd depth); NaN where either edge is NaN"})
+    ds["width_lo"] = (dims5, np.log10(ds.major_lo.values / lower["hi"]),
+                      {"description": "width of regime 2 from the brackets, smallest: log10(major_lo / lower edge's hi)"})
+    ds["width_hi"] = (dims5, np.log10(ds.major_hi.values / lower["lo"]),
+                      {"description": "width of regime 2 from the brackets, largest: log10(major_hi / lower edge's lo)"})
     ds["seconds"] = (("method", "samples", "depth"), seconds, {"description": "wall time of each (method, samples, depth)"})
     for k, v in stair.items():
         ds[k] = v
@@ -245,9 +288,9 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
         if L in known and np.all(np.isfinite(known[L])):
             low, top = known[L]  # the atlas's own edges for this spectrum
         else:
-            top = float(major_first_edge(mu, L).edge)
-            low = float((collapse_edge(mu, L, settings=settings) if L % 2 == 0
-                         else major_first_edge(mu, L, which="first")).edge)
+            t = major_first_edge(mu, L)
+            b = collapse_edge(mu, L, settings=settings) if L % 2 == 0 else major_first_edge(mu, L, which="first")
+            low, top = _inner_end(b.edge, b.lo, b.hi, above=True), _inner_end(t.edge, t.lo, t.hi, above=False)
         if L % 2 == 0:
             a = low + (top - low) * s
         else:
@@ -282,7 +325,9 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
         "stair_final_leader": (dims, final, {"description": "the dominant feature at the last informative save time "
                                                             "(before a blow-up in tau at depth >= 3; 0: none, e.g. collapsed)"}),
         "stair_edges": (("stair_depth", "edge"), edges,
-                        {"description": "lower edge (collapse edge at even depth, lower first-leader edge at odd) and major-first edge"}),
+                        {"description": "lower edge (collapse edge at even depth, lower first-leader edge at odd) and "
+                                        "major-first edge; where a bisection did not converge, the end of its bracket "
+                                        "inside regime 2"}),
         "stair_depth": ("stair_depth", list(sc.depths)),
         "stair_d": ((), sc.d),
     }

@@ -35,6 +35,7 @@ def edges_vs_depth(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
                              squeeze=False, sharex=True)
     L = ds.depth.values
     cols = _colors(ds.d.size)
+    bars = False
     for i, m in enumerate(methods):
         for j, k in enumerate(kinds):
             ax = axes[i, j]
@@ -45,7 +46,9 @@ def edges_vs_depth(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
                 ax.plot(L, s.major_edge, "s--", color=c, ms=4)
                 ax.plot(L, s.major_low_edge, "v:", color=c, ms=4)
                 ax.plot(L, s.mark_major, "x", color="k", ms=5, alpha=0.6)
-            vals = np.concatenate([sub[v].values.ravel() for v in ("collapse_edge", "major_edge", "major_low_edge")])
+                for var in _EDGES:
+                    bars |= _unconverged(ax, L, s[var], *_bracket(s, var), c)
+            vals = np.concatenate([a.values.ravel() for v in _EDGES for a in (sub[v], *_bracket(sub, v))])
             vals = vals[np.isfinite(vals)]
             if vals.size and np.ptp(np.log10(vals)) > 0.05:
                 ax.set_yscale("log")
@@ -55,7 +58,7 @@ def edges_vs_depth(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
             ax.set_xlabel("depth L")
             ax.set_ylabel(r"edge, $\alpha/\rho$")
             ax.set_xticks(L)
-    axes[0, 0].legend(fontsize=7, ncol=2, title="o collapse, s major-first,\nv odd-L lower edge, x theory",
+    axes[0, 0].legend(fontsize=7, ncol=2, title="o collapse, s major-first,\nv odd-L lower edge, x theory" + _BAR_KEY * bars,
                       title_fontsize=7)
     fig.suptitle(r"Regime edges against depth (linear $\mu_j = j/d$)", fontsize=11)
     return _save(fig, out, "fig_edges_vs_depth", dpi)
@@ -67,6 +70,7 @@ def edges_vs_d(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.8 * len(kinds), 3.8), squeeze=False)
     cols = _colors(ds.depth.size)
     d = ds.d.values
+    bars = False
     for j, k in enumerate(kinds):
         ax = axes[0, j]
         sub = ds.sel({"method": "l2", "samples": k, "spectrum": "linear"}) if "l2" in ds.method else None
@@ -77,6 +81,8 @@ def edges_vs_d(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
             ax.plot(d, s.collapse_edge, "o-", color=c, ms=4, label=f"L = {L}")
             ax.plot(d, s.major_edge, "s--", color=c, ms=4)
             ax.plot(d, s.major_low_edge, "v:", color=c, ms=4)
+            for var in _EDGES:
+                bars |= _unconverged(ax, d, s[var], *_bracket(s, var), c)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(d)
@@ -84,7 +90,8 @@ def edges_vs_d(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
         ax.set_xlabel("dimension d")
         ax.set_ylabel(r"edge, $\alpha/\rho$")
         ax.set_title(f"{method_text('l2')}, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
-    axes[0, 0].legend(fontsize=7, title="o collapse, s major-first,\nv odd-L lower edge", title_fontsize=7)
+    axes[0, 0].legend(fontsize=7, title="o collapse, s major-first,\nv odd-L lower edge" + _BAR_KEY * bars,
+                      title_fontsize=7)
     fig.suptitle(r"Regime edges against dimension (linear $\mu_j = j/d$)", fontsize=11)
     return _save(fig, out, "fig_edges_vs_d", dpi)
 
@@ -102,21 +109,24 @@ def edges_vs_gap(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
     scale = np.sqrt(np.nansum(mu**2, axis=-1)) / np.nanmax(mu, axis=-1)
     g = np.linspace(0.0, 1.0, 50)
     axes[1].plot(g, (1 + g) / np.sqrt(2), "k--", lw=1, label=r"L = 2 theory $(1+\mathrm{gap})/\sqrt{2}$")
+    bars = False
     for ax, var, title in ((axes[0], "collapse_edge", "collapse edge (regime 1/2)"),
                            (axes[1], "major_edge", "major-first edge (regime 2/3)")):
         for c, L in zip(cols, ds.depth.values):
             v = sub[var].sel(depth=L).values  # (d, spectrum)
-            if not np.any(np.isfinite(v)):
+            lo, hi = (b.sel(depth=L).values for b in _bracket(sub, var))
+            if not np.any(np.isfinite(lo)):
                 continue
             for si, lab in enumerate(ds.spectrum.values):
                 kind = str(lab).split()[0]
                 ax.scatter(gap[:, si], v[:, si] * scale[:, si], color=c, marker=_MARKERS.get(kind, "o"), s=18,
                            label=f"L = {L}" if si == 0 else None)
+                bars |= _unconverged(ax, gap[:, si], v[:, si], lo[:, si] * scale[:, si], hi[:, si] * scale[:, si], c)
         ax.set_yscale("log")
         ax.set_xlabel(r"spectral gap $\mu_{d-1}/\mu_d$")
         ax.set_ylabel(r"$(\alpha/\rho)\, \|\mu\| / \mu_d$")
         ax.set_title(title, fontsize=10)
-    axes[1].legend(fontsize=7, title="o linear, s geometric, ^ random", title_fontsize=7)
+    axes[1].legend(fontsize=7, title="o linear, s geometric, ^ random" + _BAR_KEY * bars, title_fontsize=7)
     fig.subplots_adjust(wspace=0.3)
     fig.suptitle(f"{method_text('l2')} edges against the spectral gap ({'one sample' if k == 'one' else k + ' samples'}, every d)",
                  fontsize=11)
@@ -129,12 +139,16 @@ def width_map(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.6 * len(kinds), 3.6), squeeze=False)
     for j, k in enumerate(kinds):
         ax = axes[0, j]
-        w = ds.width.sel({"method": "l2", "samples": k, "spectrum": "linear"}).values  # (L, d)
+        at = {"method": "l2", "samples": k, "spectrum": "linear"}
+        w = ds.width.sel(at).values  # (L, d)
+        w_lo, w_hi = (b.sel(at).values for b in _bracket(ds, "width"))
         im = ax.imshow(w.T, origin="lower", cmap="magma", aspect="auto")
         for (a, b), v in np.ndenumerate(w):
             if np.isfinite(v):
                 ax.text(a, b, f"{v:.2f}", ha="center", va="center", fontsize=7,
                         color="w" if v < np.nanmean(w) else "k")
+            elif np.isfinite(w_lo[a, b]) and np.isfinite(w_hi[a, b]):  # an edge did not converge: no colour
+                ax.text(a, b, f"NaN\n[{w_lo[a, b]:.2f},\n{w_hi[a, b]:.2f}]", ha="center", va="center", fontsize=5)
         ax.set_xticks(range(ds.depth.size))
         ax.set_xticklabels(ds.depth.values)
         ax.set_yticks(range(ds.d.size))
@@ -187,8 +201,40 @@ def draw_atlas(ds: xr.Dataset, out: str | Path, dpi: int = 90) -> list[Path]:
     return paths
 
 
-def _fmt(v) -> str:
-    return "-" if not np.isfinite(v) else f"{v:.4g}"
+_EDGES = ("collapse_edge", "major_edge", "major_low_edge")
+_BAR_KEY = ",\n| bracket of an unconverged edge (NaN)"
+_BRACKET = {"collapse_edge": "collapse", "major_edge": "major", "major_low_edge": "major_low", "width": "width"}
+
+
+def _bracket(ds: xr.Dataset, var: str) -> tuple[xr.DataArray, xr.DataArray]:
+    """The bracket [lo, hi] of an edge (or of the width) of the atlas dataset."""
+    key = _BRACKET[var]
+    return ds[f"{key}_lo"], ds[f"{key}_hi"]
+
+
+def _fmt(v, lo, hi) -> str:
+    """A table cell: the value to 4 digits; where it is NaN but its bisection found a
+    bracket (it did not converge), "NaN [lo, hi]" with the digits that tell lo from hi."""
+    if np.isfinite(v):
+        return f"{v:.4g}"
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "-"
+    n = 4
+    while n < 12 and f"{lo:.{n}g}" == f"{hi:.{n}g}":
+        n += 1
+    return f"NaN [{lo:.{n}g}, {hi:.{n}g}]"
+
+
+def _unconverged(ax, x, v, lo, hi, color) -> bool:
+    """Draw the brackets of the unconverged edges (NaN in `v`, its line skips them) as
+    bars from lo to hi at x; True if there was one."""
+    x, v, lo, hi = (np.asarray(a, dtype=np.float64) for a in (x, v, lo, hi))
+    open_ = ~np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
+    if open_.any():
+        ax.vlines(x[open_], lo[open_], hi[open_], color=color, lw=2.5)
+        ax.plot(x[open_], lo[open_], "_", color=color, ms=8)
+        ax.plot(x[open_], hi[open_], "_", color=color, ms=8)
+    return bool(open_.any())
 
 
 def tables(ds: xr.Dataset) -> str:
@@ -202,21 +248,28 @@ def tables(ds: xr.Dataset) -> str:
             for var, title in names:
                 if m == "linf" and var in ("major_low_edge", "width"):
                     continue
-                v = ds[var].sel({"method": m, "samples": k, "spectrum": "linear"})
-                if not np.any(np.isfinite(v.values)):
+                at = {"method": m, "samples": k, "spectrum": "linear"}
+                v = ds[var].sel(at)
+                lo, hi = (b.sel(at) for b in _bracket(ds, var))
+                if not np.any(np.isfinite(v.values) | (np.isfinite(lo.values) & np.isfinite(hi.values))):
                     continue
                 lines.append(f"**{m}-SAM, {'one sample' if k == 'one' else k + ' samples'}: {title}** (linear mu)\n")
                 lines.append("| L \\ d | " + " | ".join(str(d) for d in ds.d.values) + " |")
                 lines.append("|---" * (ds.d.size + 1) + "|")
                 for L in ds.depth.values:
-                    lines.append(f"| {L} | " + " | ".join(_fmt(x) for x in v.sel(depth=L).values) + " |")
+                    row = zip(*(a.sel(depth=L).values for a in (v, lo, hi)))
+                    lines.append(f"| {L} | " + " | ".join(_fmt(*x) for x in row) + " |")
                 lines.append("")
     lines.append("A `-` cell has no value: odd depths never collapse (no collapse edge) and have "
                  "the lower first-leader edge instead (none at even depths); otherwise the cell was "
-                 "not computed in this run (linf edges are solved at depth 2 only).\n")
+                 "not computed in this run (linf edges are solved at depth 2 only). A `NaN [lo, hi]` "
+                 "cell is an edge whose bisection did not converge (a step budget or the rounds ran "
+                 "out): it lies somewhere in [lo, hi], and no digit of it is known beyond those shown "
+                 "(its width: NaN, with the range the brackets allow).\n")
     conv = ds.collapse_converged.values
     tried = ds.collapse_n_solves.values > 0
     lines.append(f"Collapse edges: {int(conv.sum())} of {int(tried.sum())} bisections converged to "
-                 f"rtol {ds.attrs.get('bisection_rtol', float('nan')):g}; {int(ds.collapse_n_solves.values.sum())} "
+                 f"rtol {ds.attrs.get('bisection_rtol', float('nan')):g} (the others are NaN, with their brackets in atlas.nc and, for the linear spectrum, above); "
+                 f"{int(ds.collapse_n_solves.values.sum())} "
                  f"cells solved in all; total time {ds.attrs.get('seconds_total', float('nan')):.0f} s.")
     return "\n".join(lines) + "\n"

@@ -148,7 +148,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     key = config_key(cfg)
     stamp = store.code_stamp()
     try:
-        data = build_data(cfg, config_path.parent)
+        data = build_data(cfg, config_path.parent, str(config_path))
         check_data_file(cfg, data)  # before any folder is made
     except ConfigError as err:
         return fail(str(err))

@@ -27,14 +27,16 @@ from ._kinds import solve_other
 from ._slices import slice_cells
 
 
-def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
+def build_data(cfg: SweepConfig, base_dir: "Path | None" = None, source: "str | None" = None) -> Dataset:
     """The data set a config describes (`data.mu`, `data.X`/`data.y`, `data.file`
     or `data.generator`, drawn by `samflow.datasets`).
 
     A relative `data.file` is resolved against `base_dir` (the config's folder)
-    first, then the working directory.
+    first, then the working directory. `source` (the config file) starts the
+    message of a refusal, as the config's other refusals do.
 
-    **Raises:** `ConfigError` naming `data.file` when the file is missing or invalid.
+    **Raises:** `ConfigError` naming the config, `data.file` and, for a missing
+    file, every path looked at, when the file is missing or invalid.
     """
     dc = cfg.data
     if dc.mu is not None:
@@ -43,13 +45,22 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None) -> Dataset:
         return Dataset.from_arrays(dc.X, dc.y)
     if dc.generator is not None:
         return dc.generate()
+    where = f"{source}: data.file" if source else "data.file"
     p = Path(dc.file)
-    if not p.is_absolute() and base_dir is not None and (base_dir / p).exists():
-        p = base_dir / p
+    tried = {}  # path -> where it is, in the order looked
+    if base_dir is not None and not p.is_absolute():
+        tried[(base_dir / p).resolve()] = " beside the config"
+    tried.setdefault(p.resolve(), "" if p.is_absolute() else " in the working directory")
+    found = next((t for t in tried if t.is_file()), None)
+    if found is None:
+        # "data file not found: mydata.npz" named neither the config nor the folders searched.
+        looked = " and ".join(f"{t}{role}" for t, role in tried.items())
+        hint = "" if p.is_absolute() else "; give it relative to the config's folder, or as an absolute path"
+        raise ConfigError(f"{where}: data file not found: {dc.file} (looked for {looked}){hint}")
     try:
-        return load_dataset(p)
+        return load_dataset(found)
     except (FileNotFoundError, ValueError) as err:
-        raise ConfigError(f"data.file: {err}") from None
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
