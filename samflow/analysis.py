@@ -29,6 +29,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Bool, Float, Int
 
 from ._checks import check_count
+from ._margin import max_margin_beta
 from .datasets import Dataset
 from .status import FAILED_STATUSES, Status
 
@@ -540,51 +541,8 @@ def max_margin_direction(
     y = np.asarray(y, dtype=np.float64)
     if isinstance(p, (bool, np.bool_)) or p not in (1, 2):  # True == 1: a flag passed for p
         raise ValueError(f"p must be 1 or 2, got {p!r}")
-    import scipy.optimize  # here, not at the top: 0.25 s of every sweep's start (its figures import this module)
-
-    A = y[:, None] * X
-    n, d = A.shape
-    res = scipy.optimize.linprog(
-        c=np.ones(2 * d),
-        A_ub=-np.hstack([A, -A]),
-        b_ub=-np.ones(n),
-        bounds=(0, None),
-        method="highs",
-    )
-    if res.status == 2:
-        raise ValueError(
-            "data are not linearly separable (no beta with y_i <beta, x_i> >= 1 for all i)"
-        )
-    if res.status != 0:
-        raise RuntimeError(f"linprog failed: {res.message}")
-    b = res.x[:d] - res.x[d:]
-    if p == 2:
-        b = _min_norm_l2(A, b)
+    b = max_margin_beta(y[:, None] * X, p)
     return _unit(b) if normalize else b
-
-
-def _min_norm_l2(A: np.ndarray, b0: np.ndarray) -> np.ndarray:
-    """argmin ||b||_2 s.t. A b >= 1, from the feasible point b0."""
-    import scipy.optimize
-
-    res = scipy.optimize.minimize(
-        lambda b: 0.5 * b @ b,
-        b0,
-        jac=lambda b: b,
-        constraints=[{"type": "ineq", "fun": lambda b: A @ b - 1.0, "jac": lambda b: A}],
-        method="SLSQP",
-        options={"ftol": 1e-15, "maxiter": 1000},
-    )
-    b = res.x if np.all(A @ res.x >= 1.0 - 1e-6) else b0
-    # Polish on the active set: the minimum-norm point of {A_S b = 1}.
-    S = A @ b <= 1.0 + 1e-6
-    if S.any():
-        AS = A[S]
-        lam = np.linalg.lstsq(AS @ AS.T, np.ones(int(S.sum())), rcond=None)[0]
-        bp = AS.T @ lam
-        if np.all(A @ bp >= 1.0 - 1e-12) and bp @ bp <= b @ b * (1 + 1e-8):
-            b = bp
-    return b
 
 
 def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*batch"]:
