@@ -218,7 +218,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-processes", metavar="N", type=int, help="processes in all (implies --distributed)")
     parser.add_argument("--process-id", metavar="I", type=int, help="this process, 0..N-1 (implies --distributed)")
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
-    # unit inside a run); kept, unlisted, so job scripts keep working for a release.
+    # unit inside a run); kept, unlisted, in 0.2.x, so job scripts keep working.
     parser.add_argument("--num-chunks", dest="num_slices", action=_OldSliceFlag, help=argparse.SUPPRESS)
     parser.add_argument("--chunk-index", dest="slice_index", action=_OldSliceFlag, help=argparse.SUPPRESS)
     return parser
@@ -232,7 +232,7 @@ class _OldSliceFlag(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
-        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the next release; "
+        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the release after 0.2; "
               f"use {_NEW_SLICE_FLAG[option_string]}", file=sys.stderr)
 
 
