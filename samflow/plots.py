@@ -10,7 +10,8 @@
   feature marked, and the loss, for a few alphas (one per l2-SAM regime), per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
   failed are drawn "no value" (not "undetermined"), naming their status.
-- `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
+- `plot_sweep`: all of the above that the sweep's grid allows (`figure_names`); returns the
+  paths. `python -m samflow.plot RESULTS.nc` draws them from a results file alone.
 
 Cells are drawn with explicit edges (`cell_edges`): geometric midpoints on a log
 axis. A grid holding 0 (rho = 0, t = 0) whose other values are a log grid gets a
@@ -92,6 +93,8 @@ __all__ = [
     "zero_label",
     "regime_cmap",
     "regime_chart_edges",
+    "FIGURES",
+    "figure_names",
 ]
 
 
@@ -429,25 +432,60 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     return path
 
 
-def plot_sweep(ds, out_dir: "str | Path", cfg=None) -> list[Path]:
+#: The figures of a sweep, by name (the PNG is `<name>.png`, a PDF beside it), in the order drawn.
+FIGURES = ("dominant_heatmap", "trajectories", "regime_chart")
+
+
+def figure_names(ds) -> list[str]:
+    """The figures `plot_sweep` draws for these results: the heat map always, the
+    trajectories unless the file is a summary (`output.save = "summary"`, no beta),
+    the regime chart when the grid has more than one rho."""
+    return [n for n in FIGURES if not (n == "trajectories" and is_summary(ds)) and not (n == "regime_chart" and ds.sizes["rho"] < 2)]
+
+
+def _stored_output(ds) -> dict:
+    """The `[output]` table of the config stored in the results file (attribute
+    `config`, JSON), or {} for a file without one."""
+    import json
+
+    try:
+        return dict(json.loads(ds.attrs["config"]).get("output") or {})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+
+
+def plot_sweep(ds, out_dir: "str | Path", cfg=None, names=None) -> list[Path]:
     """Draw every figure the sweep's grid supports into `out_dir`; return the PNG paths.
+
+    **Arguments:** `ds` the results of a sweep (`samflow.store.read_results`);
+    `cfg` its `SweepConfig`, for `output.plot_rho` and `output.trajectory_alphas`
+    (default: the config stored in the results file, so a redraw from the file
+    alone, `python -m samflow.plot`, draws the sweep's figures); `names` a subset
+    of `figure_names(ds)` (default all).
 
     For a summary file (`output.save = "summary"`) the trajectory figure is
     skipped, with a one-line note on stderr.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot_rho = cfg.output.plot_rho if cfg is not None else None
-    traj_alphas = cfg.output.trajectory_alphas if cfg is not None else None
-    paths = [plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho)]
-    if is_summary(ds):
-        print(
-            'note: no trajectory figure: the results are a summary without beta over time; '
-            'it needs output.save = "full"',
-            file=sys.stderr,
-        )
+    if cfg is not None:
+        plot_rho, traj_alphas = cfg.output.plot_rho, cfg.output.trajectory_alphas
     else:
-        paths.append(plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas))
-    if ds.sizes["rho"] > 1:
+        stored = _stored_output(ds)
+        plot_rho, traj_alphas = stored.get("plot_rho"), stored.get("trajectory_alphas")
+    wanted = FIGURES if names is None else tuple(names)
+    paths = []
+    if "dominant_heatmap" in wanted:
+        paths.append(plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho))
+    if "trajectories" in wanted:
+        if is_summary(ds):
+            print(
+                'note: no trajectory figure: the results are a summary without beta over time; '
+                'it needs output.save = "full"',
+                file=sys.stderr,
+            )
+        else:
+            paths.append(plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas))
+    if "regime_chart" in wanted and ds.sizes["rho"] > 1:
         paths.append(plot_regime_chart(ds, out_dir / "regime_chart.png"))
     return paths

@@ -124,6 +124,10 @@ def _checks_and_run(args, agreed: list) -> int:
             if problem is None:
                 if note:
                     print(note, file=sys.stderr)
+                if cfg.output.figures and not args.no_figures and not sliced and _devices.is_writer():
+                    from ..plot import resume_figures
+
+                    return resume_figures(results_path, out_dir)
                 print(f"already complete: {results_path} (same config and code); nothing to do")
                 return 0
             if not args.overwrite:
@@ -264,8 +268,9 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
     except KeyboardInterrupt as err:
         code = EXIT_SIGTERM if getattr(err, "signum", signal.SIGINT) == signal.SIGTERM else EXIT_SIGINT
         if stage == "figures" or (stage == "write" and results_path.exists()):
-            print(f"interrupted after the results were written ({results_path}); some figures may be missing",
-                  file=sys.stderr)
+            from ..plot import interrupted_line
+
+            print(interrupted_line(results_path), file=sys.stderr)
         else:
             print(_interrupted_line(_chunks_done(partial), n_total), file=sys.stderr)
         return code
