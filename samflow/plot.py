@@ -103,7 +103,7 @@ def _parser():
         description="Draw the figures of a sweep from its results file, without solving again.",
     )
     parser.add_argument("results", help="the results.nc of a sweep (python -m samflow.sweep or samflow.merge)")
-    parser.add_argument("--out", help="folder for the figures (default: the results file's folder)")
+    parser.add_argument("--out", metavar="DIR", help="folder for the figures (default: the results file's folder)")
     parser.add_argument("--only", metavar="NAME", help="draw one figure: dominant_heatmap, trajectories or regime_chart")
     return parser
 

@@ -58,12 +58,12 @@ def _run(cmd, **kw) -> subprocess.CompletedProcess:
     return out
 
 
-def _fresh_venv(folder: Path, artifact: Path) -> Path:
+def _fresh_venv(folder: Path, artifact: Path, env: dict) -> Path:
     """A new virtual environment (no system site-packages) with `artifact` and its
     dependencies installed by pip; returns its python."""
-    _run([sys.executable, "-m", "venv", folder])
+    _run([sys.executable, "-m", "venv", folder], env=env)
     python = folder / "bin" / "python"
-    _run([python, "-m", "pip", "install", "--quiet", artifact])
+    _run([python, "-m", "pip", "install", "--quiet", artifact], cwd=folder, env=env)
     return python
 
 
@@ -100,11 +100,12 @@ def test_wheel_and_sdist_install_into_fresh_venvs_and_run_the_default_sweep(tmp_
     assert sources | {"configs/default.toml", "CITATION.cff", "CHANGELOG.md", "README.md", "docs/theory.md",
                       "tests/conftest.py"} <= names
 
-    # Outside the checkout: no PYTHONPATH, and one compile cache for both runs, in tmp_path.
+    # Outside the checkout: no PYTHONPATH (pip would take the checkout's samflow.egg-info
+    # for an installed samflow), and one compile cache for both runs, in tmp_path.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["SAMFLOW_COMPILATION_CACHE"] = str(tmp_path / "cache")
-    from_wheel = _default_sweep(_fresh_venv(tmp_path / "venv-wheel", wheel), tmp_path / "out-wheel", env)
-    from_sdist = _default_sweep(_fresh_venv(tmp_path / "venv-sdist", sdist), tmp_path / "out-sdist", env)
+    from_wheel = _default_sweep(_fresh_venv(tmp_path / "venv-wheel", wheel, env), tmp_path / "out-wheel", env)
+    from_sdist = _default_sweep(_fresh_venv(tmp_path / "venv-sdist", sdist, env), tmp_path / "out-sdist", env)
 
     # The default physics (README): the three l2-SAM regimes, one sample, d = 5; and the
     # two installs give the same numbers, bit for bit.
