@@ -112,6 +112,6 @@ def test_wheel_and_sdist_install_into_fresh_venvs_and_run_the_default_sweep(tmp_
     from samflow._plot_common import _regimes
 
     assert dict(from_wheel.sizes)["alpha"] == 96 and list(from_wheel["flow"].values) == ["gd", "l2", "linf"]
-    assert set(np.unique(_regimes(from_wheel, "l2"))) == {1, 2, 3}
+    assert {1, 2, 3} <= set(np.unique(_regimes(from_wheel, "l2")).tolist())  # (0: undetermined cells)
     for name in ("beta", "loss", "status", "event_time"):
         np.testing.assert_array_equal(from_wheel[name].values, from_sdist[name].values, err_msg=name)
