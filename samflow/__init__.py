@@ -18,7 +18,7 @@ from .status import STATUS_MESSAGES, Status
 
 del _solve_module
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Clock", "Dataset", "Exponential", "Logistic", "Method", "STATUS_MESSAGES",

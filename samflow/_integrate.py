@@ -62,6 +62,7 @@ from .diagonal_net import init_weights, loss_value
 from .status import Status
 from ._cache import no_runtime_checks
 from ._events import _LOG_T_MAX, EventSet, _start_events
+from ._cell_state import CellState
 from ._field import SamField, SegmentArgs
 from ._settings import _SOLVERS, STUCK_INIT, TAU_ONE_SAMPLE, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from ._singular import (
@@ -79,46 +80,6 @@ from ._solution import Trajectory
 from ._x64 import in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
-
-
-class CellState(eqx.Module):
-    """The carry of `solve_cell`'s segment loop, grouped as diffrax's `State`.
-
-    Y is the solver's state (W, or log|W| in log coordinates); shapes `(L, d)`
-    unless noted, `n` = number of save times.
-    """
-
-    # Where the next segment starts.
-    seg: Int[Array, ""]
-    t0: Float[Array, ""]
-    Y: Float[Array, "L d"]
-    s: Float[Array, ""]
-    memory: Float[Array, "L d"]
-    frozen: Bool[Array, "L d"]
-    track: Bool[Array, ""]
-    rmem: Float[Array, " d"]
-    rslide: Bool[Array, " d"]
-    roff: Float[Array, " d"]
-    # Saved output.
-    out_Y: Float[Array, "n L d"]
-    out_s: Float[Array, " n"]
-    # Event record.
-    status: Int[Array, ""]
-    event_time: Float[Array, ""]
-    event_s: Float[Array, ""]
-    collapse_direction: Float[Array, " d"]
-    W_detect: Float[Array, "L d"]
-    t_detect: Float[Array, ""]
-    W_stop: Float[Array, "L d"]
-    slide_time: Float[Array, "L d"]
-    t_untracked: Float[Array, ""]
-    # Statistics and loop control.
-    steps: Int[Array, ""]
-    done: Bool[Array, ""]
-
-    def segment_args(self, rho, data, multi: bool) -> SegmentArgs:
-        extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
-        return SegmentArgs(rho, data, self.memory, self.frozen, self.track, *extra)
 
 
 def _sanitize(W0, rho, data):

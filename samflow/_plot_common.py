@@ -53,6 +53,46 @@ def feature_colors(d: int) -> list:
     return [cmap(x) for x in (np.linspace(0.0, 1.0, d) if d > 1 else [0.5])]
 
 
+#: Up to this many features every one is labelled (colour bar ticks, trajectory legend).
+ALL_FEATURES_UP_TO = 10
+
+
+def feature_ticks(d: int, minor: int, major: int, most: int = ALL_FEATURES_UP_TO) -> list[int]:
+    """The 1-based features to label on a colour bar of d features: all of them for
+    d <= `most`; else 1, d, the minor and the major feature and evenly spaced ones
+    between, at most `most` + 2 in all (the minor and major ones may fall between)."""
+    if d <= most:
+        return list(range(1, d + 1))
+    spaced = np.unique(np.round(np.linspace(1, d, most)).astype(int))
+    picks = {int(j) for j in spaced} | {minor, major}
+    # A spaced tick next to the minor or major one would print over it: drop it.
+    crowded = {j for j in picks - {1, d, minor, major} if min(abs(j - minor), abs(j - major)) < max(2, d // (3 * most))}
+    return sorted(picks - crowded)
+
+
+def legend_features(d: int, minor: int, major: int, leaders, most: int = 6) -> list[int]:
+    """The 1-based features a trajectory legend names: all of them for d <=
+    `ALL_FEATURES_UP_TO`; else the minor and the major feature and those that lead
+    at some time (`leaders`), evenly thinned to `most` in all when there are more."""
+    if d <= ALL_FEATURES_UP_TO:
+        return list(range(1, d + 1))
+    rest = sorted({int(j) for j in leaders} - {minor, major})
+    keep = max(0, most - len({minor, major}))
+    if len(rest) > keep:
+        rest = [rest[i] for i in np.unique(np.round(np.linspace(0, len(rest) - 1, keep)).astype(int))] if keep else []
+    return sorted({minor, major} | set(rest))
+
+
+def sequence_text(seq, most: int = 6, arrow: str = r" $\to$ ") -> str:
+    """The dominant features in the order visited, "1 -> 2 -> 3"; a sequence of more
+    than `most` is shortened to its first two and its last, with the number of
+    switches: "1 -> 2 -> ... -> 50 (29 switches)"."""
+    seq = [str(j) for j in seq]
+    if len(seq) <= most:
+        return arrow.join(seq)
+    return arrow.join(seq[:2] + ["...", seq[-1]]) + f" ({len(seq) - 1} switches)"
+
+
 
 def _time_label(ds) -> str:
     return "real time $t$" if ds.attrs.get("clock", "t") == "t" else r"rescaled time $\tau$"

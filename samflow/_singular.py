@@ -6,8 +6,6 @@ the capture radius) and its arrival at another critical point of the loss.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import jax.numpy as jnp
 
@@ -15,10 +13,8 @@ from .datasets import Dataset
 from .flows import Method
 from .diagonal_net import beta as beta_of
 from .diagonal_net import grad_loss, loss_value, residual
+from ._cell_state import CellState
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
-
-if TYPE_CHECKING:
-    from ._integrate import CellState
 
 
 _BIG = 1e300

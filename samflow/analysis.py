@@ -29,6 +29,8 @@ import numpy as np
 from jaxtyping import ArrayLike, Bool, Float, Int
 
 from ._checks import check_count
+from ._lead import _as_beta, dominant_index, tied
+from ._margin import max_margin_beta
 from .datasets import Dataset
 from .status import FAILED_STATUSES, Status
 
@@ -66,55 +68,10 @@ def _unit(v: np.ndarray) -> np.ndarray:
         return np.where(m > 0, s / np.where(m > 0, n, 1.0), 0.0)
 
 
-def _as_beta(beta: ArrayLike) -> np.ndarray:
-    b = np.asarray(beta, dtype=np.float64)
-    if b.ndim < 2 or b.shape[-1] == 0:
-        raise ValueError(f"beta must have shape (..., time, d) with d >= 1, got shape {b.shape}")
-    return b
-
-
 def _some_time(b: np.ndarray) -> np.ndarray:
     if b.shape[-2] == 0:
         raise ValueError(f"beta has no saved time (shape {b.shape}): give at least one")
     return b
-
-
-def _check_rel_tol(rel_tol) -> None:
-    """A one-line `ValueError` unless `rel_tol` is a number (not a bool) in [0, 1)."""
-    if isinstance(rel_tol, (bool, np.bool_)) or not isinstance(rel_tol, (int, float, np.integer, np.floating)) \
-            or not (0.0 <= rel_tol < 1.0):
-        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
-
-
-def dominant_index(beta: ArrayLike, rel_tol: float = 0.0) -> Int[np.ndarray, "*batch time"]:
-    """Dominant feature index argmax_j |beta_j| (docs/theory.md section 5), 1-based.
-
-    **Arguments:**
-
-    - `beta`: `(..., time, d)` (or any `(..., d)`), the linear predictor.
-    - `rel_tol`: features with |beta_j| >= (1 - rel_tol) max_k |beta_k| count as
-      tied for the maximum, and the lowest tied index is returned. With the
-      default 0 this is plain `argmax` (lowest index on exact ties). Use `tied`
-      to find the tied times.
-
-    **Returns:** int64 array of shape `beta.shape[:-1]`: values 1..d; 0 where beta
-    is exactly all zero (the collapsed state); -1 where beta has a NaN or inf.
-
-    **Raises:** `ValueError` if beta has fewer than 2 axes or d = 0, or if
-    `rel_tol` is not in [0, 1).
-    """
-    b = _as_beta(beta)
-    _check_rel_tol(rel_tol)
-    a = np.abs(b)
-    finite = np.all(np.isfinite(b), axis=-1)
-    a = np.where(finite[..., None], a, 0.0)
-    m = np.max(a, axis=-1, keepdims=True)
-    if rel_tol == 0.0:
-        idx = np.argmax(a, axis=-1) + 1
-    else:
-        idx = np.argmax(a >= (1.0 - rel_tol) * m, axis=-1) + 1
-    idx = np.where(m[..., 0] > 0, idx, 0)
-    return np.where(finite, idx, -1).astype(np.int64)
 
 
 def band_dominance(beta: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"]:
@@ -145,31 +102,6 @@ def band_dominance(beta: ArrayLike, band: ArrayLike) -> Int[np.ndarray, "*batch"
     means = np.where(finite[..., None], means, 0.0)
     dom = np.where(means.max(axis=-1) > 0, np.argmax(means, axis=-1) + 1, 0)
     return np.where(finite, dom, -1).astype(np.int64)
-
-
-def tied(beta: ArrayLike, rel_tol: float = 0.0) -> Bool[np.ndarray, "*batch time"]:
-    """Whether the two largest |beta_j| are tied within `rel_tol`.
-
-    A row is tied when it is finite, not all zero, d >= 2 and the second largest
-    |beta_j| is >= (1 - rel_tol) times the largest (exact equality for the
-    default 0). The symmetric init w(0) = alpha 1 is tied at time 0, so its
-    dominant index there says nothing about the dynamics; `regime_label` skips
-    tied times.
-
-    **Arguments:** `beta` `(..., time, d)`; `rel_tol` in [0, 1).
-
-    **Returns:** bool array of shape `beta.shape[:-1]`.
-
-    **Raises:** `ValueError` as `dominant_index`.
-    """
-    b = _as_beta(beta)
-    _check_rel_tol(rel_tol)
-    if b.shape[-1] < 2:
-        return np.zeros(b.shape[:-1], dtype=bool)
-    a = np.abs(b)
-    finite = np.all(np.isfinite(b), axis=-1)
-    top2 = np.sort(np.where(finite[..., None], a, 0.0), axis=-1)[..., -2:]
-    return finite & (top2[..., 1] > 0) & (top2[..., 0] >= (1.0 - rel_tol) * top2[..., 1])
 
 
 def _as_dom_1d(dom: ArrayLike) -> np.ndarray:
@@ -540,51 +472,8 @@ def max_margin_direction(
     y = np.asarray(y, dtype=np.float64)
     if isinstance(p, (bool, np.bool_)) or p not in (1, 2):  # True == 1: a flag passed for p
         raise ValueError(f"p must be 1 or 2, got {p!r}")
-    import scipy.optimize  # here, not at the top: 0.25 s of every sweep's start (its figures import this module)
-
-    A = y[:, None] * X
-    n, d = A.shape
-    res = scipy.optimize.linprog(
-        c=np.ones(2 * d),
-        A_ub=-np.hstack([A, -A]),
-        b_ub=-np.ones(n),
-        bounds=(0, None),
-        method="highs",
-    )
-    if res.status == 2:
-        raise ValueError(
-            "data are not linearly separable (no beta with y_i <beta, x_i> >= 1 for all i)"
-        )
-    if res.status != 0:
-        raise RuntimeError(f"linprog failed: {res.message}")
-    b = res.x[:d] - res.x[d:]
-    if p == 2:
-        b = _min_norm_l2(A, b)
+    b = max_margin_beta(y[:, None] * X, p)
     return _unit(b) if normalize else b
-
-
-def _min_norm_l2(A: np.ndarray, b0: np.ndarray) -> np.ndarray:
-    """argmin ||b||_2 s.t. A b >= 1, from the feasible point b0."""
-    import scipy.optimize
-
-    res = scipy.optimize.minimize(
-        lambda b: 0.5 * b @ b,
-        b0,
-        jac=lambda b: b,
-        constraints=[{"type": "ineq", "fun": lambda b: A @ b - 1.0, "jac": lambda b: A}],
-        method="SLSQP",
-        options={"ftol": 1e-15, "maxiter": 1000},
-    )
-    b = res.x if np.all(A @ res.x >= 1.0 - 1e-6) else b0
-    # Polish on the active set: the minimum-norm point of {A_S b = 1}.
-    S = A @ b <= 1.0 + 1e-6
-    if S.any():
-        AS = A[S]
-        lam = np.linalg.lstsq(AS @ AS.T, np.ones(int(S.sum())), rcond=None)[0]
-        bp = AS.T @ lam
-        if np.all(A @ bp >= 1.0 - 1e-12) and bp @ bp <= b @ b * (1 + 1e-8):
-            b = bp
-    return b
 
 
 def direction_distance(beta: ArrayLike, ref: ArrayLike) -> Float[np.ndarray, "*batch"]:

@@ -5,7 +5,7 @@ and save one"; this module re-exports its names."""
 
 import warnings as _warnings
 
-_warnings.warn("samflow.data is deprecated and will be removed in the next release: import from samflow.datasets",
+_warnings.warn("samflow.data is deprecated and will be removed in the release after 0.2: import from samflow.datasets",
                DeprecationWarning, stacklevel=2)
 
 

@@ -20,7 +20,7 @@ seeded random order). m_ij > 0 has mean 1 and log-standard deviation `spread`,
 so feature j has mean magnitude s_j, and with `noise = 0` every y_i x_i is
 positive coordinatewise: beta = (1, ..., 1) separates the data, by construction.
 With `noise > 0` separability is checked with the l1 max-margin linear program
-(`samflow.analysis.max_margin_direction`) and a `ValueError` says when it fails.
+(`samflow._margin`, as `samflow.analysis.max_margin_direction`) and a `ValueError` says when it fails.
 
 The same `seed` always gives the same data (NumPy `default_rng`).
 
@@ -39,6 +39,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from ._checks import check_count
+from ._margin import max_margin_beta
 from ._x64 import float64
 
 __all__ = [
@@ -183,10 +184,8 @@ def _samples(s: np.ndarray, n: int, rng: np.random.Generator, spread: float, noi
         yx = yx + noise * s[None, :] * rng.standard_normal((n, d))
     X = y[:, None] * yx
     if noise > 0 and not np.all(yx > 0):
-        from .analysis import max_margin_direction
-
         try:
-            max_margin_direction(X, y, 1)
+            max_margin_beta(y[:, None] * X, 1)
         except ValueError:
             raise ValueError(
                 f"the data drawn with noise = {noise} are not linearly separable; "

@@ -236,7 +236,7 @@ def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearc
         keys = ", ".join(f"{k}=..." for k in legacy)
         # stacklevel 4: this function, the edge, its in_float64 wrapper, the caller
         # (a warning attributed to the caller's code is shown by Python's default filters).
-        warnings.warn(f"{fn}({keys}) is deprecated and will be removed in the next release: pass "
+        warnings.warn(f"{fn}({keys}) is deprecated and will be removed in the release after 0.2: pass "
                       f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=4)
         search = dataclasses.replace(search, **legacy)
     method = Method.parse(method)

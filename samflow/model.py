@@ -6,7 +6,7 @@ for any differentiable model)."""
 
 import warnings as _warnings
 
-_warnings.warn("samflow.model is deprecated and will be removed in the next release: import from samflow.diagonal_net",
+_warnings.warn("samflow.model is deprecated and will be removed in the release after 0.2: import from samflow.diagonal_net",
                DeprecationWarning, stacklevel=2)
 
 

@@ -4,7 +4,7 @@ moved to `samflow.sweep._devices` and are re-exported by `samflow.sweep`
 
 import warnings as _warnings
 
-_warnings.warn("samflow.parallel is deprecated and will be removed in the next release: import from samflow.sweep",
+_warnings.warn("samflow.parallel is deprecated and will be removed in the release after 0.2: import from samflow.sweep",
                DeprecationWarning, stacklevel=2)
 
 from .sweep import _devices as _devices

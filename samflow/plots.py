@@ -10,7 +10,8 @@
   feature marked, and the loss, for a few alphas (one per l2-SAM regime), per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
   failed are drawn "no value" (not "undetermined"), naming their status.
-- `plot_sweep`: all of the above that the sweep's grid allows; returns the paths.
+- `plot_sweep`: all of the above that the sweep's grid allows (`figure_names`); returns the
+  paths. `python -m samflow.plot RESULTS.nc` draws them from a results file alone.
 
 Cells are drawn with explicit edges (`cell_edges`): geometric midpoints on a log
 axis. A grid holding 0 (rho = 0, t = 0) whose other values are a log grid gets a
@@ -74,6 +75,9 @@ from ._plot_common import (  # noqa: F401  (moved there; this module keeps the n
     major_feature as major_feature,
     minor_feature as minor_feature,
     save_png_pdf,
+    feature_ticks,
+    legend_features,
+    sequence_text,
 )
 
 __all__ = [
@@ -92,11 +96,16 @@ __all__ = [
     "zero_label",
     "regime_cmap",
     "regime_chart_edges",
+    "FIGURES",
+    "figure_names",
 ]
 
 
 def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, methods=None) -> Path:
     """Heat map of the dominant feature index over (time, alpha) at one rho.
+
+    The colour bar labels every feature up to d = 10, and beyond a subset
+    (`feature_ticks`: 1, d, the minor and the major feature, evenly spaced ones).
 
     **Arguments:** `ds` the results of a sweep; `path` the PNG to write (a PDF is
     written next to it); `rho` (default the first) picks the nearest grid rho;
@@ -136,12 +145,13 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
         ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in st.ravel()}))})" if none else ""))
         ax.set_xlabel(_time_label(ds) + _scale_note(t_sc, t_lt, "t"))
     axes[0].set_ylabel(_alpha_label(ds) + _scale_note(a_sc, a_lt, r"$\alpha$"))
-    cbar = fig.colorbar(mesh, ax=list(axes), ticks=np.arange(1, d + 1), boundaries=np.arange(0.5, d + 1.5, 1.0), values=np.arange(1, d + 1), fraction=0.03, pad=0.02)
-    labels = [str(j) for j in range(1, d + 1)]
+    ticks = feature_ticks(d, minor_feature(ds), major_feature(ds))  # all of them up to d = 10
+    cbar = fig.colorbar(mesh, ax=list(axes), ticks=ticks, boundaries=np.arange(0.5, d + 1.5, 1.0), values=np.arange(1, d + 1), fraction=0.03, pad=0.02)
+    labels = {j: str(j) for j in ticks}
     if d > 1:  # by the data's mean y x, not the position (major_feature)
-        labels[minor_feature(ds) - 1] += " (minor)"
-        labels[major_feature(ds) - 1] += " (major)"
-    cbar.ax.set_yticklabels(labels)
+        labels[minor_feature(ds)] += " (minor)"
+        labels[major_feature(ds)] += " (major)"
+    cbar.ax.set_yticklabels([labels[j] for j in ticks])
     cbar.set_label(r"dominant feature $\arg\max_j |\beta_j|$")
     # Only the colours that appear, each named by what its cells did.
     handles = []
@@ -233,6 +243,12 @@ def _cell_switches(ds, m, ir, ia, dom, times) -> list[tuple[float, int, int]]:
     return switching_times(dom, times)
 
 
+#: A switch's "a -> b" label is left out when it is closer than this share of the panel's
+#: width to the last one labelled (its dotted line stays): at large d the labels of a
+#: fast staircase printed over each other.
+_LABEL_GAP = 0.045
+
+
 def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=None) -> Path:
     """|beta_j| (log scale) and the loss over time for a few alphas: rows methods, columns alphas.
 
@@ -245,6 +261,13 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     title names the method and alpha, the order of the dominant features
     (docs/theory.md s.5) and how the trajectory ended; only l2-SAM panels name a
     regime (regimes 1/2/3 are defined for l2-SAM, docs/theory.md s.3).
+
+    At d > 10 the figure stays readable: the legend names the minor and major
+    features and at most four others that lead at some time (`legend_features`;
+    the other features are drawn thin), a sequence of more than six leaders is
+    shortened in the title ("1 -> 2 -> ... -> 50 (29 switches)",
+    `sequence_text`), and a switch label closer than `_LABEL_GAP` of the panel
+    to the previous one is left out (its line stays).
 
     **Arguments:** `alphas` values on the sweep's alpha axis (nearest grid points
     are used); default one per regime of l2-SAM (in regime 2 the init that
@@ -272,6 +295,9 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     cols = feature_colors(d)
     times = ds["time"].values
     relative = bool(int(ds.attrs.get("alpha_relative_to_rho", 0)))
+    leaders = {j for m in methods for a in ia
+               for j in visited_sequence(_sequence(ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values))}
+    named = legend_features(d, minor_feature(ds), major_feature(ds), leaders)  # all of them up to d = 10
     fig, axes = plt.subplots(len(methods), len(ia), figsize=(3.9 * len(ia) + 0.9, 2.9 * len(methods)), squeeze=False)
     for i, m in enumerate(methods):
         for j, a in enumerate(ia):
@@ -282,22 +308,29 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             with np.errstate(invalid="ignore"):
                 shown = np.where(np.isfinite(mag) & (mag > 0), mag, np.nan)
             for k in range(d):
-                ax.plot(times, shown[:, k], color=cols[k], lw=1.5, label=rf"$|\beta_{{{k + 1}}}|$")
+                if k + 1 in named:
+                    ax.plot(times, shown[:, k], color=cols[k], lw=1.5, label=rf"$|\beta_{{{k + 1}}}|$")
+                else:  # thin and unnamed: at large d a legend of every feature would hide the panels
+                    ax.plot(times, shown[:, k], color=cols[k], lw=0.7, alpha=0.7)
             ax.set_yscale("log")
             pos = shown[np.isfinite(shown)]
             if pos.size:  # at most 12 decades below the largest value: a collapse dives to 1e-300
                 ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
             dom = _sequence(beta)
-            for t_sw, f, to in _cell_switches(ds, m, ir, a, dom, times):
-                ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
-                ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
-                        ha="right", va="bottom", color="0.3")
             status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
             t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
+            slides = ds["slide_time"].sel(flow=m).isel(rho=ir, alpha=a).values if "slide_time" in ds else np.array([])
+            lo, hi = _time_window(times, dom, loss, t_ev, slides)
+            labelled = -np.inf
+            for t_sw, f, to in _cell_switches(ds, m, ir, a, dom, times):
+                ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
+                if t_sw - labelled >= _LABEL_GAP * (hi - lo):  # every switch has its line; labels do not overlap
+                    labelled = t_sw
+                    ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
+                            ha="right", va="bottom", color="0.3")
             if np.isfinite(t_ev) and status != int(Status.SLID):
                 ax.axvline(t_ev, color="k", lw=0.9, ls="--")
-            slides = ds["slide_time"].sel(flow=m).isel(rho=ir, alpha=a).values if "slide_time" in ds else np.array([])
-            ax.set_xlim(*_time_window(times, dom, loss, t_ev, slides))
+            ax.set_xlim(lo, hi)
             ax2 = ax.twinx()
             ax2.plot(times, loss, color="0.45", ls="--", lw=1.0)
             ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
@@ -310,7 +343,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
                 reg = int(regime_label(beta[None], np.asarray([status]), major_feature(ds))[0])
                 head += f": regime {reg}" if reg else ": regime undetermined"
             seq = visited_sequence(dom)
-            lines = [head] + (["dominant " + r" $\to$ ".join(map(str, seq))] if seq else [])
+            lines = [head] + (["dominant " + sequence_text(seq)] if seq else [])
             end = _end_text(m, status, t_ev)
             if end:
                 lines.append(end)
@@ -321,6 +354,9 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
             if i == len(methods) - 1:
                 ax.set_xlabel(_time_label(ds))
     handles, labels = axes[0, 0].get_legend_handles_labels()
+    if len(named) < d:
+        handles.append(plt.Line2D([], [], color="0.5", lw=0.7))
+        labels.append(f"the other {d - len(named)} features (thin; colour by index)")
     handles += [plt.Line2D([], [], color="0.45", ls="--"), plt.Line2D([], [], color="0.55", ls=":"),
                 plt.Line2D([], [], color="k", ls="--")]
     labels += ["loss", r"switch of the dominant feature $a \to b$", "collapse / blow-up / stall"]
@@ -429,25 +465,60 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     return path
 
 
-def plot_sweep(ds, out_dir: "str | Path", cfg=None) -> list[Path]:
+#: The figures of a sweep, by name (the PNG is `<name>.png`, a PDF beside it), in the order drawn.
+FIGURES = ("dominant_heatmap", "trajectories", "regime_chart")
+
+
+def figure_names(ds) -> list[str]:
+    """The figures `plot_sweep` draws for these results: the heat map always, the
+    trajectories unless the file is a summary (`output.save = "summary"`, no beta),
+    the regime chart when the grid has more than one rho."""
+    return [n for n in FIGURES if not (n == "trajectories" and is_summary(ds)) and not (n == "regime_chart" and ds.sizes["rho"] < 2)]
+
+
+def _stored_output(ds) -> dict:
+    """The `[output]` table of the config stored in the results file (attribute
+    `config`, JSON), or {} for a file without one."""
+    import json
+
+    try:
+        return dict(json.loads(ds.attrs["config"]).get("output") or {})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+
+
+def plot_sweep(ds, out_dir: "str | Path", cfg=None, names=None) -> list[Path]:
     """Draw every figure the sweep's grid supports into `out_dir`; return the PNG paths.
+
+    **Arguments:** `ds` the results of a sweep (`samflow.store.read_results`);
+    `cfg` its `SweepConfig`, for `output.plot_rho` and `output.trajectory_alphas`
+    (default: the config stored in the results file, so a redraw from the file
+    alone, `python -m samflow.plot`, draws the sweep's figures); `names` a subset
+    of `figure_names(ds)` (default all).
 
     For a summary file (`output.save = "summary"`) the trajectory figure is
     skipped, with a one-line note on stderr.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plot_rho = cfg.output.plot_rho if cfg is not None else None
-    traj_alphas = cfg.output.trajectory_alphas if cfg is not None else None
-    paths = [plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho)]
-    if is_summary(ds):
-        print(
-            'note: no trajectory figure: the results are a summary without beta over time; '
-            'it needs output.save = "full"',
-            file=sys.stderr,
-        )
+    if cfg is not None:
+        plot_rho, traj_alphas = cfg.output.plot_rho, cfg.output.trajectory_alphas
     else:
-        paths.append(plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas))
-    if ds.sizes["rho"] > 1:
+        stored = _stored_output(ds)
+        plot_rho, traj_alphas = stored.get("plot_rho"), stored.get("trajectory_alphas")
+    wanted = FIGURES if names is None else tuple(names)
+    paths = []
+    if "dominant_heatmap" in wanted:
+        paths.append(plot_dominant_heatmap(ds, out_dir / "dominant_heatmap.png", rho=plot_rho))
+    if "trajectories" in wanted:
+        if is_summary(ds):
+            print(
+                'note: no trajectory figure: the results are a summary without beta over time; '
+                'it needs output.save = "full"',
+                file=sys.stderr,
+            )
+        else:
+            paths.append(plot_trajectories(ds, out_dir / "trajectories.png", rho=plot_rho, alphas=traj_alphas))
+    if "regime_chart" in wanted and ds.sizes["rho"] > 1:
         paths.append(plot_regime_chart(ds, out_dir / "regime_chart.png"))
     return paths

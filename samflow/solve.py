@@ -1,4 +1,4 @@
-"""Deprecated path (kept for one release): the solver's module is now
+"""Deprecated path (kept in 0.2.x, removed in the release after 0.2): the solver's module is now
 `samflow.solver`; this module re-exports its names, so `from samflow.solve import
 SolverSettings` keeps working.
 

@@ -67,6 +67,7 @@ from .losses import get_loss
 from ._events import _CONDITIONS, EventSet
 from ._field import SamField
 from ._integrate import _initial_state, _sanitize, _segment, _segment_solver, batch_cells
+from ._lead import dominant_index, tied
 from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
@@ -360,8 +361,6 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
     each cell re-solved up to its `switch_horizon` read off its main solve
     (`results[method]`, a Trajectory or a Summary). Methods that are not flows
     of `samflow.Method` are left out."""
-    from .analysis import dominant_index, tied
-
     out = {}
     for m, res in results.items():
         if isinstance(m, Method):
@@ -409,8 +408,6 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     than two save times, a rho that does not match the batch, or any error of
     `samflow.solve` for these inputs.
     """
-    from .analysis import dominant_index, tied
-
     W = getattr(traj, "W", None)
     if W is None:
         raise ValueError("switch_times needs a Trajectory with weights W (a Summary has none); "

@@ -419,3 +419,71 @@ def test_figures_name_the_minor_and_major_features_by_the_data(tmp_path, kept_fi
     assert [t.get_text() for t in cbar.get_yticklabels()] == ["1", "2 (major)", "3 (minor)"]
     plot_trajectories(ds, tmp_path / "t.png")
     assert "feature 3 is the most minor, 2 the major one" in kept_figures[-1]._suptitle.get_text()
+
+
+# ---------------------------------------------------------------- figures at any d (issue 28)
+
+
+def _many_features_ds(d: int = 50, minor: int = 1, major: int = 50):
+    """One l2-SAM cell whose lead climbs through 40 of d features (the staircase at large d),
+    with data whose most minor / major features are `minor` / `major`."""
+    lead = np.round(np.linspace(0, d - 1, 40)).astype(int)
+    beta = _staircase(lead, d)[None, None, None]
+    ds = make_ds(beta, np.zeros((1, 1, 1)), alpha=[0.5], rho=[1.0], times=np.linspace(0.5, 20.0, 40), flows=("l2",))
+    mu = np.linspace(0.1, 0.9, d)
+    mu[[minor - 1, major - 1]] = 0.01, 1.0
+    ds["data_X"] = (("sample", "coord"), mu[None])
+    ds["data_y"] = (("sample",), np.ones(1))
+    return ds
+
+
+@pytest.mark.parametrize("minor, major", [(1, 50), (12, 37)])
+def test_heatmap_colour_bar_labels_a_readable_subset_at_large_d(tmp_path, kept_figures, minor, major):
+    """At d = 50 the colour bar printed all 50 labels over each other; it now labels at
+    most 12 features, always 1 and d, and the minor and major ones by name."""
+    plots.plot_dominant_heatmap(_many_features_ds(50, minor, major), tmp_path / "h.png")
+    cbar = next(ax for ax in kept_figures[-1].axes if ax.get_label() == "<colorbar>")
+    labels = [t.get_text() for t in cbar.get_yticklabels()]
+    ticks = [int(v) for v in cbar.get_yticks()]
+    assert len(labels) == len(ticks) <= 12
+    assert ticks == sorted(ticks) and {1, 50, minor, major} <= set(ticks)
+    assert f"{minor} (minor)" in labels and f"{major} (major)" in labels
+    assert all(label.split()[0] == str(t) for label, t in zip(labels, ticks))
+    assert min(np.diff(ticks)) >= 2  # no two labels on neighbouring colours
+
+
+def test_trajectory_legend_and_titles_stay_readable_at_large_d(tmp_path, kept_figures):
+    """At d = 50 the legend listed 53 entries and the title 40 leaders; now the legend
+    names the minor and major features and some leaders (at most ~10 entries in all)
+    and the title abbreviates the sequence, giving the number of switches."""
+    ds = _many_features_ds(50, 12, 37)
+    plots.plot_trajectories(ds, tmp_path / "t.png", alphas=[0.5])
+    fig = kept_figures[-1]
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert len(texts) <= 10
+    assert r"$|\beta_{12}|$" in texts and r"$|\beta_{37}|$" in texts
+    assert any(t.startswith("the other ") for t in texts)
+    (title,) = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    seq = plots.visited_sequence(plots._sequence(ds["beta"].values[0, 0, 0]))
+    assert len(seq) > 30
+    assert f"dominant {seq[0]} $\\to$ {seq[1]} $\\to$ ... $\\to$ {seq[-1]} ({len(seq) - 1} switches)" in title
+    # d <= 10: every feature is named, as before.
+    small = make_ds(np.broadcast_to(_staircase(), (1, 1, 1, 8, 3)).copy(), np.zeros((1, 1, 1)), alpha=[0.5],
+                    rho=[1.0], times=np.linspace(0.5, 4.0, 8), flows=("l2",))
+    plots.plot_trajectories(small, tmp_path / "s.png", alphas=[0.5])
+    texts = [t.get_text() for t in kept_figures[-1].legends[0].get_texts()]
+    assert texts[:3] == [r"$|\beta_{1}|$", r"$|\beta_{2}|$", r"$|\beta_{3}|$"] and len(texts) == 6
+
+
+def test_feature_selections():
+    from samflow._plot_common import feature_ticks, legend_features, sequence_text
+
+    assert feature_ticks(10, 1, 10) == list(range(1, 11))
+    ticks = feature_ticks(200, 7, 150)
+    assert {1, 7, 150, 200} <= set(ticks) and len(ticks) <= 12
+    assert legend_features(8, 1, 8, []) == list(range(1, 9))
+    assert legend_features(50, 1, 50, [1, 50]) == [1, 50]
+    assert legend_features(50, 1, 50, range(1, 51)) == [1, 2, 18, 33, 49, 50]  # thinned evenly to 6
+    assert sequence_text([1, 2, 3]) == r"1 $\to$ 2 $\to$ 3"
+    assert sequence_text(range(1, 51), arrow=" -> ") == "1 -> 2 -> ... -> 50 (49 switches)"

@@ -35,8 +35,8 @@ def test_old_and_new_slice_flags_are_one_option(tmp_path, capsys, flags):
     notes = err[:-1]
     if flags[0] == "--num-chunks":
         assert notes == [
-            "note: --num-chunks is deprecated (samflow 0.1's name) and goes in the next release; use --num-slices",
-            "note: --chunk-index is deprecated (samflow 0.1's name) and goes in the next release; use --slice-index",
+            "note: --num-chunks is deprecated (samflow 0.1's name) and goes in the release after 0.2; use --num-slices",
+            "note: --chunk-index is deprecated (samflow 0.1's name) and goes in the release after 0.2; use --slice-index",
         ]
     else:
         assert notes == []

@@ -1,7 +1,7 @@
 """Figures of the CNN study, drawn from its results `xarray.Dataset` (`cnn_study.assemble`).
 
 Every curve is the mean over the seeds left (status ok) with its 95% Student-t
-band (`cnn_study.summarize`); GD black, l2-SAM reds, linf-SAM greens (darker for
+band (`cnn_study_results.summarize`); GD black, l2-SAM reds, linf-SAM greens (darker for
 larger rho). A cell where a seed never left the loss log 2 or went non-finite
 is drawn with a hollow marker; a cell with no seed left draws an "x" on the
 lower edge of the panel (at its alpha) instead of a point.
@@ -28,6 +28,7 @@ from matplotlib.ticker import NullFormatter
 
 from .._io import atomic_savefig
 from .._labels import OPTIMIZER_LABELS
+from .cnn_study_results import summarize
 
 
 __all__ = ["plot_minor_share_vs_alpha", "plot_paired_difference", "plot_ground_truth", "plot_curves", "plot_study"]
@@ -85,8 +86,6 @@ def _panel(ax, s, task, metric, epoch, *, legend=False):
 
 def plot_minor_share_vs_alpha(ds, path: "str | Path") -> list[Path]:
     """The main figure (see the module docstring)."""
-    from .cnn_study import summarize
-
     s = summarize(ds)
     kinds = json.loads(ds.attrs["task_kinds"])
     bands = json.loads(ds.attrs["bands"])
@@ -112,8 +111,6 @@ def plot_minor_share_vs_alpha(ds, path: "str | Path") -> list[Path]:
 def plot_paired_difference(ds, path: "str | Path") -> list[Path]:
     """SAM - GD minor share, paired by seed, against alpha at the early, middle
     and late epochs, with the 95% t-band (GD's own line is 0)."""
-    from .cnn_study import summarize
-
     s = summarize(ds)
     if "minor_share_diff_mean" not in s:
         return []
@@ -134,8 +131,6 @@ def plot_paired_difference(ds, path: "str | Path") -> list[Path]:
 
 def plot_ground_truth(ds, path: "str | Path") -> list[Path]:
     """The ground-truth figure (see the module docstring)."""
-    from .cnn_study import summarize
-
     s = summarize(ds)
     kinds = json.loads(ds.attrs["task_kinds"])
     bands = json.loads(ds.attrs["bands"])
@@ -160,8 +155,6 @@ def plot_ground_truth(ds, path: "str | Path") -> list[Path]:
 
 def plot_curves(ds, path: "str | Path", alpha: "float | None" = None, rho: "float | None" = None) -> list[Path]:
     """Minor share and accuracy over epochs at one alpha and rho (default: the middle ones)."""
-    from .cnn_study import summarize
-
     s = summarize(ds)
     kinds = json.loads(ds.attrs["task_kinds"])
     tasks = [str(t) for t in s.task.values if kinds[str(t)] != "faint_only"]

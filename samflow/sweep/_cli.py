@@ -160,6 +160,10 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
             if problem is None:
                 if note:
                     print(note, file=sys.stderr)
+                if cfg.output.figures and not args.no_figures and not sliced and _devices.is_writer():
+                    from ..plot import resume_figures
+
+                    return resume_figures(results_path, out_dir)
                 print(f"already complete: {results_path} (same config and code); nothing to do")
                 return 0
             if not args.overwrite:
@@ -270,7 +274,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-processes", metavar="N", type=int, help="processes in all (implies --distributed)")
     parser.add_argument("--process-id", metavar="I", type=int, help="this process, 0..N-1 (implies --distributed)")
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
-    # unit inside a run); kept, unlisted, so job scripts keep working for a release.
+    # unit inside a run); kept, unlisted, in 0.2.x, so job scripts keep working.
     parser.add_argument("--num-chunks", dest="num_slices", action=_OldSliceFlag, help=argparse.SUPPRESS)
     parser.add_argument("--chunk-index", dest="slice_index", action=_OldSliceFlag, help=argparse.SUPPRESS)
     return parser
@@ -284,7 +288,7 @@ class _OldSliceFlag(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
-        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the next release; "
+        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the release after 0.2; "
               f"use {_NEW_SLICE_FLAG[option_string]}", file=sys.stderr)
 
 
@@ -312,8 +316,9 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
     except KeyboardInterrupt as err:
         code = EXIT_SIGTERM if getattr(err, "signum", signal.SIGINT) == signal.SIGTERM else EXIT_SIGINT
         if stage == "figures" or (stage == "write" and results_path.exists()):
-            print(f"interrupted after the results were written ({results_path}); some figures may be missing",
-                  file=sys.stderr)
+            from ..plot import interrupted_line
+
+            print(interrupted_line(results_path), file=sys.stderr)
         else:
             print(_interrupted_line(_chunks_done(partial), n_total), file=sys.stderr)
         return code

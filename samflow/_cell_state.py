@@ -1,0 +1,52 @@
+"""The state of one cell between the segments of its solve (`samflow._integrate`):
+where the next segment starts, what has been saved, and the event record.
+Its own module, so that the integrator and the singular points
+(`samflow._singular`) both read it without importing each other.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+from jaxtyping import Array, Bool, Float, Int
+
+from ._field import SegmentArgs
+
+
+class CellState(eqx.Module):
+    """The carry of `solve_cell`'s segment loop, grouped as diffrax's `State`.
+
+    Y is the solver's state (W, or log|W| in log coordinates); shapes `(L, d)`
+    unless noted, `n` = number of save times.
+    """
+
+    # Where the next segment starts.
+    seg: Int[Array, ""]
+    t0: Float[Array, ""]
+    Y: Float[Array, "L d"]
+    s: Float[Array, ""]
+    memory: Float[Array, "L d"]
+    frozen: Bool[Array, "L d"]
+    track: Bool[Array, ""]
+    rmem: Float[Array, " d"]
+    rslide: Bool[Array, " d"]
+    roff: Float[Array, " d"]
+    # Saved output.
+    out_Y: Float[Array, "n L d"]
+    out_s: Float[Array, " n"]
+    # Event record.
+    status: Int[Array, ""]
+    event_time: Float[Array, ""]
+    event_s: Float[Array, ""]
+    collapse_direction: Float[Array, " d"]
+    W_detect: Float[Array, "L d"]
+    t_detect: Float[Array, ""]
+    W_stop: Float[Array, "L d"]
+    slide_time: Float[Array, "L d"]
+    t_untracked: Float[Array, ""]
+    # Statistics and loop control.
+    steps: Int[Array, ""]
+    done: Bool[Array, ""]
+
+    def segment_args(self, rho, data, multi: bool) -> SegmentArgs:
+        extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
+        return SegmentArgs(rho, data, self.memory, self.frozen, self.track, *extra)

@@ -1,0 +1,173 @@
+"""`python -m samflow.plot RESULTS.nc`: a sweep's figures from its results file
+alone (issue 28), the refusals of bad input, and `--resume` drawing the figures
+that a Ctrl-C during the figures left out (it said "already complete" and only
+`--overwrite`, a full recompute, brought them back)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from samflow import plots
+from samflow.plot import main as plot_main
+from samflow.store import write_results
+from samflow.sweep import main as sweep_main
+
+from test_plots import kept_figures, major_first_beta, make_ds  # noqa: F401  (a fixture)
+
+CONFIG = """\
+name = "redraw"
+methods = ["l2"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = [0.1, 0.75, 5.0]
+alpha_relative_to_rho = true
+rho = [0.05, 0.1]
+[time]
+t1 = 300.0
+num = 12
+[output]
+figures = true
+switch_times = false
+"""
+FIGURE_FILES = sorted(f"{n}.{x}" for n in plots.FIGURES for x in ("png", "pdf"))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _one_error_line(capsys) -> str:
+    cap = capsys.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in cap.err, cap.err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """(config, out folder) of one small sweep with its figures: one l2-SAM cell per regime, two rhos."""
+    root = tmp_path_factory.mktemp("redraw")
+    cfg = root / "c.toml"
+    cfg.write_text(CONFIG)
+    out = root / "out"
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(["results.nc", *FIGURE_FILES])
+    return cfg, out
+
+
+def _copy(swept, tmp_path) -> tuple[Path, Path]:
+    cfg, out = swept
+    shutil.copytree(out, tmp_path / "out")
+    return cfg, tmp_path / "out"
+
+
+def test_resume_draws_the_figures_a_ctrl_c_left_out(swept, tmp_path, capsys):
+    cfg, out = _copy(swept, tmp_path)
+    results, kept = _digest(out / "results.nc"), _digest(out / "dominant_heatmap.png")
+    (out / "trajectories.png").unlink()
+    (out / "regime_chart.pdf").unlink()
+    capsys.readouterr()
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet", "--resume"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"already complete: {out / 'results.nc'} (same config and code); drew the missing figures"
+    assert set(printed[1:]) == {f"figure: {out / n}" for n in
+                                ("trajectories.png", "trajectories.pdf", "regime_chart.png", "regime_chart.pdf")}
+    assert sorted(p.name for p in out.iterdir()) == sorted(["results.nc", *FIGURE_FILES])
+    assert _digest(out / "results.nc") == results and _digest(out / "dominant_heatmap.png") == kept
+    # Every figure there: nothing to do, as before.
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet", "--resume"]) == 0
+    assert capsys.readouterr().out.strip().endswith("nothing to do")
+    # --no-figures: the figures are not asked for, so none is drawn.
+    (out / "trajectories.png").unlink()
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet", "--resume", "--no-figures"]) == 0
+    assert capsys.readouterr().out.strip().endswith("nothing to do")
+    assert not (out / "trajectories.png").exists()
+
+
+def test_a_ctrl_c_during_the_figures_names_the_redraw_command(swept, tmp_path, capsys, monkeypatch):
+    cfg, _ = swept
+    out = tmp_path / "out"
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plots, "plot_trajectories", ctrl_c)
+    assert sweep_main([str(cfg), "--out", str(out), "--quiet"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    results = out / "results.nc"
+    assert err == [f"interrupted after the results were written ({results}); some figures may be missing: "
+                   f"draw them with python -m samflow.plot {results}"]
+    assert (out / "dominant_heatmap.png").exists() and not (out / "trajectories.png").exists()
+    monkeypatch.undo()
+    assert plot_main([str(results)]) == 0  # the command the line names draws them all
+    assert sorted(p.name for p in out.iterdir()) == sorted(["results.nc", *FIGURE_FILES])
+
+
+def test_the_command_draws_what_the_sweep_drew(swept, tmp_path, capsys):
+    """Same code, same file: the redrawn PNGs are the sweep's, byte for byte; --only one."""
+    _, out = swept
+    redraw = tmp_path / "redraw"
+    assert plot_main([str(out / "results.nc"), "--out", str(redraw)]) == 0
+    assert sorted(p.name for p in redraw.iterdir()) == FIGURE_FILES
+    for name in plots.FIGURES:
+        assert _digest(redraw / f"{name}.png") == _digest(out / f"{name}.png"), name
+    assert capsys.readouterr().out.splitlines()[0] == f"figure: {redraw / 'dominant_heatmap.png'}"
+    only = tmp_path / "only"
+    assert plot_main([str(out / "results.nc"), "--out", str(only), "--only", "regime_chart"]) == 0
+    assert sorted(p.name for p in only.iterdir()) == ["regime_chart.pdf", "regime_chart.png"]
+
+
+def test_the_stored_output_settings_choose_the_rho(tmp_path, kept_figures):  # noqa: F811
+    """Without a config, plot_sweep reads output.plot_rho from the file's config attribute."""
+    beta = major_first_beta(1, 2, 2, 4)
+    ds = make_ds(beta, np.zeros((1, 2, 2)), alpha=[0.5, 1.0], rho=[0.05, 0.1], times=[1.0, 2.0, 3.0, 4.0], flows=("l2",))
+    ds.attrs["config"] = json.dumps({"output": {"plot_rho": 0.1, "trajectory_alphas": [1.0]}})
+    plots.plot_sweep(ds, tmp_path, names=["dominant_heatmap", "trajectories"])
+    heat, traj = kept_figures
+    assert r"$\rho=0.1$" in heat._suptitle.get_text()
+    titles = [ax.get_title() for ax in traj.axes if ax.get_title()]
+    assert len(titles) == 1 and r"$\alpha$ = 1" in titles[0]
+
+
+def test_bad_input_is_one_line_exit_2(swept, tmp_path, capsys):
+    _, out = swept
+    results = out / "results.nc"
+    assert plot_main([str(tmp_path / "nowhere.nc")]) == 2
+    assert "nowhere.nc: no such results file" in _one_error_line(capsys)
+    toml = tmp_path / "c.nc"
+    toml.write_text(CONFIG)
+    assert plot_main([str(toml)]) == 2
+    assert "is not a results file of python -m samflow.sweep (netCDF cannot read it" in _one_error_line(capsys)
+    other = tmp_path / "other.nc"
+    write_results(xr.Dataset({"x": ("a", np.arange(3.0))}), other)
+    assert plot_main([str(other)]) == 2
+    assert _one_error_line(capsys).endswith(
+        "is not a results file of python -m samflow.sweep (it lacks flow, alpha, rho, time, coord, status, loss, "
+        "event_time, alpha_init, beta (or dominant))")
+    assert plot_main([str(results), "--only", "heatmap"]) == 2
+    assert _one_error_line(capsys) == (
+        "error: --only 'heatmap': no such figure; choose one of dominant_heatmap, trajectories, regime_chart")
+    one_rho = tmp_path / "one_rho.nc"
+    write_results(xr.open_dataset(results, engine="h5netcdf").load().isel(rho=[0]), one_rho)
+    assert plot_main([str(one_rho), "--only", "regime_chart"]) == 2
+    assert _one_error_line(capsys) == (
+        "error: --only regime_chart: this file has no such figure: the grid has one rho (0.05); "
+        "it has dominant_heatmap, trajectories")
+    assert not any(p.suffix == ".png" for p in tmp_path.iterdir())
+
+
+def test_a_slice_is_refused_with_the_merge_command(tmp_path, capsys):
+    ds = xr.Dataset({"status": ("cell", np.zeros(2, np.int8))}, coords={"cell": [0, 1]})
+    path = write_results(ds, tmp_path / "out" / "slices" / "slice-0000-of-0002.nc")
+    assert plot_main([str(path)]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {path} is one slice of a sweep; merge the slices first (python -m samflow.merge "
+        f"{tmp_path / 'out'}) and draw the merged results.nc")
