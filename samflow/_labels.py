@@ -34,18 +34,31 @@ def _method(name) -> Method | None:
         return None
 
 
+def _split_entry(name) -> "tuple[Method | None, str]":
+    """A method and the rest of an entry of a sweep's flow axis: "lp p=3" ->
+    (Method.LP, " p=3"), "discrete_lp p=3 eta=0.1" -> (None, ...): only a flow's
+    own name before the first space is read; anything else is (None, name)."""
+    if isinstance(name, Method):
+        return name, ""
+    head, sep, rest = str(name).partition(" ")
+    m = _method(head)
+    return (m, sep + rest) if m is not None else (None, str(name))
+
+
 def method_label(name) -> str:
     """Mathtext label of a method for a figure, e.g. r"$\\ell_2$-SAM".
 
-    **Arguments:** `name`: a `Method`, its value ("l2") or a CNN optimizer name
-    ("sam_l2"). **Returns:** the label; a name that is none of these, as given.
+    **Arguments:** `name`: a `Method`, its value ("l2"), a CNN optimizer name
+    ("sam_l2"), or an entry of a sweep's flow axis that starts with a flow's
+    name ("lp p=3": r"$\\ell_p$-SAM p=3"). **Returns:** the label; a name that is
+    none of these, as given.
     """
-    m = _method(name)
-    return str(name) if m is None else METHOD_LABELS[m]
+    m, rest = _split_entry(name)
+    return str(name) if m is None else METHOD_LABELS[m] + rest
 
 
 def method_text(name) -> str:
-    """Plain-text label of a method (logs, tables, Markdown), e.g. "l2-SAM"; the
-    same arguments as `method_label`."""
-    m = _method(name)
-    return str(name) if m is None else METHOD_TEXT[m]
+    """Plain-text label of a method (logs, tables, Markdown), e.g. "l2-SAM" or
+    "lp-SAM p=3"; the same arguments as `method_label`."""
+    m, rest = _split_entry(name)
+    return str(name) if m is None else METHOD_TEXT[m] + rest

@@ -1,0 +1,154 @@
+"""lp-SAM in the sweep (issue 27): `[lp] p` runs "lp" once per exponent, one entry
+of the flow axis each ("lp p=3"), with the coordinate p; the refusals of the new
+keys, one line each; resume and slices+merge like any other method."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import samflow as sf
+from samflow.config import ConfigError, parse_config
+from samflow.merge import merge_slices
+from samflow.sweep import main, run_sweep
+
+MU = [0.2, 0.6, 1.0]
+BASE = {
+    "methods": ["gd", "l2", "lp", "linf"], "lp": {"p": [1.5, 3]}, "clock": "tau", "data": {"mu": MU},
+    "grid": {"alpha": [0.3, 0.9, 2.0], "rho": [1.0], "alpha_relative_to_rho": True},
+    "time": {"t1": 20.0, "num": 4, "spacing": "linear"}, "solver": {"chunk_size": 2, "batch_size": 2},
+    "output": {"figures": False, "switch_times": False},
+}
+
+
+def _cfg(**over):
+    return parse_config({**BASE, **over})
+
+
+def test_flow_entries_and_labels():
+    cfg = _cfg()
+    assert [e.label for e in cfg.flow_entries()] == ["gd", "l2", "lp p=1.5", "lp p=3", "linf"]
+    assert [e.p for e in cfg.flow_entries()] == [None, None, 1.5, 3.0, None]
+    one = _cfg(lp={"p": 3})  # a single p keeps its label
+    assert [e.label for e in one.flow_entries()] == ["gd", "l2", "lp p=3", "linf"]
+    disc = _cfg(methods=["discrete_lp"], lp={"p": [3, 8]}, discrete={"eta": [0.1, 0.05]}, clock="t")
+    assert [e.label for e in disc.flow_entries()] == [
+        "discrete_lp p=3 eta=0.1", "discrete_lp p=3 eta=0.05", "discrete_lp p=8 eta=0.1", "discrete_lp p=8 eta=0.05"]
+    assert [(e.method, e.eta, e.p) for e in disc.flow_entries()][1] == ("lp", 0.05, 3.0)
+    assert [e.label for e in _cfg(methods=["discrete_lp"], lp={"p": 3}, discrete={"eta": 0.1}, clock="t")
+            .flow_entries()] == ["discrete_lp p=3"]
+
+
+@pytest.mark.parametrize("over, line", [
+    ({"lp": {"p": 1.0}}, "lp.p: Value error, lp.p must be a number with 1 < p < inf"),
+    ({"lp": {"p": [3, 0.5]}}, "lp.p: Value error, lp.p must be a number with 1 < p < inf"),
+    ({"lp": {"p": float("inf")}}, "lp.p"),
+    ({"lp": {"p": float("nan")}}, "lp.p"),
+    ({"lp": {"p": "3"}}, "lp.p"),
+    ({"lp": {"p": []}}, "lp.p: Value error, lp.p is empty"),
+    ({"lp": {"p": [3, 3]}}, "lp.p: Value error, lp.p must not repeat an exponent"),
+    ({"methods": ["gd", "l2"]}, 'lp.p: no lp method in methods'),
+    ({"lp": None}, "methods: lp needs its exponent: add [lp] p = [...]"),
+])
+def test_bad_lp_keys_are_refused_in_one_line(over, line):
+    raw = {**BASE, **over}
+    if raw.get("lp") is None:
+        raw.pop("lp")
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    lines = str(err.value).splitlines()
+    assert any(line in x for x in lines), str(err.value)
+    assert all(x.count("lp.p") <= 2 for x in lines)
+
+
+def test_config_key_and_lp():
+    """A config without [lp] keeps the config_key it had before the key existed (its
+    partial results and slices stay resumable); the exponents are part of the key."""
+    from samflow.config._experiments import drop_unset_experiment_keys
+    from samflow.sweep import config_key
+
+    raw = dict(BASE, methods=["l2"])
+    raw.pop("lp")
+    assert "lp" not in drop_unset_experiment_keys(parse_config(raw).model_dump(mode="json"))
+    assert config_key(_cfg(lp={"p": [1.5, 3]})) != config_key(_cfg(lp={"p": [1.5, 4]}))
+
+
+@pytest.mark.slow
+def test_lp_sweep_equals_solve_and_carries_p():
+    cfg = _cfg()
+    ds = run_sweep(cfg, progress=False)
+    assert list(ds["flow"].values) == ["gd", "l2", "lp p=1.5", "lp p=3", "linf"]
+    np.testing.assert_array_equal(ds["p"].values, [np.nan, 2.0, 1.5, 3.0, np.inf])
+    alpha = ds["alpha_init"].values[:, 0]
+    ts = ds["time"].values
+    for p in (1.5, 3.0):
+        solo = sf.solve("lp", sf.single_sample(MU), alpha, 1.0, ts, clock="tau", p=p)
+        label = f"lp p={p:g}"
+        np.testing.assert_array_equal(ds["beta"].sel(flow=label).values[:, 0], np.asarray(solo.beta))
+        np.testing.assert_array_equal(ds["status"].sel(flow=label).values[:, 0], np.asarray(solo.status))
+    # p = 1.5 and p = 3 are different flows (not one entry written twice)
+    assert not np.array_equal(ds["beta"].sel(flow="lp p=1.5").values, ds["beta"].sel(flow="lp p=3").values)
+
+
+@pytest.mark.slow
+def test_lp_slices_merge_to_the_whole_run():
+    cfg = _cfg(methods=["lp"])
+    whole = run_sweep(cfg, progress=False)
+    merged = merge_slices([run_sweep(cfg, progress=False, grid_slice=(i, 2)) for i in range(2)])
+    for name in ("beta", "loss", "real_time", "status", "num_steps", "slide_time"):
+        np.testing.assert_array_equal(merged[name].values, whole[name].values, err_msg=name)
+    np.testing.assert_array_equal(merged["p"].values, [1.5, 3.0])
+
+
+@pytest.mark.slow
+def test_lp_resume_keeps_each_p_apart_and_is_bit_identical(tmp_path):
+    """Checkpoints are kept per (method, p): a resumed run whose partial folder
+    holds only the chunks of "lp p=1.5" recomputes those of "lp p=3" (it must not
+    read p = 1.5's chunks as p = 3's) and gives the uninterrupted results bit for
+    bit."""
+    raw = dict(BASE, methods=["lp"])
+    cfg = parse_config(raw)
+    whole = run_sweep(cfg, progress=False)
+    ck = tmp_path / "ck"
+    run_sweep(cfg, progress=False, checkpoint_dir=ck)
+    names = sorted(x.name for x in ck.glob("*.npz"))
+    p15, p3 = [x for x in names if "p=1.5" in x], [x for x in names if "p=3" in x]
+    assert p15 and p3 and len(p15) == len(p3) and len(p15) + len(p3) == len(names), names
+    for x in p3:
+        (ck / x).unlink()
+    ds = run_sweep(cfg, progress=False, checkpoint_dir=ck)
+    for v in ("beta", "status", "event_time", "slide_time", "num_steps"):
+        np.testing.assert_array_equal(ds[v].values, whole[v].values, err_msg=v)
+    assert not np.array_equal(ds["beta"].sel(flow="lp p=1.5").values, ds["beta"].sel(flow="lp p=3").values)
+    # the command line writes the same numbers and the coordinate p
+    path = tmp_path / "c.toml"
+    path.write_text(_toml(raw))
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out), "--quiet"]) == 0
+    with xr.open_dataset(out / "results.nc") as ref:
+        for v in ("beta", "status", "num_steps"):
+            np.testing.assert_array_equal(ref[v].values, whole[v].values, err_msg=v)
+        np.testing.assert_array_equal(ref["p"].values, [1.5, 3.0])
+
+
+def _toml(raw: dict) -> str:
+    import json
+    import math
+
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v) if math.isfinite(v) else "inf"
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return "{" + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + "}"
+
+    lines = [f"{k} = {val(v)}" for k, v in raw.items() if not isinstance(v, dict)]
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            lines += [f"[{k}]"] + [f"{kk} = {val(x)}" for kk, x in v.items()]
+    return "\n".join(lines) + "\n"
