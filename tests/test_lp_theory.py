@@ -108,3 +108,105 @@ def test_broadcast_and_refusals():
     with pytest.raises(TypeError):
         theory.lp_growth_rates(MU, 1.0, 3.0)
     assert theory._lp_dual(3.0) == pytest.approx(1.5, rel=1e-15)
+
+
+# --- against samflow's lp field and edges (samflow.flows, samflow.edges) ----------------
+
+
+@pytest.mark.parametrize("p", [1.25, 1.5, 3.0, 8.0])
+@pytest.mark.parametrize("a", [0.3, 0.9, 2.0])
+def test_rates_are_the_fields_log_velocity(p, a):
+    """rate_j = d log w_j / dtau of the engine's field at w = alpha 1 (rho = 1), both
+    clocks' shapes: velocity (tau clock) and, at p <= 2, the log-coordinate field."""
+    import jax.numpy as jnp
+
+    import samflow as sf
+    from samflow.flows import log_velocity, velocity
+
+    data = sf.single_sample(MU)
+    W = a * jnp.ones((2, MU.size))
+    V, _ = velocity(W, jnp.asarray(1.0), sf.Method.LP, data, sf.Logistic(), clock="tau", p=jnp.asarray(p))
+    want = theory.lp_growth_rates(MU, a=a, p=p)
+    np.testing.assert_allclose(np.asarray(V) / a, np.broadcast_to(want, (2, MU.size)), rtol=1e-12, atol=1e-14)
+    if p <= 2:
+        dx, _ = log_velocity(jnp.log(W), jnp.ones_like(W), jnp.asarray(1.0), sf.Method.LP, data, sf.Logistic(), True,
+                             jnp.asarray(p))
+        np.testing.assert_allclose(np.asarray(dx), np.broadcast_to(want, (2, MU.size)), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_rates_are_a_finite_difference_of_the_solution(p):
+    """(log w(h) - log w(0)) / h of an lp solve (tau clock, rtol 1e-12) tends to the
+    rates: central differences at h and h/2, error O(h^2)."""
+    import samflow as sf
+
+    a, h = 0.9, 1e-3
+    tr = sf.solve("lp", sf.single_sample(MU), a, 1.0, [h, 2 * h], clock="tau", p=p,
+                  settings=sf.SolverSettings(rtol=1e-12, atol=1e-14, coords="linear"))
+    w = np.sqrt(np.asarray(tr.beta))  # beta = w^2 (equal layers, positive)
+    # second-order one-sided difference of log w at tau = 0 from w(h), w(2h)
+    fd = (4 * np.log(w[0] / a) - np.log(w[1] / a)) / (2 * h)
+    np.testing.assert_allclose(fd, theory.lp_growth_rates(MU, a=a, p=p), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0, 4.0, 8.0])
+def test_major_first_edge_from_the_field_is_the_closed_form(p):
+    """samflow.edges.major_first_edge (the first leader read off the field by
+    bisection) equals lp_alpha_marks' closed form to 1e-10, for one p and for a
+    list of p at once."""
+    from samflow import edges
+
+    mark = float(theory.lp_alpha_marks(MU, p=p).major_first)
+    res = edges.major_first_edge(MU, 2, "lp", p=p)
+    assert res.edge.shape == () and bool(res.converged)
+    assert float(res.edge) == pytest.approx(mark, rel=1e-10)
+
+
+def test_edges_take_a_list_of_p_and_p2_is_l2():
+    from samflow import edges
+
+    ps = [1.5, 2.0, 3.0, 4.0, 8.0]
+    res = edges.major_first_edge(MU, 2, "lp", p=ps)
+    assert res.edge.shape == (5,)
+    np.testing.assert_allclose(res.edge, theory.lp_alpha_marks(MU, p=np.array(ps)).major_first, rtol=1e-10)
+    np.testing.assert_allclose(res.edge[1], edges.major_first_edge(MU, 2, "l2").edge, rtol=1e-10)
+    s = edges.EdgeSearch(rtol=1e-4)
+    lp2, l2 = edges.collapse_edge(MU, 2, "lp", p=2.0, search=s), edges.collapse_edge(MU, 2, "l2", search=s)
+    assert bool(lp2.converged) and float(lp2.edge) == pytest.approx(float(l2.edge), rel=2e-4)
+    # scale invariance: the tau flow depends on alpha / rho only, so the collapse edge
+    # lies above the all-shrink mark and below the major-first edge
+    assert float(theory.lp_alpha_marks(MU, p=2.0).all_shrink) < float(lp2.edge) < float(res.edge[1])
+
+
+def test_major_death_edge_p3():
+    """p = 3: the major feature dies below a ~ 0.5415 (issue 27's a = 0.5 loses it
+    first), above the collapse edge and below the major-shrink mark (its rate is
+    < 0 at the start there, yet the rising minor features rescue it)."""
+    import samflow as sf
+    from samflow import edges
+
+    s = edges.EdgeSearch(rtol=1e-5)
+    de = edges.major_death_edge(MU, 2, p=3.0, search=s)
+    ce = edges.collapse_edge(MU, 2, "lp", p=3.0, search=s)
+    assert bool(de.converged) and bool(ce.converged)
+    assert float(ce.edge) < float(de.edge) < float(theory.lp_major_shrink_mark(MU, p=3.0))
+    assert float(de.edge) == pytest.approx(0.5415, abs=2e-4)
+    # the outcome on either side, from the solver directly
+    for a, dies in ((float(de.edge) * 0.99, True), (float(de.edge) * 1.01, False)):
+        tr = sf.solve("lp", sf.single_sample(MU), a, 1.0, [1.0, 200.0], clock="tau", p=3.0)
+        assert bool(np.isfinite(np.asarray(tr.slide_time)[:, -1]).any()) is dies, a
+
+
+def test_edge_refusals():
+    from samflow import edges
+
+    with pytest.raises(ValueError, match="method 'lp' needs the exponent p"):
+        edges.major_first_edge(MU, 2, "lp")
+    with pytest.raises(ValueError, match="takes no p"):
+        edges.collapse_edge(MU, 2, "l2", p=3.0)
+    with pytest.raises(ValueError, match="p must be in \\(1, inf\\)"):
+        edges.major_first_edge(MU, 2, "lp", p=[3.0, 0.5])
+    with pytest.raises(ValueError, match="p must be > 2 for major_death_edge"):
+        edges.major_death_edge(MU, 2, p=1.5)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        edges.major_first_edge([MU, MU], 2, "lp", p=[2.0, 3.0, 4.0])
