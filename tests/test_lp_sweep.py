@@ -79,7 +79,7 @@ def test_config_key_and_lp():
 
 
 @pytest.mark.slow
-def test_lp_sweep_equals_solve_and_carries_p():
+def test_lp_sweep_equals_solve_and_carries_p(tmp_path):
     """Each lp entry is `samflow.solve("lp", ..., p=p)` of its cells, bit for bit
     (batches of one cell, the width of a solo solve: the last bits depend on it)."""
     cfg = _cfg(solver={"chunk_size": 2, "batch_size": 1})
@@ -97,6 +97,21 @@ def test_lp_sweep_equals_solve_and_carries_p():
             assert int(ds["num_steps"].sel(flow=label).values[ia, 0]) == int(solo.num_steps)
     # p = 1.5 and p = 3 are different flows (not one entry written twice)
     assert not np.array_equal(ds["beta"].sel(flow="lp p=1.5").values, ds["beta"].sel(flow="lp p=3").values)
+    # the dominant-feature heat map has one lp panel per p, titled by samflow._labels
+    import matplotlib.pyplot as plt
+
+    from samflow import plots
+
+    figs = []
+    close = plt.close
+    plt.close = lambda fig=None: figs.append(fig)
+    try:
+        plots.plot_dominant_heatmap(ds, tmp_path / "heat.png")
+    finally:
+        plt.close = close
+    titles = [ax.get_title() for ax in figs[-1].axes if ax.get_title()]
+    assert titles == ["GD", r"$\ell_2$-SAM", r"$\ell_p$-SAM ($p=1.5$)", r"$\ell_p$-SAM ($p=3$)", r"$\ell_\infty$-SAM"]
+    close(figs[-1])
 
 
 @pytest.mark.slow
