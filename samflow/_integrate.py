@@ -284,8 +284,8 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
     rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
     if multi:
-        memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
-            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale
+        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
 
