@@ -149,7 +149,8 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     roff0 = jnp.zeros((d,), dtype)
     surface0 = jnp.asarray(False)
     if multi:
-        rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        rmem0, rslide0, roff0, hold0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        frozen0 = frozen0 | hold0[None]
     if method.spec.slides:
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,

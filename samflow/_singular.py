@@ -365,7 +365,9 @@ def _r_scale(data: Dataset):
 def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
     """linf on multi-sample data: the side of each r_j = 0 surface at the start;
     one that starts exactly on it is decided from the one-sided fields
-    (Filippov), as a weight at 0 is. Returns (rmem0, rslide0, roff0), each (d,)."""
+    (Filippov), as a weight at 0 is; at depth 1 a coordinate of its own that
+    slides there is held instead (`hold0`, its weight frozen from time 0).
+    Returns (rmem0, rslide0, roff0, hold0), each (d,)."""
     d = W0.shape[1]
     dtype = W0.dtype
     loss = field.loss
@@ -379,4 +381,6 @@ def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
     on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
     rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
     rslide0 = on0 & (side0 == 0)
-    return rmem0, rslide0, jnp.full((d,), _R_OFFSET, dtype)
+    # Depth 1, a coordinate of its own: held where it starts (`_rsurface_event`).
+    hold0 = rslide0 & _separable(data) if W0.shape[0] == 1 else jnp.zeros((d,), bool)
+    return rmem0, rslide0 & ~hold0, jnp.full((d,), _R_OFFSET, dtype), hold0

@@ -234,3 +234,15 @@ def test_depth1_slides_through_the_sweep(tmp_path):
     assert np.all(b[-1] == 0.0)
     disc = np.asarray(ds.sel(flow="discrete_linf").squeeze()["beta"])[-1]
     assert np.all(np.abs(disc) < 1e-3), disc
+
+
+def test_depth1_starts_on_its_surface_and_stays():
+    """Sibling of item 1: a coordinate that starts at 0 on its r_j = 0 surface is
+    held from t = 0 (before: sliding on that surface plus a weight held at 0 at
+    the start stopped the cell with status SURFACE at t = 0); the other one
+    slides at its quadrature time."""
+    tr = sf.solve("linf", PAIRS, alpha=np.array([0.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], [0.0, _arrival(2.0, 0.5, 1, 0.25)], rtol=0, atol=1e-8)
+    b = np.asarray(tr.beta)
+    assert np.all(b[:, 0] == 0.0) and np.all(b[PAIR_TS > 14.8, 1] == 0.0)
