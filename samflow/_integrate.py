@@ -23,7 +23,9 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   limit of discrete linf-SAM (tests/test_linf_surface.py; a tanh(r_j / eps)
   regularization converges to another, "equivalent control", solution). A
   whole weight column at 0 is decided jointly at even depth, and held weights
-  are re-decided when a sign of r changes. Sliding on two surfaces at once (two
+  are re-decided when a sign of r changes. At depth 1 a coordinate with samples
+  of its own slides by holding its weight (`SLID`, with its `slide_time`):
+  r_j depends on it alone. Sliding on two surfaces at once (two
   r_j, or a weight at 0 whose continuation is not unique) is not followed:
   status `SURFACE`, NaN after its event time.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
