@@ -164,7 +164,7 @@ def test_depth1_two_coordinates_slide_one_after_the_other():
     assert t_slide == pytest.approx([9.4421573651, 14.7768131666], abs=1e-9)
     tr = sf.solve("linf", PAIRS, alpha=np.array([1.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
     assert int(tr.status) == int(sf.Status.SLID)
-    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
     b = np.asarray(tr.beta)
     after = PAIR_TS[:, None] > np.array(t_slide)[None]
     assert np.all(b[after] == 0.0) and np.all(b[~after] > 0.0), b
@@ -178,7 +178,7 @@ def test_depth1_three_coordinates_slide():
     tr = sf.solve("linf", data, alpha=np.array([1.0, 2.0, 3.0]), rho=0.5, ts=np.array([10.0, 40.0]), depth=1)
     t_slide = [_arrival(a, 0.5, 1, 1.0 / 6.0) for a in (1.0, 2.0, 3.0)]  # r_j = -tanh(beta_j / 2) / 3
     assert int(tr.status) == int(sf.Status.SLID)
-    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
     assert t_slide[2] < 40.0
     np.testing.assert_array_equal(np.asarray(tr.beta)[-1], 0.0)
 
@@ -190,7 +190,7 @@ def test_depth1_one_coordinate_slides_exactly_to_zero():
     assert t_slide == pytest.approx(4.7210786826, abs=1e-9)
     tr = sf.solve("linf", data, alpha=1.0, rho=0.5, ts=np.array([4.0, 5.0, 10.0]), depth=1)
     assert int(tr.status) == int(sf.Status.SLID)
-    assert float(tr.slide_time[0, 0]) == pytest.approx(t_slide, abs=1e-8)
+    assert float(tr.slide_time[0, 0]) == pytest.approx(t_slide, rel=5e-9)
     np.testing.assert_array_equal(np.asarray(tr.beta)[1:], 0.0)
     assert float(tr.beta[0, 0]) > 0.0
 
@@ -229,7 +229,7 @@ def test_depth1_slides_through_the_sweep(tmp_path):
     t_slide = [_arrival(a, 0.5, 1, 0.25) for a in (1.0, 2.0)]
     flow = ds.sel(flow="linf").squeeze()
     assert int(flow["status"]) == int(sf.Status.SLID)
-    np.testing.assert_allclose(np.asarray(flow["slide_time"]).reshape(-1), t_slide, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(flow["slide_time"]).reshape(-1), t_slide, rtol=5e-9)  # solver rtol 1e-8
     b = np.asarray(flow["beta"])
     assert np.all(b[-1] == 0.0)
     disc = np.asarray(ds.sel(flow="discrete_linf").squeeze()["beta"])[-1]
@@ -243,6 +243,6 @@ def test_depth1_starts_on_its_surface_and_stays():
     slides at its quadrature time."""
     tr = sf.solve("linf", PAIRS, alpha=np.array([0.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
     assert int(tr.status) == int(sf.Status.SLID)
-    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], [0.0, _arrival(2.0, 0.5, 1, 0.25)], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], [0.0, _arrival(2.0, 0.5, 1, 0.25)], rtol=5e-9)  # solver rtol 1e-8
     b = np.asarray(tr.beta)
     assert np.all(b[:, 0] == 0.0) and np.all(b[PAIR_TS > 14.8, 1] == 0.0)
