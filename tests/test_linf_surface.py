@@ -145,7 +145,9 @@ def test_surface_status_reads_right():
 # beta_j) / 2) / 4 on each side. Before, the first coordinate slid on its r_j = 0
 # surface 8e-12 past 0 (status `finished`, no slide time) and the second one met
 # a second surface: it was let through and drifted to beta_2 = -0.478.
-PAIRS = sf.Dataset.from_arrays(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), np.array([1.0, -1.0, 1.0, -1.0]))
+PAIRS = sf.Dataset.from_arrays(
+    np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), np.array([1.0, -1.0, 1.0, -1.0])
+)
 PAIR_TS = np.array([5.0, 9.0, 10.0, 14.0, 15.0, 20.0, 40.0])
 
 
@@ -243,6 +245,7 @@ def test_depth1_starts_on_its_surface_and_stays():
     slides at its quadrature time."""
     tr = sf.solve("linf", PAIRS, alpha=np.array([0.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
     assert int(tr.status) == int(sf.Status.SLID)
-    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], [0.0, _arrival(2.0, 0.5, 1, 0.25)], rtol=5e-9)  # solver rtol 1e-8
+    t_slide = [0.0, _arrival(2.0, 0.5, 1, 0.25)]
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
     b = np.asarray(tr.beta)
     assert np.all(b[:, 0] == 0.0) and np.all(b[PAIR_TS > 14.8, 1] == 0.0)
