@@ -249,3 +249,22 @@ def test_depth1_starts_on_its_surface_and_stays():
     np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
     b = np.asarray(tr.beta)
     assert np.all(b[:, 0] == 0.0) and np.all(b[PAIR_TS > 14.8, 1] == 0.0)
+
+
+def test_depth1_two_coordinates_held_off_zero():
+    """Sibling of item 1 with the surface off 0: each coordinate has samples
+    (e_j, +1), (e_j, +1), (e_j, -1), so r_j = (2 s(beta_j) - s(-beta_j)) / 6
+    (s the logistic slope) vanishes at beta_j = log 2, which attracts linf-SAM
+    from both sides. Both weights are held there (to the 1e-12 max|X| event
+    offset), at their quadrature times (before: SURFACE at the second arrival,
+    t = 21.68, NaN after, no slide time)."""
+    from scipy.integrate import quad
+
+    data = sf.Dataset.from_arrays(np.kron(np.eye(2), np.ones((3, 1))), np.tile([1.0, 1.0, -1.0], 2))
+    s = lambda z: 0.5 * (1.0 - np.tanh(z / 2.0))  # noqa: E731
+    r = lambda b: (2.0 * s(b) - s(-b)) / 6.0  # noqa: E731
+    t_slide = [quad(lambda b: -1.0 / r(b + 0.5), np.log(2.0), a, epsabs=1e-13, epsrel=1e-13)[0] for a in (2.0, 3.0)]
+    tr = sf.solve("linf", data, alpha=np.array([2.0, 3.0]), rho=0.5, ts=np.array([10.0, 20.0, 40.0]), depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
+    np.testing.assert_allclose(np.asarray(tr.beta)[-1], np.log(2.0), rtol=0, atol=1e-10)
