@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, NoReturn
 
+from ._io import DiskFullError
 from .config import ConfigError, ConfigModel
 
-__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
 
 class RunOutput(ConfigModel):
     """The `[output]` table that the atlas and CNN configs share: results go to
@@ -90,6 +91,26 @@ def writable_folder(folder: Path) -> "str | None":
     return None
 
 
+def backend_problem() -> "str | None":
+    """Start JAX's backend (`jax.devices()`), once the process is set up (float64,
+    CPU device count, `jax.distributed`): None, or the one-line problem when the
+    platform JAX was told to use (`JAX_PLATFORMS`, e.g. "cuda" on a machine
+    without CUDA) cannot start, naming it and how to choose another."""
+    import re
+
+    import jax
+
+    try:
+        jax.devices()
+    except (RuntimeError, AssertionError) as err:  # JAX 0.10 raises a bare AssertionError for "cuda"
+        asked = jax.config.jax_platforms or os.environ.get("JAX_PLATFORMS") or ""
+        why = re.sub(r"\.?\s*\(set JAX_PLATFORMS=.*?\)", "", str(err).strip().splitlines()[0]) if str(err).strip() else (
+            "no JAX plugin for it is installed, or no device of it is visible")
+        return (f"JAX could not start the platform JAX_PLATFORMS={asked!r} ({why}); set JAX_PLATFORMS=cpu to "
+                "run on the CPU, or unset JAX_PLATFORMS to let JAX choose")
+    return None
+
+
 def print_figures(paths: Iterable[Path]) -> None:
     """One line `figure: <path>` per written figure file, on stdout; a figure saved
     also as a .pdf beside its .png gets a second line for the .pdf."""
@@ -103,9 +124,16 @@ def print_figures(paths: Iterable[Path]) -> None:
                 print(f"figure: {p}")
 
 
-def run_command(main: Callable[[], int], interrupted: str = "nothing was written") -> NoReturn:
+def run_command(
+    main: Callable[[], int], interrupted: str = "nothing was written", disk_full: str = "free space, then rerun the command"
+) -> NoReturn:
     """Entry point of `python -m ...`: `prepare_process` (float64, Agg) first, then
-    exit with `main()`'s code.
+    exit with `main()`'s code; a JAX platform that cannot start (`backend_problem`)
+    is one line and exit code 2.
+
+    A full disk (`samflow._io.DiskFullError`) ends it with one line, "error: no
+    space left in <folder> for <file>: it needs about <size>, <size> free;
+    `disk_full`", and exit code 2; the file being written is removed.
 
     Ctrl-C (SIGINT) or SIGTERM (a scheduler's notice) ends the command with one
     line, "interrupted (SIGINT); `interrupted`", and exit code 130 / 143 (128 +
@@ -116,9 +144,13 @@ def run_command(main: Callable[[], int], interrupted: str = "nothing was written
     from ._x64 import prepare_process
 
     prepare_process()
+    if (problem := backend_problem()) is not None:
+        sys.exit(fail(problem))
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         code = main()
+    except DiskFullError as err:
+        code = fail(f"{err}; {disk_full}")
     except KeyboardInterrupt as err:
         signum = getattr(err, "signum", signal.SIGINT)
         print(f"interrupted ({signal.Signals(signum).name}); {interrupted}", file=sys.stderr, flush=True)

@@ -78,7 +78,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._io import atomic_path
+from ._io import atomic_write_netcdf
 from ._solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
@@ -376,13 +376,14 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind.
+    no partial result behind (`samflow._io.atomic_write_netcdf`).
+
+    **Raises:** `samflow._io.DiskFullError` (an `OSError`; one line naming the
+    folder and the bytes needed) when the file does not fit; nothing is left.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-    return path
+    return atomic_write_netcdf(ds, path)
 
 
 def read_results(path: "str | Path") -> xr.Dataset:

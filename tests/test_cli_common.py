@@ -99,3 +99,49 @@ def test_print_figures_lists_the_pdf_written_beside_each_png(tmp_path, capsys):
     print_figures([tmp_path / "a.png", tmp_path / "b.png", tmp_path / "a.pdf"])
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f"figure: {tmp_path / 'a.png'}", f"figure: {tmp_path / 'a.pdf'}", f"figure: {tmp_path / 'b.png'}"]
+
+
+@pytest.mark.parametrize(
+    "platform, command, why",
+    [
+        # JAX 0.10 raises a bare AssertionError for "cuda" without CUDA; the sweep blamed the config.
+        ("cuda", ["-m", "samflow.sweep", "configs/default.toml"], "no JAX plugin for it is installed"),
+        ("gpu", ["-m", "samflow.sweep", "configs/default.toml"], "Unable to initialize backend"),  # was 71 lines
+        ("cuda", ["-m", "samflow.atlas", "configs/atlas.toml", "--quick"], "no JAX plugin for it is installed"),
+    ],
+)
+def test_a_platform_jax_cannot_start_is_one_line_naming_it(tmp_path, platform, command, why):
+    import jax
+
+    if platform in {d.platform for d in jax.devices()} or jax.default_backend() == "gpu":
+        pytest.skip(f"this machine has {platform}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": platform}
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, *command, "--out", str(out)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=240)
+    assert r.returncode == EXIT_BAD_INPUT, r.stderr[-1500:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-1500:]
+    assert lines[0].startswith(f"error: JAX could not start the platform JAX_PLATFORMS='{platform}' ("), lines[0]
+    assert why in lines[0] and lines[0].endswith("set JAX_PLATFORMS=cpu to run on the CPU, or unset JAX_PLATFORMS "
+                                                 "to let JAX choose")
+    assert "(set JAX_PLATFORMS=''" not in lines[0]  # JAX's own hint, replaced by ours
+    assert not out.exists()
+
+
+def test_run_command_turns_a_full_disk_into_one_line_and_exit_2(tmp_path):
+    """The atlas, the CNN experiments and the merge: a DiskFullError from any write."""
+    code = (
+        "from samflow._cli_common import run_command\n"
+        "from samflow._io import DiskFullError\n"
+        "def main():\n"
+        f"    raise DiskFullError({str(tmp_path / 'atlas.nc')!r}, 3 * 2**20, 2**20)\n"
+        "run_command(main, 'nothing was written', 'free space, then rerun with --resume')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == EXIT_BAD_INPUT
+    assert r.stderr.strip().splitlines() == [
+        f"error: no space left in {tmp_path} for atlas.nc: it needs about 3 MiB, 1 MiB free; "
+        "free space, then rerun with --resume"
+    ]

@@ -591,4 +591,5 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 if __name__ == "__main__":
-    run_command(main, "finished runs are kept in <out>/runs/; rerun with --resume to continue")  # float64, Agg first
+    run_command(main, "finished runs are kept in <out>/runs/; rerun with --resume to continue",  # float64, Agg first
+                "free space, then rerun with --resume (finished runs are kept in <out>/runs/)")

@@ -21,6 +21,8 @@ from ._devices import agree_same, is_writer
 #: The stamp of chunks or results made before samflow recorded code stamps.
 NO_STAMP = "none recorded (made before samflow stamped its results)"
 _KEY_FILE, _STAMP_FILE = "sweep.key", "code.stamp"
+#: Bytes an .npz holds per array beyond its data (zip entry and .npy header; about 300).
+_NPZ_HEADER = 512
 
 
 def _chunk_stamps(folder: Path) -> list[str]:
@@ -109,8 +111,10 @@ class ChunkCheckpoint:
         if not self.writer:
             return
         path = self._path(method, k)
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, **{f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)})
+        arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
+        need = sum(a.nbytes + _NPZ_HEADER for a in arrays.values())  # the free space checked before writing
+        with atomic_path(path, need=need) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
 
 
 def config_key(cfg: SweepConfig) -> str:

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from .. import store
+from .._io import free_bytes, size_text
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems
@@ -276,3 +277,28 @@ def memory_preflight(
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def disk_preflight(
+    cfg: SweepConfig, data: Dataset, folder: Path, grid_slice: "tuple[int, int] | None" = None,
+    kept: "Path | None" = None,
+) -> None:
+    """Check, before anything is solved, that the files of a run fit on the disk of
+    `folder`: the chunk checkpoints and the results file, bounded as their memory
+    is (`samflow.sweep.results_bytes`: twice the solver's outputs), less the `.npz`
+    chunks already in the checkpoint folder `kept` (they stay).
+
+    **Raises:** `ConfigError`, one line naming the folder, the bytes needed and free.
+    """
+    need = _devices.results_bytes(
+        _n_cells(cfg, grid_slice), len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
+        summary=cfg.output.save == "summary",
+    )
+    if kept is not None and kept.is_dir():
+        need -= sum(p.stat().st_size for p in kept.glob("*.npz"))
+    free = free_bytes(folder)
+    if need > free:
+        raise ConfigError(
+            f"no space left in {folder} for this run: its checkpoints and results need about {size_text(need)}, "
+            f"{size_text(free)} free; free space, or choose another --out"
+        )
