@@ -343,6 +343,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     import jax.random as jr
     from tqdm.auto import tqdm
 
+    from .._progress import progress_bar
     from .convnet import count_params, make_convnet, scale_init
 
     out_dir = Path(out_dir)
@@ -377,7 +378,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     steps, measures, arrays, bases = {}, {}, {}, {}
     n_params = None
     t_start = time.perf_counter()
-    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(len(todo), "runs", "run", disable=not progress) as bar:
         for task, method, alpha, rho, seed in todo:
             key = (task.name, seed)
             if key not in arrays:

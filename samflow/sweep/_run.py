@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import store
 from .._io import free_bytes, size_text
+from .._progress import progress_bar
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems
@@ -123,8 +124,6 @@ def run_sweep(
     or code stamp (one line each); `ValueError` for a bad `grid_slice` (see
     `samflow.merge.check_slice_args`).
     """
-    from tqdm.auto import tqdm
-
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
@@ -162,7 +161,7 @@ def run_sweep(
     results, timings = {}, {}
     summary = cfg.output.save == "summary"
     total = len(cfg.flow_entries()) * W0.shape[0]
-    with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         for label, method, eta in cfg.flow_entries():
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
