@@ -18,31 +18,13 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+from helpers import SMALL_SWEEP
 
 from samflow import _io
 from samflow._io import DiskFullError, atomic_path, atomic_write_bytes
 from samflow.sweep import _checkpoint, main
 
-# gd only (fastest to compile), 6 cells in chunks of 2: 3 checkpoints.
-CONFIG = """\
-name = "full"
-methods = ["gd"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 8
-[solver]
-chunk_size = 2
-batch_size = 2
-[output]
-figures = false
-switch_times = false
-"""
+CONFIG = SMALL_SWEEP + "switch_times = false\n"  # 3 checkpoints of 2 cells
 ONE_LINE = re.compile(r"error: no space left in (\S+) for (\S+): it needs (about|more than) [\d.]+ (bytes|KiB|MiB|GiB), "
                       r"[\d.]+ (bytes|KiB|MiB|GiB) free; (.+)")
 Usage = namedtuple("Usage", "total used free")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SMALL_SWEEP
 
 from samflow import store
 from samflow.config import load_config
@@ -24,26 +25,7 @@ from samflow.sweep._run import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# 3 x 2 = 6 cells, gd only (its program compiles fastest); chunks of 2 cells and
-# batches of 2 cells per device: 3 chunks, so that a resumed run reuses one of them.
-CONFIG = """\
-name = "mp"
-methods = ["gd"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 8
-[solver]
-chunk_size = 2
-batch_size = 2
-[output]
-figures = false
-"""
+CONFIG = SMALL_SWEEP
 
 
 def _free_port() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from helpers import SMALL_SWEEP
 
 from samflow._progress import LOG_INTERVAL_S, PlainProgress, progress_bar
 
@@ -75,24 +76,7 @@ def test_progress_bar_is_tqdm_on_a_terminal_plain_in_a_log_and_silent_when_quiet
     assert 10 <= LOG_INTERVAL_S <= 30
 
 
-CONFIG = """\
-name = "log"
-methods = ["gd", "l2"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 8
-[solver]
-batch_size = 2
-[output]
-figures = false
-switch_times = false
-"""
+CONFIG = SMALL_SWEEP + "switch_times = false\n"
 
 
 def test_sweep_into_a_log_prints_whole_progress_lines(tmp_path, capsys):
@@ -106,6 +90,6 @@ def test_sweep_into_a_log_prints_whole_progress_lines(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "\r" not in err
     progress = [line for line in err.splitlines() if line.startswith("cells: ")]
-    assert progress and progress[-1].startswith("cells: 12/12 (100%), ") and progress[-1].endswith(" s, l2")
+    assert progress and progress[-1].startswith("cells: 6/6 (100%), ") and progress[-1].endswith(" s, gd")
     assert main([str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
