@@ -54,7 +54,8 @@ class DiskFullError(OSError):
     def __init__(self, path: "str | Path", need: "int | None", free: int, written: int = 0):
         path = Path(path)
         self.path, self.folder, self.need, self.free, self.written = path, path.parent, need, free, written
-        size = f"about {size_text(need)}" if need is not None else f"more than {size_text(written)}"
+        size = (f"about {size_text(need)}" if need is not None
+                else f"more than {size_text(written)}" if written else "more space")
         super().__init__(errno.ENOSPC, f"no space left in {path.parent} for {path.name}: it needs {size}, "
                                        f"{size_text(free)} free")
 
@@ -80,7 +81,12 @@ def atomic_path(path: "str | Path", need: "int | None" = None) -> Iterator[str]:
     path = Path(path)
     if need is not None and need > (free := free_bytes(path.parent)):
         raise DiskFullError(path, need, free)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # no room even for an empty file (inodes)
+        if err.errno in _FULL:
+            raise DiskFullError(path, need, free_bytes(path.parent)) from None
+        raise
     os.close(fd)
     try:
         yield tmp

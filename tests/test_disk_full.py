@@ -158,3 +158,17 @@ def test_sweep_that_cannot_fit_is_refused_before_solving(tmp_path, capsys, monke
         f"{_io.size_text(need)}, {_io.size_text(need - 1)} free; free space, or choose another --out"
     ]
     assert not out.exists()
+
+
+def test_no_room_even_for_the_temporary_is_the_same_one_line(tmp_path, monkeypatch):
+    import tempfile
+
+    def no_inode(*args, **kwargs):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_inode)
+    with pytest.raises(DiskFullError, match=rf"^no space left in {re.escape(str(tmp_path))} for c\.txt: it needs "
+                                            r"more space, [\d.]+ (bytes|KiB|MiB|GiB) free$"):
+        with atomic_path(tmp_path / "c.txt"):
+            pass
+    assert list(tmp_path.iterdir()) == []

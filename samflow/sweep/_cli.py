@@ -54,7 +54,9 @@ def main(argv: "list[str] | None" = None) -> int:
     another code stamp (`samflow.store.code_stamp`), unless
     `--resume-any-version`. With `--resume --overwrite`, matching results are
     kept or continued and stale ones (another config or stamp) are replaced.
-    Results that cannot fit in memory are refused before any folder is made.
+    Results that cannot fit in memory are refused before any folder is made, and
+    so are runs whose files cannot fit on the disk; a disk that fills during the
+    run ends it with one line (exit 2), the finished chunks kept for `--resume`.
     """
     parser = _parser()
     args = parser.parse_args(argv)
