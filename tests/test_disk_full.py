@@ -172,3 +172,25 @@ def test_no_room_even_for_the_temporary_is_the_same_one_line(tmp_path, monkeypat
         with atomic_path(tmp_path / "c.txt"):
             pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reproduce_figures_full_disk_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    from samflow import figures
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("reproduce_figures", root / "scripts" / "reproduce_figures.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def full(out, **kwargs):
+        raise DiskFullError(Path(out) / "banded.png", 300_000, 1000)
+
+    monkeypatch.setattr(figures, "run_all", full)
+    assert script.main(["--out", str(tmp_path / "figs"), "--only", "banded", "--jobs", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"error: no space left in {tmp_path / 'figs'} for banded.png: it needs about 293 KiB, 1000 bytes free; "
+        "free space, then rerun"
+    ]
