@@ -68,7 +68,8 @@ CACHE_ENV = "SAMFLOW_COMPILATION_CACHE"
 PROGRAMS_ENV = "SAMFLOW_STORED_PROGRAMS"
 #: Subfolder of the cache folder holding the stored programs.
 PROGRAMS_SUBDIR = "samflow-programs"
-#: The packages whose code is traced into a solver program.
+#: The packages whose code is traced into a solver program: those that set a solve's numbers
+#: (also the packages of `samflow.store.code_stamp`, which guards `--resume` and the merge).
 PROGRAM_PACKAGES = ("jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "numpy")
 #: Format of a stored program file (a change makes every older file a miss).
 _FORMAT = "samflow-program-2"
@@ -250,7 +251,7 @@ class StoredProgram:
         self.jitted = jitted
         self.what = what
         self._compiled: dict = {}  # program key -> a Compiled (or `jitted`, after a fallback)
-        self.loaded = 0  # programs loaded from a file (for tests and scripts/lever_warm.py)
+        self.loaded = 0  # programs loaded from a file (for tests)
 
     def __getattr__(self, name):  # `lower`, `trace`, ...: those of the jitted function
         if name == "jitted":

@@ -10,12 +10,15 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, NoReturn
+from typing import TYPE_CHECKING, Callable, Iterable, NoReturn
 
 from ._io import DiskFullError
 from .config import ConfigError, ConfigModel
 
-__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "print_figures", "run_command", "writable_folder"]
+if TYPE_CHECKING:
+    from ._lock import OutputLock
+
+__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "writable_folder"]
 
 class RunOutput(ConfigModel):
     """The `[output]` table that the atlas and CNN configs share: results go to
@@ -23,7 +26,9 @@ class RunOutput(ConfigModel):
     figures. A config with another default folder subclasses it."""
 
     dir: str = "results"
+    """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
     figures: bool = True
+    """Draw the figures after the run."""
 
 
 #: Exit code of a refused input (config, data, arguments, output folder).
@@ -109,6 +114,35 @@ def backend_problem() -> "str | None":
         return (f"JAX could not start the platform JAX_PLATFORMS={asked!r} ({why}); set JAX_PLATFORMS=cpu to "
                 "run on the CPU, or unset JAX_PLATFORMS to let JAX choose")
     return None
+
+
+def lock_output(folder: Path, name: str, what: str) -> "tuple[OutputLock | None, str | None]":
+    """Take the lock `folder/name` (`samflow._lock.take_lock`) before a command reads or
+    changes what it writes in `folder`, making the folder (and its parents) first.
+
+    **Returns:** (the lock, None), its `note` (a stale lock taken over) printed on
+    stderr; or (None, the one-line problem: another live run is
+    writing there, or the folder cannot be made). `what` names this run in the
+    lock ("sweep"), for the refusals of others. The folders this call made are
+    removed again when it refuses, and when the lock is released while they are
+    still empty (a run refused later, e.g. for memory, leaves no folder behind).
+    """
+    from ._lock import LockedError, remove_empty, take_lock
+
+    made = [p for p in [folder, *folder.parents] if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = take_lock(folder / name, what)
+    except LockedError as err:
+        remove_empty(made)
+        return None, str(err)
+    except OSError as err:
+        remove_empty(made)
+        return None, f"--out / output.dir: cannot write to {folder}: {err.strerror or err}"
+    if lock.note:
+        print(lock.note, file=sys.stderr)
+    lock.tidy = made
+    return lock, None
 
 
 def print_figures(paths: Iterable[Path]) -> None:

@@ -120,15 +120,16 @@ def atomic_write_bytes(data: "bytes | memoryview", path: "str | Path") -> Path:
     return Path(path)
 
 
-def atomic_write_netcdf(ds, path: "str | Path") -> Path:
-    """Write the `xarray.Dataset` `ds` to `path` (netCDF4 via h5netcdf) atomically.
+def atomic_write_netcdf(ds, path: "str | Path", encoding: "dict | None" = None) -> Path:
+    """Write the `xarray.Dataset` `ds` to `path` (netCDF4 via h5netcdf) atomically,
+    with xarray's per-variable `encoding` (None: xarray's defaults).
 
     The file is made in memory, then written as bytes (`atomic_write_bytes`): a
     full disk is then an ordinary `DiskFullError`, where HDF5 writing to a file
     that runs out of space fails in its C library (and can crash the process at
     exit). Peak memory: the dataset and its file (about as large again; no third copy).
     """
-    return atomic_write_bytes(ds.to_netcdf(engine="h5netcdf"), path)
+    return atomic_write_bytes(ds.to_netcdf(engine="h5netcdf", encoding=encoding), path)
 
 
 def atomic_write_text(text: str, path: "str | Path") -> Path:

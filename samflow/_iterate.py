@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Int
 
 from .datasets import Dataset
-from ._settings import brief, check_save_times
+from ._settings import brief, check_save_times, float_array
 from .status import Status
 
 Pytree = Any
@@ -55,7 +55,10 @@ def save_iterations(ts: ArrayLike, eta: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_eta(eta) -> float:
-    eta_arr = np.asarray(eta, dtype=np.float64)
+    try:
+        eta_arr = float_array(eta, "eta")
+    except ValueError:
+        raise ValueError(f"eta (the step size) must be a finite number > 0, got {brief(eta)}") from None
     if eta_arr.ndim != 0 or not np.isfinite(eta_arr) or eta_arr <= 0:
         raise ValueError(f"eta (the step size) must be a finite number > 0, got {brief(eta)}")
     return float(eta_arr)

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike
 
+from ._checks import float64_array
 from .datasets import Dataset
 from .flows import TAU_ONE_SAMPLE, Clock, Method, log_coords_problem
 from .losses import get_loss
@@ -153,7 +154,7 @@ class SolverSettings:
       against ~11,000 at d = 50 in linear (which runs out of `max_steps` at
       d = 200); with rtol = 1e-10 beta stays within 1e-6 of the reference
       (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
-      scripts/lever_collapse.py).
+      "Large d: log coordinates").
     """
 
     solver: str = "tsit5"
@@ -205,11 +206,13 @@ def _brief(x) -> str:
 
 
 def _float_array(x, name: str) -> np.ndarray:
-    """`x` as a float64 numpy array, or a one-line `ValueError` naming `name`."""
+    """`x` as a float64 numpy array (`samflow._checks.float64_array`: a float32
+    value that is not the number it prints as is widened with a warning), or a
+    one-line `ValueError` naming `name`."""
     try:
         if isinstance(x, (str, bytes)) or np.iscomplexobj(x):
             raise TypeError
-        return np.asarray(x, dtype=np.float64)
+        return float64_array(x, name)  # a float32 0.1 is widened with a warning naming the number it became
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a real number or a regular array of real numbers, got {_brief(x)}") from None
 

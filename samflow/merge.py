@@ -10,8 +10,8 @@ results file with the axes (alpha, rho) replaced by one axis `cell` (see
 `samflow.store`), and the attributes `config` (the full config), `config_key`
 (the hash of everything that sets the numbers, `samflow.sweep.config_key`),
 `slice_index`, `num_slices` and `code_stamp` (`samflow.store.code_stamp`: the
-samflow version, git commit, source hash and the versions of jax, jaxlib,
-diffrax and numpy it ran under).
+samflow version, git commit, source hash and the versions of the packages
+that set the numbers, `samflow.store.STAMP_PACKAGES`, it ran under).
 
 The partition (`slice_cells`) is deterministic: the cells sorted by the sweep's
 cost key (alpha/rho, then rho; the order `run_sweep` uses to group cells into
@@ -39,7 +39,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ._cli_common import fail, lock_output
 from .status import FAILED_STATUSES
+from .store import locked_problem
 from .sweep._slices import (
     _SLICE_ATTRS as _SLICE_ATTRS,
     SLICES_DIR as SLICES_DIR,
@@ -73,13 +75,14 @@ def _merge_is_current(out_dir: Path, results_path: Path) -> "str | None":
     otherwise one line saying why not."""
     paths = sorted((out_dir / SLICES_DIR).glob("slice-*.nc"))
     data_vars = ("data_X", "data_y")
+    reading = results_path
     try:
         with xr.open_dataset(results_path, engine="h5netcdf") as ds:
             done = dict(ds.attrs)
             done_data = [ds[v].values if v in ds else None for v in data_vars]
         metas, same_data = [], True
-        for q in paths:
-            with xr.open_dataset(q, engine="h5netcdf") as ds:
+        for reading in paths:
+            with xr.open_dataset(reading, engine="h5netcdf") as ds:
                 metas.append(dict(ds.attrs))
                 # The config names a data file, not its contents: slices rerun on an
                 # edited file have the same key and stamp but other data.
@@ -87,6 +90,8 @@ def _merge_is_current(out_dir: Path, results_path: Path) -> "str | None":
                     a is not None and v in ds and np.array_equal(a, ds[v].values) for a, v in zip(done_data, data_vars)
                 )
     except (OSError, ValueError) as err:
+        if (locked := locked_problem(reading, err)) is not None:
+            return locked
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"cannot compare {results_path} with its slices ({why}); pass --overwrite to merge again"
     from .sweep import NO_STAMP
@@ -129,16 +134,24 @@ def main(argv: "list[str] | None" = None) -> int:
         "the merged code_stamp attribute lists each",
     )
     args = parser.parse_args(argv)
+    out_dir = Path(args.out_dir)
+    # The sweep of this folder (without slices) writes the same results.nc: one lock for both.
+    lock, problem = lock_output(out_dir, ".results.lock", "merge")
+    if problem is not None:
+        return fail(problem)
+    try:
+        return _merge(args, out_dir)
+    finally:
+        lock.release()
 
+
+
+def _merge(args, out_dir: Path) -> int:
+    """`main` once the output folder is locked: merge, write, report, draw."""
     from ._io import DiskFullError
     from .config import ConfigError, parse_config
     from .store import write_results
 
-    def fail(msg: str) -> int:
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-
-    out_dir = Path(args.out_dir)
     results_path = out_dir / "results.nc"
     if results_path.exists() and args.resume:
         problem = _merge_is_current(out_dir, results_path)

@@ -54,6 +54,13 @@ k = round(t / eta), whose real time k eta is `real_time`; see
 has none). Generic models (`[model]`) fill the same variables from
 `samflow.models.solve_model` (attribute `model`).
 
+The coordinates `alpha`, `rho` and `time` hold the values of the config as
+written: a list as given, a generated axis as `samflow.config.GridAxis` makes it
+(0.3, not np.linspace's 0.30000000000000004), so `ds.sel(rho=0.3, alpha=0.7,
+time=0.3)` selects by the numbers of the config; a value computed another way
+is selected with `ds.sel(alpha=x, method="nearest")`. No coordinate carries a
+`_FillValue` (`write_results`).
+
 The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
 "method": xarray's `.sel(method=...)` is the interpolation-method keyword and
 would silently select nothing.
@@ -62,9 +69,10 @@ Attributes hold the full config (TOML-equivalent JSON), the package versions,
 the clock, the loss, the depth, the data, and the wall time per method;
 `samflow.sweep.run_sweep` adds `config_key` (the hash of what sets the numbers),
 `code_stamp` (`code_stamp()`: samflow's version, git commit, source hash and
-the versions of jax, jaxlib, diffrax and numpy), `resumed_code_stamps` (a JSON
-list, only when `--resume-any-version` combined chunks made under other stamps)
-and, for a slice, `slice_index` and `num_slices`.
+the versions of `STAMP_PACKAGES`: jax, jaxlib, diffrax, equinox, optimistix,
+lineax and numpy), `resumed_code_stamps` (a JSON list, only when
+`--resume-any-version` combined chunks made under other stamps) and, for a
+slice, `slice_index` and `num_slices`.
 """
 
 from __future__ import annotations
@@ -78,13 +86,19 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ._cache import PROGRAM_PACKAGES
 from ._io import atomic_write_netcdf
 from ._solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
-__all__ = ["to_dataset", "write_results", "read_results", "package_versions", "code_stamp", "source_hash"]
+__all__ = ["to_dataset", "write_results", "read_results", "locked_problem", "package_versions", "code_stamp",
+           "source_hash"]
 
-_PACKAGES = ("samflow", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "numpy", "xarray")
+#: The packages whose versions enter `code_stamp`: every one whose code sets the numbers of a
+#: solve (the flows are equinox modules; the events root-find with optimistix and lineax). The
+#: one list, shared with the key of the stored programs (`samflow._cache.program_key`).
+STAMP_PACKAGES = PROGRAM_PACKAGES
+_PACKAGES = ("samflow", *STAMP_PACKAGES, "xarray")
 
 
 def package_versions() -> dict[str, str]:
@@ -127,10 +141,6 @@ def git_commit() -> str:
     return "unknown" if state is None else state[0] + ("+dirty" if state[1] else "")
 
 
-#: The packages whose versions enter `code_stamp` (they set the numbers of a solve).
-STAMP_PACKAGES = ("jax", "jaxlib", "diffrax", "numpy")
-
-
 def source_hash() -> str:
     """The first 12 hex digits of the sha256 of samflow's Python sources.
 
@@ -154,21 +164,24 @@ def _package_git_commit() -> str:
     return "unknown" if state is None else state[0][:12] + ("-dirty" if state[1] else "")
 
 
-def code_stamp() -> str:
+def code_stamp(extra: "tuple[str, ...]" = ()) -> str:
     """One line that identifies the code a sweep's numbers come from.
 
     E.g. `samflow 0.1.0 git f9451ab8dfb5 src 3c2e61d0a9b7 jax 0.10.2 jaxlib
-    0.10.2 diffrax 0.7.2 numpy 2.2.6`: samflow's version, the git commit of
-    its checkout (`-dirty` when the package's tracked files have local edits;
-    `unknown` outside git), `source_hash()` (so an uncommitted edit, or an
-    edited copy outside git, changes the stamp too), and the versions of
-    `STAMP_PACKAGES`. The sweep stores it in its checkpoint folder and in every
-    results file (attribute `code_stamp`); `--resume` and the merge of slices
-    refuse to combine results made under different stamps.
+    0.10.2 diffrax 0.7.2 equinox 0.13.8 optimistix 0.1.0 lineax 0.1.1 numpy
+    2.4.6`: samflow's version, the git commit of its checkout (`-dirty` when
+    the package's tracked files have local edits; `unknown` outside git),
+    `source_hash()` (so an uncommitted edit, or an edited copy outside git,
+    changes the stamp too), and the versions of
+    `STAMP_PACKAGES`, then of the packages `extra` (those another computation
+    also depends on: the CNN study adds "optax", its SAM). The sweep stores it in
+    its checkpoint folder and in every results file (attribute `code_stamp`);
+    `--resume` and the merge of slices refuse to combine results made under
+    different stamps, and so does the CNN study's `--resume` for its stored runs.
     """
     v = package_versions()
     parts = [f"samflow {v['samflow']}", f"git {_package_git_commit()}", f"src {source_hash()}"]
-    for p in STAMP_PACKAGES:
+    for p in (*STAMP_PACKAGES, *extra):
         try:
             parts.append(f"{p} {importlib.metadata.version(p)}")
         except importlib.metadata.PackageNotFoundError:
@@ -376,14 +389,32 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind (`samflow._io.atomic_write_netcdf`).
+    no partial result behind (`samflow._io.atomic_write_netcdf`). Coordinates get
+    no `_FillValue` (xarray gives a float one NaN by default): a coordinate has no
+    missing values, and a reader that masks fill values (netCDF4, R, Julia) should
+    not mask one (`eta` holds NaN for a flow as a value, "no step size").
 
     **Raises:** `samflow._io.DiskFullError` (an `OSError`; one line naming the
     folder and the bytes needed) when the file does not fit; nothing is left.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_netcdf(ds, path)
+    encoding = {name: {"_FillValue": None} for name in ds.coords}
+    return atomic_write_netcdf(ds, path, encoding=encoding)
+
+
+def locked_problem(path: "str | Path", err: BaseException) -> "str | None":
+    """One line when opening `path` failed with `err` because another process holds
+    the file (HDF5's file lock: a program has it open for writing, e.g. a notebook
+    or another run writing it in place), else None.
+
+    h5py raises `BlockingIOError` (errno 11) "unable to lock file" then; the file
+    itself may be whole, so the line says to close it there, not to replace it.
+    """
+    if isinstance(err, BlockingIOError) or "unable to lock file" in str(err):
+        return (f"{path} is locked by another process (it holds the file open: HDF5 file lock); "
+                "close it there or wait for that process to end, then rerun")
+    return None
 
 
 def read_results(path: "str | Path") -> xr.Dataset:

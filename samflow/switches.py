@@ -34,7 +34,7 @@ sweep, `analysis.switch_times`), a cell is re-solved only up to the first save
 time at which its last saved leader is seen (`switch_horizon`): a switch after
 it would have to be undone before the next save. On a 64 x 64 l2 grid (d = 5,
 t to 1e4, 64 save times) this costs 1.6 x the main solve, against 10 x to the
-end (`scripts/bench_switches.py`): the vmapped segments run in lockstep, so each
+end (docs/benchmarks.md, "What was tried"): the vmapped segments run in lockstep, so each
 switch adds a pass over the rest of the horizon for the whole batch.
 
 **Check.** Diffrax tests the event at the end of each step, so a switch and its
@@ -67,7 +67,7 @@ from .losses import get_loss
 from ._events import _CONDITIONS, EventSet
 from ._field import SamField
 from ._integrate import _initial_state, _sanitize, _segment, _segment_solver, batch_cells
-from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, stuck_inits
+from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
 
@@ -321,8 +321,8 @@ def locate_switches(
     clock = Clock.parse(clock)
     check_data(data)
     ts = check_save_times(ts)
-    W0 = np.asarray(W0, dtype=np.float64)
-    rho = np.asarray(rho, dtype=np.float64)
+    W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
+    rho = float_array(rho, "rho")
     if W0.ndim != 3 or W0.shape[-1] != data.d:
         raise ValueError(f"W0 must have shape (B, L, d={data.d}), got {W0.shape}")
     if rho.shape != W0.shape[:1]:
@@ -424,7 +424,8 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     t_real = np.asarray(traj.t, dtype=np.float64).reshape(W.shape[0], W.shape[1])[:, 0]
     if ts.size < 2:
         raise ValueError("switch_times needs at least two save times")
-    rho_b = np.broadcast_to(np.asarray(rho, dtype=np.float64), (W.shape[0],)) if np.ndim(rho) == 0 else np.asarray(rho, dtype=np.float64)
+    rho_f = float_array(rho, "rho")
+    rho_b = np.broadcast_to(rho_f, (W.shape[0],)) if rho_f.ndim == 0 else rho_f
     if rho_b.shape != (W.shape[0],):
         raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
     settings = SolverSettings() if settings is None else settings

@@ -602,7 +602,7 @@ def scipy_ladder(prob: Problem, res: dict, target: float, levels: int) -> tuple:
 
 
 # The best documented setting of the d = 50 and d = 200 charts (docs/benchmarks.md,
-# scripts/lever_collapse.py): log coordinates take a collapsing cell in a few
+# "Large d"): log coordinates take a collapsing cell in a few
 # hundred steps from d = 5 to d = 200 (linear: ~11,000 at d = 50, > 16,384 at
 # d = 200); rtol 1e-10 keeps the error well under 1e-6 (1e-9 does not: 4e-6 on a
 # cell of the 16x16 d = 50 chart, a save just before its collapse), and batch

@@ -1,6 +1,6 @@
 """The public contract of samflow, pinned before the restructuring (issue 13).
 
-Every name of `samflow/__init__.py`, every import path that the README, the tests,
+Every name of `samflow/__init__.py`, every import path that the README, the docs, the tests,
 the scripts and the experiments use, the command lines with `--help`, the keys of
 the sweep config and the layout of the results file. A pure restructuring keeps
 all of these; a test here that fails names what a user's code would lose.
@@ -106,7 +106,7 @@ IMPORT_PATHS = {
     ],
 }
 
-# Deprecated import paths (README "Deprecated import paths"), kept for one release:
+# Deprecated import paths (docs/layout.md, "Deprecated import paths"), kept for one release:
 # old module -> the module that holds its names now. Every public name of the new
 # module must be importable from the old path as the same object.
 DEPRECATED_PATHS = {
@@ -116,7 +116,7 @@ DEPRECATED_PATHS = {
     "samflow.parallel": "samflow.sweep",
 }
 
-# The keys of a sweep config (TOML tables as dotted prefixes): README's "Configs" table.
+# The keys of a sweep config (TOML tables as dotted prefixes): docs/configs.md, "The keys at a glance".
 CONFIG_KEYS = {
     "name", "description", "methods", "depth", "loss", "clock",
     "data.mu", "data.X", "data.y", "data.file",
@@ -136,7 +136,7 @@ CONFIG_KEYS = {
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
-RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample", "switch"}  # README's list
+RESULT_DIMS = {"flow", "alpha", "rho", "time", "coord", "layer", "sample", "switch"}  # docs/results.md's list
 RESULT_VARS = {
     "beta": ("flow", "alpha", "rho", "time", "coord"),
     "loss": ("flow", "alpha", "rho", "time"),

@@ -397,6 +397,13 @@ def test_resume_reruns_only_missing_runs_and_gives_the_same_results(tmp_path, ca
     assert cs.main([str(cfg), "--out", str(out), "--quiet", "--no-figures"]) == 0
     first = read_results(out / "results.nc")
     runs = sorted((out / "runs").rglob("*.npz"))
+    from samflow.store import code_stamp
+
+    stamp = code_stamp(cs.STAMP_EXTRA)  # in the results, the runs folder and every run
+    assert first.attrs["code_stamp"] == stamp
+    assert json.loads((out / "runs" / "fingerprint.json").read_text())["code_stamp"] == stamp
+    with np.load(runs[0]) as z:
+        assert str(z["code_stamp"]) == stamp
     assert len(runs) == 2 * 2 * 2  # tasks x seeds x (gd + one rho)
     assert cs.main([str(cfg), "--out", str(out), "--quiet"]) == 2  # results exist: refuses without a flag
     assert "--resume" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """Every citation of docs/theory.md resolves: `theory.md#anchor` links name one of its headings
-(GitHub's anchor rule) and `theory.md s.N` / `section N.M` name one of its numbered sections."""
+(GitHub's anchor rule) and `theory.md s.N` / `section N.M` name one of its numbered sections.
+README.md stays a short front page (issue 28) whose links into the site resolve on GitHub."""
 
 from __future__ import annotations
 
@@ -76,3 +77,57 @@ def test_every_code_location_of_the_theory_table_exists():
                 if not re.search(rf"^\s*(def|class) {name}\b|^\s*{name}\s*[:=]|\b{name} as {name}\b|\"{name}\"", src, re.M):
                     missing.append(f"{path}: {name}")
     assert not missing, f"docs/theory.md s.7 names code that is not there: {missing}"
+
+
+README = ROOT / "README.md"
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_readme_is_a_short_front_page():
+    """At most 200 lines, none over 300 characters: the details live in docs/ (it had grown
+    to 653 lines, 9 of them over 300 characters, before the site took them over)."""
+    lines = README.read_text().splitlines()
+    assert 40 <= len(lines) <= 200, len(lines)
+    long = [i + 1 for i, line in enumerate(lines) if len(line) > 300]
+    assert not long, f"README.md lines over 300 characters: {long}"
+
+
+def test_readme_keeps_the_two_commands():
+    """CI and users copy these two lines; they stay exactly as they were."""
+    text = README.read_text()
+    for command in (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m samflow.sweep configs/default.toml",
+        '. .venv/bin/activate && pip install -e ".[test]" && python -m pytest -q',
+    ):
+        assert f"\n{command}\n" in text, command
+
+
+def test_readme_links_resolve_on_github():
+    """Every relative link of README.md names a file of the repository and, with '#anchor', one
+    of that file's headings by GitHub's rule; the links of "Find it fast" reach the answers the
+    issue asks a new user to find within a minute."""
+    links = LINK.findall(README.read_text())
+    bad = []
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        if not target.exists():
+            bad.append(link)
+        elif anchor:
+            headings = [line.lstrip("#").strip() for line in target.read_text().splitlines()
+                        if re.match(r"#{1,6} ", line)]
+            if anchor not in {github_anchor(h) for h in headings}:
+                bad.append(link)
+    assert not bad, f"README.md links that do not resolve: {bad}"
+    fast = README.read_text().split("## Find it fast", 1)[1].split("\n## ", 1)[0]
+    assert {
+        "docs/benchmarks.md#large-d-log-coordinates",     # a d = 50 chart, fast
+        "docs/results.md#switch-times",                   # what switch_ok means
+        "docs/running.md#interrupts-and-resume",          # how to resume
+        "docs/getting-started.md#redraw-the-figures",     # how to redraw figures
+        "docs/configs.md#every-key",                      # every config key
+    } <= set(LINK.findall(fast))
+    site = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+    assert site - {"docs/index.md"} <= {link.partition("#")[0] for link in links}  # a way into every page

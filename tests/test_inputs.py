@@ -74,9 +74,14 @@ def test_zero_data_point_leaves_the_weights_alone(method):
 
 
 def test_float32_inputs_are_computed_in_float64():
+    # ... widened to the float64 value of the float32 (0.3 in float32 is 0.30000001192092896),
+    # with a warning naming that number (issue 25 item 5: it was silent)
     data = sf.single_sample(MU)
     a32 = np.float32(0.3)
-    tr32 = sf.solve("l2", data, np.asarray([a32]), np.asarray([0.2], np.float32), TS, alpha_batched=True)
+    with pytest.warns(UserWarning) as record:
+        tr32 = sf.solve("l2", data, np.asarray([a32]), np.asarray([0.2], np.float32), TS, alpha_batched=True)
+    assert sorted(str(w.message).split(":")[0] for w in record) == ["alpha", "rho"]
+    assert any("0.30000001192092896" in str(w.message) for w in record)
     tr64 = sf.solve("l2", data, np.asarray([float(a32)]), np.asarray([float(np.float32(0.2))]), TS, alpha_batched=True)
     assert np.asarray(tr32.W).dtype == np.float64
     np.testing.assert_array_equal(np.asarray(tr32.W), np.asarray(tr64.W))

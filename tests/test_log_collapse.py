@@ -6,7 +6,7 @@ collapsing cell of the d = 50 chart takes ~11,000 Tsit5 steps and those of the
 d = 200 chart run out of steps. In x = log|W| that decay is motion at a rate
 ~ rho mu_j^2 / ||mu * w||, whose Jacobian is rank one with eigenvalue the rate of
 ||mu * w|| itself: not stiff, so the step count does not grow with d
-(docs/benchmarks.md, scripts/lever_collapse.py).
+(docs/benchmarks.md, "Large d: log coordinates").
 """
 
 import numpy as np

@@ -1,8 +1,9 @@
-"""README's "Common errors" list quotes the refusals a user will see; each quote must
-still match the real one-line message, or the list misleads the reader who searches
-for their error (one quote had gone stale: the number-as-string message had gained
-"; a number is written without quotes"). The quotes are read from README.md; in a
-quote, '...' and '<key>' stand for any text and the depth 'L' for a number."""
+"""The documentation's list of one-line refusals (docs/troubleshooting.md, "One-line
+refusals"; README's "Common errors" was its first home) quotes the refusals a user will
+see; each quote must still match the real one-line message, or the list misleads the
+reader who searches for their error (one quote had gone stale: the number-as-string
+message had gained "; a number is written without quotes"). In a quote, '...' and
+'<key>' stand for any text and the depth 'L' for a number."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import samflow as sf
 from samflow.config import ConfigError, load_config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
 
 BASE = """\
 methods = ["gd", "l2"]
@@ -58,7 +59,9 @@ PROVOKE = {
 
 
 def _common_errors() -> list[str]:
-    block = README.read_text().split("Common errors:", 1)[1].lstrip("\n").split("\n\n", 1)[0]
+    section = TROUBLESHOOTING.read_text().split("## One-line refusals", 1)[1].split("\n## ", 1)[0]
+    block = section.split("\n\n- ", 1)[1].split("\n\n", 1)[0]
+    block = "- " + block
     return [m.group(1) for line in block.splitlines() if (m := re.match(r"- `([^`]+)`", line))]
 
 
@@ -71,7 +74,7 @@ def test_readme_lists_the_quotes_this_test_checks():
     quotes = _common_errors()
     assert len(quotes) >= 10, quotes
     missing = [q for q in PROVOKE if q not in quotes]
-    assert not missing, f"README's Common errors no longer quote {missing}; update PROVOKE"
+    assert not missing, f"docs/troubleshooting.md's One-line refusals no longer quote {missing}; update PROVOKE"
 
 
 @pytest.mark.parametrize("quote", list(PROVOKE), ids=[q[:30] for q in PROVOKE])
@@ -80,4 +83,58 @@ def test_readme_quote_is_the_real_message(tmp_path, quote):
         PROVOKE[quote](tmp_path)
     message = str(err.value)
     assert len(message.splitlines()) == 1, message
-    assert _pattern(quote).search(message), f"README quotes {quote!r}; the message is {message!r}"
+    assert _pattern(quote).search(message), f"docs/troubleshooting.md quotes {quote!r}; the message is {message!r}"
+
+
+def _sweep(*args: str, results: bool = False, partial: bool = False):
+    """Run `python -m samflow.sweep` on BASE with `args`, into tmp_path/o (holding an old
+    results.nc or partial results when asked); the one-line refusal is its stderr."""
+    def provoke(tmp_path: Path, capsys) -> str:
+        from samflow.sweep import main
+
+        cfg, out = tmp_path / "c.toml", tmp_path / "o"
+        cfg.write_text(BASE)
+        if results:
+            out.mkdir()
+            (out / "results.nc").write_text("")
+        if partial:
+            (out / ".partial").mkdir(parents=True)
+        assert main([str(cfg), "--out", str(out), "--quiet", *args]) == 2
+        return capsys.readouterr().err
+
+    return provoke
+
+
+def _merge(tmp_path: Path, capsys) -> str:
+    from samflow.merge import main
+
+    assert main([str(tmp_path / "o")]) == 2
+    return capsys.readouterr().err
+
+
+# The first backticked quote of a bullet of "Refusals of the command line" -> what provokes it.
+PROVOKE_CLI = {
+    ".../results.nc exists; pass --overwrite to replace it, --resume to keep it if it holds this config's "
+    "complete results, or another --out": _sweep(results=True),
+    "... holds partial results of an interrupted run; pass --resume to continue it or --overwrite to start over":
+        _sweep(partial=True),
+    "--num-slices and --slice-index go together: give both": _sweep("--num-slices", "2"),
+    "--num-slices ... is more than the ... (alpha, rho) cell(s) of the grid; use at most ...":
+        _sweep("--num-slices", "5", "--slice-index", "0"),
+    "--slice-index must be in ... for --num-slices ... (got ...)": _sweep("--num-slices", "2", "--slice-index", "3"),
+    "no slices in ...; run python -m samflow.sweep CONFIG --num-slices K --slice-index i (with the same --out) first":
+        _merge,
+}
+
+
+def _cli_quotes() -> list[str]:
+    section = TROUBLESHOOTING.read_text().split("## Refusals of the command line", 1)[1].split("\n## ", 1)[0]
+    return [q for line in section.splitlines() for q in re.findall(r"`([^`]{20,})`", line)]
+
+
+@pytest.mark.parametrize("quote", list(PROVOKE_CLI), ids=[q[:30] for q in PROVOKE_CLI])
+def test_troubleshooting_quotes_the_real_command_line_refusal(tmp_path, capsys, quote):
+    assert quote in _cli_quotes(), f"docs/troubleshooting.md no longer quotes {quote!r}; update PROVOKE_CLI"
+    err = PROVOKE_CLI[quote](tmp_path, capsys).strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert _pattern(quote).search(err), f"docs/troubleshooting.md quotes {quote!r}; the message is {err!r}"

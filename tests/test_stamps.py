@@ -1,8 +1,8 @@
 """Issue 12, cases 6 and 11: every stamp that guards reuse.
 
 Case 6: partial chunks, finished results and slices carry a code stamp
-(samflow version, git commit + dirty marker, source hash, jax / jaxlib /
-diffrax / numpy versions); `--resume` and the merge refuse to combine results
+(samflow version, git commit + dirty marker, source hash, the versions of
+`samflow.store.STAMP_PACKAGES`); `--resume` and the merge refuse to combine results
 made under different stamps (exit 2, one line naming both), unless an explicit
 flag accepts it, and then the result records both.
 Case 11: `--resume` on complete, matching results succeeds and changes nothing.
@@ -103,6 +103,25 @@ def test_code_stamp_names_version_commit_sources_and_packages():
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     assert f" src {h.hexdigest()[:12]} " in s
     assert store.code_stamp() == s  # deterministic
+
+
+def test_code_stamp_covers_every_package_that_sets_the_numbers(monkeypatch):
+    """Issue 25, item 4: the events root-find with optimistix and lineax and the fields
+    are equinox modules, but the stamp named only jax, jaxlib, diffrax and numpy: with
+    those upgraded, --resume mixed chunks silently. One list serves the stamp and the
+    key of the stored programs."""
+    from samflow import _cache
+
+    assert store.STAMP_PACKAGES is _cache.PROGRAM_PACKAGES
+    assert {"equinox", "optimistix", "lineax"} <= set(store.STAMP_PACKAGES)
+    before = store.code_stamp()
+    real = importlib.metadata.version
+    for p in store.STAMP_PACKAGES:
+        assert f" {p} " in f"{before} "
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, p=p: "99.0" if name == p else real(name))
+        assert store.code_stamp() != before, p  # an upgrade of any of them is another stamp
+    monkeypatch.setattr(importlib.metadata, "version", real)
+    assert set(store.package_versions()) == {"samflow", "xarray", *store.STAMP_PACKAGES}
 
 
 # ---------------------------------------------------------------- case 6: partial chunks

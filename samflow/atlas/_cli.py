@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .._cli_common import fail, lock_output
 from .._io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
@@ -53,7 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists() and not out.is_dir():
         print(f"error: --out {out} is a file; give a folder", file=sys.stderr)
         return 2
-    t0 = time.perf_counter()
-    run_atlas(cfg, out, figures=cfg.output.figures and not args.no_figures)
-    print(f"atlas done in {time.perf_counter() - t0:.0f} s")
+    # Two atlases into one folder would leave atlas.nc of one and the tables or figures of the other.
+    lock, problem = lock_output(out, ".atlas.lock", "atlas")
+    if problem is not None:
+        return fail(problem)
+    try:
+        t0 = time.perf_counter()
+        run_atlas(cfg, out, figures=cfg.output.figures and not args.no_figures)
+        print(f"atlas done in {time.perf_counter() - t0:.0f} s")
+    finally:
+        lock.release()
     return 0

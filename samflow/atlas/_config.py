@@ -19,9 +19,13 @@ class Spectra(ConfigModel):
     """The spectra mu (feature d the major one, mu_d = 1)."""
 
     linear: bool = True  # mu_j = j / d
+    """Include the linear spectrum mu_j = j / d."""
     geometric: list[Annotated[float, Field(gt=0, lt=1)]] = []  # r = mu_1 / mu_d: mu_j = r^((d - j) / (d - 1))
+    """Geometric spectra, one per ratio r = mu_1 / mu_d in (0, 1): mu_j = r^((d - j) / (d - 1))."""
     random: Annotated[int, Field(ge=0, le=100)] = 0  # draws: sorted uniform(0.1, 1), scaled to mu_d = 1
+    """Number of random spectra: sorted uniform(0.1, 1) draws, scaled to mu_d = 1."""
     seed: Annotated[int, Field(ge=0)] = 0
+    """Seed of the random spectra."""
 
     @model_validator(mode="after")
     def _some(self):
@@ -34,12 +38,19 @@ class Samples(ConfigModel):
     """One sample {(mu, +1)} and/or n > 1 samples of `samflow.datasets.increasing_scale`."""
 
     one: bool = True
+    """Solve on one sample {(mu, +1)}."""
     n: Annotated[int, Field(ge=0)] = 0  # 0: no multi-sample data; else n >= 2 samples
+    """0: no multi-sample data; else n >= 2 samples of `samflow.datasets.increasing_scale`."""
     seed: Annotated[int, Field(ge=0)] = 0
+    """Seed of the multi-sample data."""
     spread: Annotated[float, Field(ge=0)] = 0.25
+    """Log-spread of the multi-sample magnitudes."""
     rho: _Pos = 0.01  # the radius of the multi-sample (real-time) solves
+    """The radius of the multi-sample (real-time) solves."""
     linear_only: bool = True  # multi-sample data for the linear spectrum only (real-time solves are the slow part)
+    """Multi-sample data for the linear spectrum only (real-time solves are the slow part)."""
     linf: bool = False  # solve linf collapse edges on multi-sample data too (each cell slides 2 L d times: slow)
+    """Solve the linf collapse edges on multi-sample data too (slow: each cell slides 2 L d times)."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -54,17 +65,26 @@ class Bisection(ConfigModel):
     """`[bisection]`: the edge searches (`samflow.edges.EdgeSearch`) and the collapse solves."""
 
     bracket: Annotated[list[_Pos], Field(min_length=2, max_length=2)] = [1e-2, 1e1]  # scanned alpha / rho range
+    """The scanned alpha / rho range [lo, hi]."""
     scan: Annotated[int, Field(ge=2, le=1000)] = 16  # points of the scan (collapse edge)
+    """Points of the scan that brackets the collapse edge."""
     field_scan: Annotated[int, Field(ge=2, le=10000)] = 64  # points of the scan (first leader)
+    """Points of the scan of the first leader (major-first edge)."""
     rtol: Annotated[float, Field(ge=1e-14, lt=0.5)] = 1e-6
+    """Relative accuracy to which the edges are bisected."""
     max_rounds: Annotated[int, Field(ge=1, le=1000)] = 80
+    """Most bisection rounds."""
     escape: Annotated[float, Field(gt=1)] = 100.0  # escaped once max|w| >= escape * rho
+    """A cell has escaped the collapse once max|w| >= escape x rho."""
     horizon: _Pos | None = None  # final clock time of the collapse solves (None: samflow.edges' default)
+    """Final clock time of the collapse solves; unset: samflow.edges' default."""
     # Depths at which the linf collapse edge is solved for. Elsewhere the edge is
     # the theory's a = 1 (s.3.2), drawn as the mark: from a = 1 - delta at L >= 4
     # the solver needs tau ~ delta^-(L-2) and ran out of its steps in the first
     # segment for delta <= 1e-4 (so the bisection stalls far from 1e-6).
     linf_depths: list[Annotated[int, Field(ge=2, le=12)]] = [2]
+    """Depths at which the linf collapse edge is solved for; elsewhere it is the theory's a = 1
+    (docs/theory.md s.3.2), drawn as a mark."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -78,20 +98,30 @@ class Solver(ConfigModel):
 
     # Bounds: samflow._settings.SETTING_BOUNDS, the ones SolverSettings enforces.
     solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
+    """The explicit Runge-Kutta method of diffrax."""
     rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = 1e-8
+    """Relative tolerance of the adaptive step."""
     atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = 1e-12
+    """Absolute tolerance, relative to the init's norm."""
     max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = 4096
+    """Most solver steps per cell."""
 
 
 class Staircase(ConfigModel):
     """The time the staircase takes (the last switch), l2, one sample, linear mu."""
 
     depths: list[Annotated[int, Field(ge=2, le=12)]] = [2, 3, 4, 5, 6]
+    """Depths of the staircase-time chart (l2, one sample, linear mu)."""
     d: Annotated[int, Field(ge=2, le=200)] = 5
+    """Dimension of the staircase's spectrum."""
     num_alpha: Annotated[int, Field(ge=2, le=2000)] = 48
+    """Number of alpha / rho values of the chart."""
     tau1: _Pos = 400.0  # tau horizon (rho = 1)
+    """The tau horizon (rho = 1)."""
     tau_min: _Pos = 1e-3
+    """First save time (tau)."""
     num_times: Annotated[int, Field(ge=2, le=20000)] = 400
+    """Number of (log-spaced) save times."""
 
     @model_validator(mode="after")
     def _times(self):
@@ -104,21 +134,32 @@ class Output(RunOutput):
     """`[output]`: as `RunOutput`, with the atlas's own default folder."""
 
     dir: str = "results/atlas"
+    """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
 
 
 class AtlasConfig(RunConfig):
     """Schema of `configs/atlas.toml` (see that file for every key with a comment)."""
 
     name: str = "atlas"
+    """The run's folder name under output.dir; empty: the config file's name."""
     methods: list[Literal["l2", "linf"]] = ["l2", "linf"]
+    """The SAM flows whose edges are found."""
     depths: list[Annotated[int, Field(ge=2, le=12)]] = [2, 3, 4, 5, 6]
+    """The depths L of the edge charts."""
     dims: list[Annotated[int, Field(ge=2, le=200)]] = [2, 3, 5, 10, 20, 50]
+    """The dimensions d of the edge charts."""
     spectra: Spectra = Spectra()
+    """The spectra mu (`[spectra]`)."""
     samples: Samples = Samples()
+    """One sample and/or multi-sample data (`[samples]`)."""
     bisection: Bisection = Bisection()
+    """The edge searches (`[bisection]`)."""
     solver: Solver = Solver()
+    """The ODE solver of every atlas solve (`[solver]`)."""
     staircase: Staircase = Staircase()
+    """The staircase-time chart (`[staircase]`)."""
     output: Output = Output()
+    """Where the results and figures go (`[output]`)."""
 
     @model_validator(mode="after")
     def _linear(self):

@@ -13,10 +13,12 @@ keys of `data.generator`, with the rules between them).
 """
 
 from ._base import (
+    NAME_RULE as NAME_RULE,
     NON_FINITE_MESSAGE as NON_FINITE_MESSAGE,
     ConfigError as ConfigError,
     ConfigModel as ConfigModel,
     RunConfig as RunConfig,
+    check_name as check_name,
     distinct as distinct,
     field_check as field_check,
     increasing as increasing,

@@ -3,6 +3,7 @@ TOML reader (`read_toml`)."""
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import re
 import tomllib
@@ -38,7 +39,7 @@ def _did_you_mean(loc: tuple, model: type[BaseModel]) -> "str | None":
     return close[0] if close else None
 
 
-_KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(:| =) ")
+_KEYED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+))*)(:| =) ")
 _UNION_NOISE = ("Input should be a valid list", "Input should be a valid dictionary")
 
 
@@ -181,8 +182,38 @@ def read_toml(path: "str | Path") -> dict:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; give the path of a .toml file (see configs/)")
     try:
-        return tomllib.loads(path.read_text())
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the file: {err}") from None
+    return parse_toml(raw, path)
+
+
+#: Byte-order marks of the encodings TOML does not allow (UTF-32 first: its LE mark starts with UTF-16's).
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
+def parse_toml(raw: bytes, path: "str | Path") -> dict:
+    """The TOML document `raw` (the bytes of the file `path`) as a dict.
+
+    A UTF-8 byte-order mark (which Windows editors write, and which `tomllib`
+    reports as "Invalid statement (at line 1, column 1)") is dropped; a file in
+    UTF-16 or UTF-32 (TOML is UTF-8) is refused in one line saying so.
+
+    **Raises:** `ConfigError` (one line) for another encoding than UTF-8 or invalid TOML.
+    """
+    for bom, encoding in _WIDE_BOMS:
+        if raw.startswith(bom):
+            raise ConfigError(f"{path}: the file is {encoding} (it starts with a {encoding} byte-order mark); "
+                              "TOML is UTF-8: save it as UTF-8")
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start} is {raw[err.start:err.start + 1]!r}); "
+                          "TOML is UTF-8: save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read the file: {err}") from None

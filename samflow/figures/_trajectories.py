@@ -28,13 +28,21 @@ class TrajectoriesConfig(_Strict):
     """Schema of `configs/figures/trajectories.toml`; see that file for its keys."""
 
     rho: float = Field(gt=0)
+    """SAM radius of the panels."""
     alphas: list[float] = Field(min_length=1)  # alpha / rho, one per regime, in order 1, 2, 3
+    """alpha / rho of the panels, one per regime, in order 1, 2, 3."""
     t1: float = Field(gt=0)  # real-time horizon of the panels (linear save times)
+    """Real-time horizon of the panels (linear save times)."""
     sweep: _LogAxis  # alpha / rho of the switching-order statistics
+    """alpha / rho of the switching-order statistics."""
     sweep_t_min: float = Field(gt=0)
+    """First save time of those solves."""
     sweep_t1: float = Field(gt=0)
+    """Horizon of those solves."""
     rel_band: float = Field(gt=0)
+    """Plateau detection (`samflow.analysis.plateau`): the loss stays within this relative band on a plateau."""
     rel_drop: float = Field(gt=0, lt=1)
+    """Plateau detection: a plateau must be followed by a fall of the loss by this relative amount."""
 
 
 def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:

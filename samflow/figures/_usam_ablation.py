@@ -38,10 +38,15 @@ class UsamConfig(_Strict):
     """Schema of `configs/figures/usam_ablation.toml`; see that file for its keys."""
 
     rho: float = Field(gt=0)  # heat maps
+    """SAM radius of the heat maps."""
     alpha_over_rho: _LogAxis
+    """The heat maps' alpha / rho axis."""
     t_min: float = Field(gt=0)
+    """First save time (real time)."""
     t1: float = Field(gt=0)
+    """Real-time horizon."""
     chart_rho: _LogAxis  # the (alpha/rho, rho) charts
+    """The rho axis of the (alpha/rho, rho) charts."""
 
 
 def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:

@@ -13,7 +13,8 @@ slices (`samflow.merge`).
 
 Reuse is guarded by two stamps: the config key (`config_key`) and the code
 stamp (`samflow.store.code_stamp`: samflow version, git commit + dirty marker,
-source hash, jax / jaxlib / diffrax / numpy versions). `--resume` continues
+source hash, the versions of the packages that set the numbers,
+`samflow.store.STAMP_PACKAGES`). `--resume` continues
 partial results only under both, is a no-op success on complete results under
 both, and refuses anything else in one line (exit 2). Before any folder is made
 or anything compiled, `memory_preflight` refuses results that cannot fit in

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from ..config import ConfigError, SweepConfig
 from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method
 from ..solver import Summary, Trajectory
+from ..store import locked_problem
 from ._devices import agree_same, is_writer
 
 
@@ -23,6 +26,8 @@ NO_STAMP = "none recorded (made before samflow stamped its results)"
 _KEY_FILE, _STAMP_FILE = "sweep.key", "code.stamp"
 #: Bytes an .npz holds per array beyond its data (zip entry and .npy header; about 300).
 _NPZ_HEADER = 512
+#: What each chunk file carries besides its fields: the config key and code stamp it was made under.
+_CHUNK_META = ("__config_key__", "__code_stamp__")
 
 
 def _chunk_stamps(folder: Path) -> list[str]:
@@ -61,7 +66,9 @@ class ChunkCheckpoint:
     `stamp` (`samflow.store.code_stamp()`) identifies the code: chunks made
     under another stamp are refused too, unless `accept_other_stamp`; then
     `other_stamps` lists the stamps they were made under (the folder's
-    `code.stamp` keeps every stamp its chunks were made under).
+    `code.stamp` keeps every stamp its chunks were made under). Each chunk file
+    carries the key and stamp it was made under too, checked when it is loaded
+    (`load`): a chunk written into the folder by another run is never mixed in.
 
     **Raises:** `ConfigError` (one line, `partial_mismatch`) when the folder
     holds chunks of another config, or of another code stamp (not accepted).
@@ -73,6 +80,7 @@ class ChunkCheckpoint:
         self.folder = Path(folder)
         self.key = key
         self.stamp = stamp
+        self.accept_other_stamp = accept_other_stamp
         self.folder.mkdir(parents=True, exist_ok=True)
         problem = partial_mismatch(self.folder, key, stamp)
         kf = self.folder / _KEY_FILE
@@ -81,19 +89,33 @@ class ChunkCheckpoint:
             raise ConfigError(problem)
         # Under jax.distributed only process 0 writes (the others read the same, shared, folder).
         self.writer = is_writer()
-        if self.writer and not (kf.exists() and kf.read_text() == key):
-            atomic_write_text(key, kf)  # atomic: another process never reads half a key
-        have = _chunk_stamps(self.folder)
+        have = self._mark()
         self.other_stamps = [s for s in have if s != stamp] if stamp is not None else []
-        if self.writer and stamp is not None and stamp not in have:
-            atomic_write_text("".join(f"{line}\n" for line in have + [stamp]), self.folder / _STAMP_FILE)
+
+    def _mark(self) -> list[str]:
+        """Write the folder's config key and add this run's stamp to its stamps (process 0
+        of a jax.distributed run only); returns the stamps its chunks had before."""
+        kf = self.folder / _KEY_FILE
+        if self.writer and not (kf.exists() and kf.read_text() == self.key):
+            atomic_write_text(self.key, kf)  # atomic: another process never reads half a key
+        have = _chunk_stamps(self.folder)
+        if self.writer and self.stamp is not None and self.stamp not in have:
+            atomic_write_text("".join(f"{line}\n" for line in have + [self.stamp]), self.folder / _STAMP_FILE)
+        return have
 
     def _path(self, method: Method, k: int) -> Path:
         return self.folder / f"{method.value}-{k:06d}.npz"
 
     def load(self, method: Method, k: int) -> "Trajectory | Summary | None":
         """The stored chunk k of `method` (a `Trajectory`, or a `Summary` for a
-        `summary` solve), or None when it was not finished."""
+        `summary` solve), or None when it was not finished, or when its file is
+        damaged (truncated, unreadable: a one-line note names it, and the chunk
+        is recomputed and rewritten).
+
+        **Raises:** `ConfigError` (one line naming the file) when the chunk
+        carries another config key than this run's, or another code stamp (not
+        accepted): another run wrote into this folder.
+        """
         path = self._path(method, k)
         if not agree_same(path.exists()):
             raise ConfigError(
@@ -102,19 +124,80 @@ class ChunkCheckpoint:
             )
         if not path.exists():
             return None
-        with np.load(path) as f:
-            cls = Summary if "dominant" in f.files else Trajectory
-            return cls(**{name: f[name] for name in f.files})
+        piece, meta = _read_chunk(path)
+        if piece is None:
+            print(f"note: checkpoint {path} is damaged ({meta['damage']}); its chunk is recomputed", file=sys.stderr)
+        if not agree_same(piece is not None):
+            raise ConfigError(
+                f"{path}: the processes of this jax.distributed run read this chunk differently; "
+                "rerun with --overwrite"
+            )
+        if piece is None:
+            return None
+        self._check_meta(path, meta)
+        return piece
+
+    def _check_meta(self, path: Path, meta: dict) -> None:
+        """Refuse a chunk whose own config key or code stamp is not this run's (chunks
+        made before chunks carried them are judged by the folder's `sweep.key`)."""
+        key = meta.get("__config_key__")
+        if key is not None and key != self.key:
+            raise ConfigError(
+                f"{path} holds a chunk of another config (key {key[:12]}, this run's {self.key[:12]}): another "
+                "run wrote into this folder; rerun with --overwrite to start over"
+            )
+        stamp = meta.get("__code_stamp__")
+        if stamp is None or self.stamp is None or stamp == self.stamp:
+            return
+        if not self.accept_other_stamp:
+            raise ConfigError(
+                f"{path} holds a chunk made under code stamp '{stamp}', this code is '{self.stamp}'; rerun with "
+                "--overwrite to start over, or --resume-any-version to combine them"
+            )
+        if stamp not in self.other_stamps:
+            self.other_stamps.append(stamp)
 
     def save(self, method: Method, k: int, piece: Trajectory) -> None:
-        """Store chunk k of `method` atomically (only in process 0 of a jax.distributed run)."""
+        """Store chunk k of `method` atomically, with this run's config key and code
+        stamp (only in process 0 of a jax.distributed run). A folder deleted during
+        the run (by hand) is made again, with one note."""
         if not self.writer:
             return
+        if not self.folder.is_dir():  # the chunks it held are in memory: this run's results are whole
+            print(f"note: the checkpoint folder {self.folder} was deleted during the run; made again "
+                  "(this run's results stay whole)", file=sys.stderr)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._mark()
         path = self._path(method, k)
         arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
+        arrays["__config_key__"] = np.asarray(self.key)
+        if self.stamp is not None:
+            arrays["__code_stamp__"] = np.asarray(self.stamp)
         need = sum(a.nbytes + _NPZ_HEADER for a in arrays.values())  # the free space checked before writing
         with atomic_path(path, need=need) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
+
+
+def _read_chunk(path: Path) -> "tuple[Trajectory | Summary | None, dict]":
+    """The chunk stored in `path` and what it carries besides (`_CHUNK_META`: its config
+    key and code stamp); for a damaged file (truncated, unreadable) None and
+    {"damage": one line saying why}."""
+    try:
+        with np.load(path) as f:
+            meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
+            fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
+        cls = Summary if "dominant" in fields else Trajectory
+        return cls(**fields), meta
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage
+        return None, {"damage": str(err).splitlines()[0] if str(err) else type(err).__name__}
+
+
+def damaged_chunks(folder: "str | Path") -> list[Path]:
+    """The chunk files in a checkpoint folder that do not read back whole (each is
+    read: truncated by a full disk, a copy cut short...); a resumed run recomputes
+    them (`ChunkCheckpoint.load`), so they are not among its chunks already done."""
+    folder = Path(folder)
+    return [p for p in sorted(folder.glob("*.npz")) if _read_chunk(p)[0] is None] if folder.is_dir() else []
 
 
 def config_key(cfg: SweepConfig) -> str:
@@ -172,6 +255,8 @@ def _finished_mismatch(path: Path, key: str, stamp: str, grid_slice, accept_othe
             attrs = dict(ds.attrs)
             stored = {name: ds[name].values for name in ("data_X", "data_y") if name in ds}
     except (OSError, ValueError) as err:
+        if (locked := locked_problem(path, err)) is not None:
+            return locked, None
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"{path} exists but cannot be read ({why}); pass --overwrite to replace it", None
     old_key = str(attrs.get("config_key", ""))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import sys
@@ -23,6 +24,7 @@ from .._cli_common import (
     command_parser,
     fail,
     fail_config,
+    lock_output,
     print_figures,
     writable_folder,
 )
@@ -30,7 +32,7 @@ from ..config import ConfigError, SweepConfig, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
-from ._checkpoint import _finished_mismatch, chunk_key, config_key, partial_mismatch
+from ._checkpoint import _finished_mismatch, chunk_key, config_key, damaged_chunks, partial_mismatch
 from ._run import build_data, check_data_file, chunk_count, disk_preflight, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
@@ -57,16 +59,47 @@ def main(argv: "list[str] | None" = None) -> int:
     Results that cannot fit in memory are refused before any folder is made, and
     so are runs whose files cannot fit on the disk; a disk that fills during the
     run ends it with one line (exit 2), the finished chunks kept for `--resume`.
+    While another sweep writes the same results (its lock, `samflow._lock`, beside
+    them), every run is refused (exit 2, one line naming its pid and start time),
+    with or without --overwrite / --resume; a lock left by a killed run is taken
+    over with a note. Ctrl-C or SIGTERM, from the checks on, ends the run with one
+    line and exit 130 / 143, its lock released.
     """
     parser = _parser()
     args = parser.parse_args(argv)
     if (problem := _start_distributed(args) or backend_problem()) is not None:
         return fail(problem)
     agreed: list = []  # _run appends to it once every process has agreed to run
-    code = _checks_and_run(args, agreed)
+    held: list = []  # the output lock, once taken; released however the run ends
+    with _sigterm_interrupts():  # a SIGTERM before the solve killed the run with its lock left behind
+        try:
+            code = _checks_and_run(args, agreed, held)
+        except KeyboardInterrupt as err:  # before the solve (`_run` says how far a solve got)
+            signum = getattr(err, "signum", signal.SIGINT)
+            print(f"interrupted ({signal.Signals(signum).name}) before the solve started; rerun the command",
+                  file=sys.stderr)
+            code = 128 + signum
+        finally:
+            for lock in held:
+                lock.release()
     if not agreed and jax.distributed.is_initialized():
         _devices.agree(False)  # this process refused: the others stop too (exit 2)
     return code
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """Within the block, SIGTERM (a scheduler's notice before it kills a job) raises
+    `Interrupted`, a KeyboardInterrupt, as Ctrl-C does; the previous handler is put
+    back after. Only the main thread may set a handler: from another thread (main()
+    called from a worker thread) it does nothing."""
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if on_main else None
+    try:
+        yield
+    finally:
+        if on_main:  # None: the previous handler was not set from Python
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _start_distributed(args) -> "str | None":
@@ -83,8 +116,9 @@ def _start_distributed(args) -> "str | None":
     return None
 
 
-def _checks_and_run(args, agreed: list) -> int:
-    """The refusals of `main` (before anything is written), then `_run`."""
+def _checks_and_run(args, agreed: list, held: list) -> int:
+    """The refusals of `main` (before anything is written), then `_run`. The lock on
+    the output (`_take_lock`) goes into `held`."""
     resume = args.resume or args.resume_any_version
     sliced = args.num_slices is not None or args.slice_index is not None
     if sliced:
@@ -100,9 +134,9 @@ def _checks_and_run(args, agreed: list) -> int:
     config_path = Path(args.config)
     try:
         cfg = load_config(config_path)
+        out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     except ConfigError as err:
         return fail_config(err)
-    out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
     # Messages count slices from 1; the file names and --slice-index from 0.
     slice_text = f"{slice_index + 1} of {n_slices} (--slice-index {slice_index})" if sliced else None
@@ -122,6 +156,8 @@ def _checks_and_run(args, agreed: list) -> int:
         check_data_file(cfg, data)  # before any folder is made
     except ConfigError as err:
         return fail(str(err))
+    if (problem := _take_lock(results_path, held)) is not None:  # before anything there is read
+        return fail(problem)
     if results_path.exists():
         if resume:
             problem, note = _finished_mismatch(results_path, key, stamp, grid_slice, args.resume_any_version, data)
@@ -170,12 +206,28 @@ def _checks_and_run(args, agreed: list) -> int:
         return fail(problem)
 
     n_total = chunk_count(cfg, data, grid_slice)
-    if resume and _chunks_done(partial):
-        print(f"resumed: {_chunks_done(partial)} of {n_total} chunks already done")
+    if resume and (done := _chunks_done(partial)):
+        damaged = len(damaged_chunks(partial))  # recomputed: not done
+        print(f"resumed: {done - damaged} of {n_total} chunks already done"
+              + (f" ({damaged} more damaged: recomputed)" if damaged else ""))
     agreed.append(True)
     if not _devices.agree(True):
         return fail("another process of this jax.distributed run refused it (see its error line)")
     return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
+
+
+def _take_lock(results_path: Path, held: list) -> "str | None":
+    """Lock what this run writes (its results file, checkpoints and figures) against
+    another sweep writing the same: the file `.<results stem>.lock` beside the results
+    (one per slice: slices of one grid run side by side by design), taken by process 0
+    of a jax.distributed run (the others refuse with it, `agree`). Appends the lock to
+    `held`; returns None, or the one-line refusal naming the live run."""
+    if not _devices.is_writer():
+        return None
+    lock, problem = lock_output(results_path.parent, f".{results_path.stem}.lock", "sweep")
+    if lock is not None:
+        held.append(lock)
+    return problem
 
 
 def _interrupted_line(done: int, n_total: int) -> str:
@@ -258,12 +310,8 @@ class _OldSliceFlag(argparse.Action):
 
 
 def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
-    """Solve, write and draw, with SIGINT/SIGTERM turned into one line and exit 130/143
-    (checkpoints kept); returns the exit code."""
-    # SIGTERM (a scheduler's notice before it kills a job) stops the run as Ctrl-C does.
-    # Only the main thread may set a handler (main() can be called from a worker thread).
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted) if on_main else None
+    """Solve, write and draw, with SIGINT/SIGTERM (`main`'s `_sigterm_interrupts`) turned
+    into one line and exit 130/143 (checkpoints kept); returns the exit code."""
     stage = "solve"
     try:
         t_start = time.perf_counter()
@@ -292,9 +340,6 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
         else:
             print(_interrupted_line(_chunks_done(partial), n_total), file=sys.stderr)
         return code
-    finally:
-        if on_main:  # None: the previous handler was not set from Python
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     return 0
 
 

@@ -16,7 +16,7 @@ from ..config import ConfigError
 from ..datasets import Dataset
 from ..flows import Method
 from .._x64 import in_float64
-from .._settings import STUCK_INIT, check_data, check_rho, stuck_inits
+from .._settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
 from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
 from ._devices import (
@@ -119,8 +119,8 @@ def solve_grid(
     """
     method = Method.parse(method)
     clock = Clock.parse(clock)
-    W0 = np.asarray(W0, dtype=np.float64)
-    rho = np.asarray(rho, dtype=np.float64)
+    W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
+    rho = float_array(rho, "rho")
     ts_np = check_save_times(ts)
     ts = jnp.asarray(ts_np)
     B = _check_grid(data, W0, rho, chunk_size, batch_size)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..store import read_results
+from ..store import locked_problem, read_results
 from ._checkpoint import NO_STAMP
 
 
@@ -227,6 +227,8 @@ def merge_dir(out_dir: "str | Path", *, accept_other_stamp: bool = False) -> xr.
         try:
             slices.append(read_results(p))
         except (OSError, ValueError) as err:
+            if (locked := locked_problem(p, err)) is not None:
+                raise SliceError(locked) from None
             why = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise SliceError(f"{p}: cannot read the slice: {why}") from None
     return merge_slices(slices, [p.name for p in paths], accept_other_stamp=accept_other_stamp)
