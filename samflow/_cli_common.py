@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, NoReturn
 
+from ._backend import backend_problem
 from ._io import DiskFullError
 from .config import ConfigError, ConfigModel
 
@@ -93,26 +94,6 @@ def writable_folder(folder: Path) -> "str | None":
         probe.unlink()
     except OSError as err:
         return f"--out / output.dir: cannot write to {folder}: {err.strerror}"
-    return None
-
-
-def backend_problem() -> "str | None":
-    """Start JAX's backend (`jax.devices()`), once the process is set up (float64,
-    CPU device count, `jax.distributed`): None, or the one-line problem when the
-    platform JAX was told to use (`JAX_PLATFORMS`, e.g. "cuda" on a machine
-    without CUDA) cannot start, naming it and how to choose another."""
-    import re
-
-    import jax
-
-    try:
-        jax.devices()
-    except (RuntimeError, AssertionError) as err:  # JAX 0.10 raises a bare AssertionError for "cuda"
-        asked = jax.config.jax_platforms or os.environ.get("JAX_PLATFORMS") or ""
-        why = re.sub(r"\.?\s*\(set JAX_PLATFORMS=.*?\)", "", str(err).strip().splitlines()[0]) if str(err).strip() else (
-            "no JAX plugin for it is installed, or no device of it is visible")
-        return (f"JAX could not start the platform JAX_PLATFORMS={asked!r} ({why}); set JAX_PLATFORMS=cpu to "
-                "run on the CPU, or unset JAX_PLATFORMS to let JAX choose")
     return None
 
 

@@ -129,6 +129,46 @@ def test_a_platform_jax_cannot_start_is_one_line_naming_it(tmp_path, platform, c
     assert not out.exists()
 
 
+def test_the_python_api_names_a_platform_jax_cannot_start_in_one_line(tmp_path):
+    """`load_config` and `samflow.sweep.run_sweep` from Python with JAX_PLATFORMS=cuda
+    and no CUDA: the inline data set is made in a config validator, where JAX's bare
+    AssertionError became the config error "(top level): Assertion failed"; a config
+    with a data file reached JAX only in run_sweep, as that AssertionError. Both are now
+    the command line's one line, as a BackendError (a RuntimeError)."""
+    import jax
+
+    if jax.default_backend() == "gpu" or "cuda" in {d.platform for d in jax.devices()}:
+        pytest.skip("this machine has cuda")
+    from tests.helpers import SMALL_SWEEP
+
+    (tmp_path / "inline.toml").write_text(SMALL_SWEEP)
+    (tmp_path / "file.toml").write_text(SMALL_SWEEP.replace("mu = [0.2, 0.6, 1.0]", 'file = "d.npz"'))
+    code = (
+        "import sys, numpy as np\n"
+        "from samflow._backend import BackendError\n"
+        "from samflow.config import load_config\n"
+        "from samflow.sweep import run_sweep\n"
+        "d = sys.argv[1]\n"
+        "np.savez(d + '/d.npz', X=np.array([[0.2, 0.6, 1.0]]), y=np.ones(1))\n"
+        "try:\n"
+        "    load_config(d + '/inline.toml')\n"
+        "except BackendError as err:\n"
+        "    print('inline:', err)\n"
+        "cfg = load_config(d + '/file.toml')\n"  # no JAX array in its validation
+        "try:\n"
+        "    run_sweep(cfg, progress=False, base_dir=d)\n"
+        "except BackendError as err:\n"
+        "    print('file:', err)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cuda"}
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=240)
+    assert r.returncode == 0, r.stderr[-1500:]
+    line = ("JAX could not start the platform JAX_PLATFORMS='cuda' (no JAX plugin for it is installed, or no device "
+            "of it is visible); set JAX_PLATFORMS=cpu to run on the CPU, or unset JAX_PLATFORMS to let JAX choose")
+    assert r.stdout.splitlines() == [f"inline: {line}", f"file: {line}"], r.stdout + r.stderr[-1500:]
+
+
 def test_run_command_turns_a_full_disk_into_one_line_and_exit_2(tmp_path):
     """The atlas, the CNN experiments and the merge: a DiskFullError from any write."""
     code = (

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from .. import store
+from .._backend import require_backend
 from .._io import free_bytes, size_text
 from .._progress import progress_bar
 from ..config import ConfigError, SweepConfig
@@ -119,11 +120,13 @@ def run_sweep(
     Before anything is compiled, the memory the results need is checked against
     the memory available (`memory_preflight`).
 
-    **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data
-    file), results that do not fit in memory, or a checkpoint of another config
-    or code stamp (one line each); `ValueError` for a bad `grid_slice` (see
-    `samflow.merge.check_slice_args`).
+    **Raises:** `samflow._backend.BackendError` (a `RuntimeError`, one line) when
+    JAX cannot start its platform (`JAX_PLATFORMS`); `ConfigError` for a config
+    that cannot run (e.g. a missing data file), results that do not fit in
+    memory, or a checkpoint of another config or code stamp (one line each);
+    `ValueError` for a bad `grid_slice` (see `samflow.merge.check_slice_args`).
     """
+    require_backend()  # one line, not JAX's bare AssertionError, when JAX_PLATFORMS cannot start
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
