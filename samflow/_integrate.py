@@ -23,7 +23,9 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   limit of discrete linf-SAM (tests/test_linf_surface.py; a tanh(r_j / eps)
   regularization converges to another, "equivalent control", solution). A
   whole weight column at 0 is decided jointly at even depth, and held weights
-  are re-decided when a sign of r changes. Sliding on two surfaces at once (two
+  are re-decided when a sign of r changes. At depth 1 a coordinate with samples
+  of its own slides by holding its weight (`SLID`, with its `slide_time`):
+  r_j depends on it alone. Sliding on two surfaces at once (two
   r_j, or a weight at 0 whose continuation is not unique) is not followed:
   status `SURFACE`, NaN after its event time.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
@@ -111,7 +113,8 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     roff0 = jnp.zeros((d,), dtype)
     surface0 = jnp.asarray(False)
     if multi:
-        rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        rmem0, rslide0, roff0, hold0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        frozen0 = frozen0 | hold0[None]
     if "cross" in events.names:  # linf, and lp at depth >= 2: a weight that starts at 0
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
@@ -246,8 +249,8 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
     rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
     if multi:
-        memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
-            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale
+        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
 
