@@ -28,6 +28,16 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   r_j depends on it alone. Sliding on two surfaces at once (two
   r_j, or a weight at 0 whose continuation is not unique) is not followed:
   status `SURFACE`, NaN after its event time.
+- **a weight reaching 0 under lp-SAM with p > 2** (docs/theory.md s.2
+  (lp-SAM)): eps_lj ~ |G_lj|^(q-1) with q - 1 < 1 is not Lipschitz where G_lj
+  = 0, so a weight (at depth 2 with equal layers, a whole column) can reach 0
+  in finite time. The same `cross` event and slide decision as linf: the field
+  takes sign(G) from the sign memory inside a step, the weight is set to 0 at
+  the event and held there when its velocity at 0 is 0 (status `SLID`,
+  `slide_time`), else it crosses. The arrival is tangential (w ~ (T - t)^(1/(2-q))),
+  so its time is located to about 1e-5 at the default rtol = 1e-8 (about
+  1e-6 at rtol = 1e-12), not to the 1e-13 of the bisection. For p <= 2 the
+  event only restarts a segment where a weight changes sign.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
