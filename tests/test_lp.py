@@ -261,3 +261,47 @@ def test_p_above_2_needs_one_sample():
     tr = sf.solve("lp", data, 0.5, 1.0, np.linspace(0, 1, 3), p=1.5)
     assert int(tr.status) == int(sf.Status.FINISHED)
     assert check_p("lp", np.float32(3.0)) == 3.0
+
+
+# ---------------------------------------------------------------- generic models
+
+
+def test_models_lp_is_the_diagonal_lp():
+    """`samflow.models` calls the same lp perturbation: the diagonal network as a
+    generic model gives sf.solve's lp flow (p = 1.5) and run_discrete's iterates."""
+    from samflow._generic import model_velocity
+    from samflow.models import diagonal_network, run_model_discrete, solve_model
+
+    data = sf.single_sample([0.5, 1.0, 1.5])
+    model = diagonal_network(2, 3)
+    W = jnp.array([[0.3, -0.2, 0.7], [1.1, 0.4, -0.5]])
+    for p in (1.5, 3.0):
+        v = model_velocity("lp", model.f, (W[0], W[1]), 0.1, data, p=p)
+        ref = sf.real_time_velocity(W, 0.1, "lp", data, sf.Logistic(), p=p)
+        np.testing.assert_allclose(jnp.stack(v), ref, rtol=1e-12, atol=1e-15)
+    ts = np.linspace(0.5, 10.0, 6)
+    st = sf.SolverSettings(rtol=1e-10, atol=1e-13)
+    tr = solve_model("lp", model, model.init(0.5), 0.3, data, ts, st, p=1.5)
+    ref = sf.solve("lp", data, 0.5, 0.3, ts, settings=st, p=1.5)
+    assert _rel(tr.beta, ref.beta) < 1e-6
+    dm = run_model_discrete("lp", model, model.init(0.5), 0.3, 0.05, ts, data, p=3.0)
+    dd = run_discrete("lp", data, 0.5, 0.3, 0.05, ts, p=3.0)
+    np.testing.assert_allclose(np.asarray(dm.beta), np.asarray(dd.beta), rtol=1e-12)
+    with pytest.raises(ValueError, match="method 'lp' needs the exponent p"):
+        solve_model("lp", model, model.init(0.5), 0.3, data, ts, st)
+
+
+def test_switch_times_take_p():
+    """The exact switch times of lp at p = 2 are those of l2 (one regime-2 cell)."""
+    from samflow.switches import switches_of
+
+    ts = np.linspace(0.0, 20.0, 41)
+    a = switches_of("l2", DATA, 0.5, 1.0, ts, clock="tau")
+    b = switches_of("lp", DATA, 0.5, 1.0, ts, clock="tau", p=2.0)
+    assert bool(a.ok) and bool(b.ok) and int(a.count) >= 1
+    assert int(a.count) == int(b.count)
+    n = int(a.count)
+    np.testing.assert_allclose(np.asarray(b.time)[:n], np.asarray(a.time)[:n], rtol=1e-9)
+    np.testing.assert_array_equal(np.asarray(b.to)[:n], np.asarray(a.to)[:n])
+    with pytest.raises(ValueError, match="method 'l2' takes no p"):
+        switches_of("l2", DATA, 0.5, 1.0, ts, clock="tau", p=2.0)
