@@ -523,7 +523,8 @@ def solve(
       (lp-SAM)): a real number in (1, inf), required for "lp" and refused for
       the other methods (`samflow._methods.check_p`). It is passed traced: every
       p shares one compilation. For p > 2 weights reach 0 one by one (status
-      `SLID` with `slide_time`); this needs one sample (refused otherwise).
+      `SLID` with `slide_time`); this needs one sample and balanced inits
+      (|w_lj(0)| the same in every layer), refused in one line otherwise.
     - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
     - `alpha`: the init, float. By default ONE init shared by every cell: a
       scalar, a (d,) per-coordinate vector or a (L, d) per-layer array

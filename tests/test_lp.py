@@ -260,6 +260,11 @@ def test_p_above_2_needs_one_sample():
     assert "\n" not in str(e.value)
     tr = sf.solve("lp", data, 0.5, 1.0, np.linspace(0, 1, 3), p=1.5)
     assert int(tr.status) == int(sf.Status.FINISHED)
+    # p > 2 from unequal layers (a weight hovers near 0: MAX_STEPS before) is refused in one line
+    W0 = np.array([[0.5] * 5, [0.3, 0.6, 0.2, 0.7, 0.4]])
+    with pytest.raises(ValueError, match=r"method 'lp' with p > 2 needs balanced inits") as e:
+        sf.solve("lp", DATA, W0, 1.0, np.linspace(0, 1, 3), p=3.0)
+    assert "\n" not in str(e.value)
     assert check_p("lp", np.float32(3.0)) == 3.0
 
 
