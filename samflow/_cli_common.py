@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, NoReturn
 
+from ._backend import backend_problem
+from ._io import DiskFullError
 from .config import ConfigError, ConfigModel
 
 if TYPE_CHECKING:
     from ._lock import OutputLock
 
-__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "command_parser", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "writable_folder"]
+__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "writable_folder"]
 
 class RunOutput(ConfigModel):
     """The `[output]` table that the atlas and CNN configs share: results go to
@@ -137,9 +139,16 @@ def print_figures(paths: Iterable[Path]) -> None:
                 print(f"figure: {p}")
 
 
-def run_command(main: Callable[[], int], interrupted: str = "nothing was written") -> NoReturn:
+def run_command(
+    main: Callable[[], int], interrupted: str = "nothing was written", disk_full: str = "free space, then rerun the command"
+) -> NoReturn:
     """Entry point of `python -m ...`: `prepare_process` (float64, Agg) first, then
-    exit with `main()`'s code.
+    exit with `main()`'s code; a JAX platform that cannot start (`backend_problem`)
+    is one line and exit code 2.
+
+    A full disk (`samflow._io.DiskFullError`) ends it with one line, "error: no
+    space left in <folder> for <file>: it needs about <size>, <size> free;
+    `disk_full`", and exit code 2; the file being written is removed.
 
     Ctrl-C (SIGINT) or SIGTERM (a scheduler's notice) ends the command with one
     line, "interrupted (SIGINT); `interrupted`", and exit code 130 / 143 (128 +
@@ -150,9 +159,13 @@ def run_command(main: Callable[[], int], interrupted: str = "nothing was written
     from ._x64 import prepare_process
 
     prepare_process()
+    if (problem := backend_problem()) is not None:
+        sys.exit(fail(problem))
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
         code = main()
+    except DiskFullError as err:
+        code = fail(f"{err}; {disk_full}")
     except KeyboardInterrupt as err:
         signum = getattr(err, "signum", signal.SIGINT)
         print(f"interrupted ({signal.Signals(signum).name}); {interrupted}", file=sys.stderr, flush=True)

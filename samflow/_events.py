@@ -20,7 +20,7 @@ from .flows import Clock
 from .diagonal_net import beta as beta_of
 from .diagonal_net import residual
 from ._field import SamField, _rsurface_parts
-from ._singular import _BIG, _R_OFFSET, _critical_cond
+from ._singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active
 
 
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
@@ -84,7 +84,7 @@ def _rcross_condition(ev, t, y, args):
     """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j / max|X|
     falls to -roff_j (just past it, so the next segment starts on the new side)."""
     r = residual(y[0], args.data, ev.field.loss)
-    active = (args.rmem != 0) & ~args.rslide
+    active = _rsurface_active(args.rmem, args.rslide, args.frozen, args.data)
     return jnp.min(jnp.where(active, r * args.rmem / ev.r_scale + args.roff, _BIG))
 
 

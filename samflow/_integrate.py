@@ -23,9 +23,21 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   limit of discrete linf-SAM (tests/test_linf_surface.py; a tanh(r_j / eps)
   regularization converges to another, "equivalent control", solution). A
   whole weight column at 0 is decided jointly at even depth, and held weights
-  are re-decided when a sign of r changes. Sliding on two surfaces at once (two
+  are re-decided when a sign of r changes. At depth 1 a coordinate with samples
+  of its own slides by holding its weight (`SLID`, with its `slide_time`):
+  r_j depends on it alone. Sliding on two surfaces at once (two
   r_j, or a weight at 0 whose continuation is not unique) is not followed:
   status `SURFACE`, NaN after its event time.
+- **a weight reaching 0 under lp-SAM with p > 2** (docs/theory.md s.2
+  (lp-SAM)): eps_lj ~ |G_lj|^(q-1) with q - 1 < 1 is not Lipschitz where G_lj
+  = 0, so a weight (at depth 2 with equal layers, a whole column) can reach 0
+  in finite time. The same `cross` event and slide decision as linf: the field
+  takes sign(G) from the sign memory inside a step, the weight is set to 0 at
+  the event and held there when its velocity at 0 is 0 (status `SLID`,
+  `slide_time`), else it crosses. The arrival is tangential (w ~ (T - t)^(1/(2-q))),
+  so its time is located to about 1e-5 at the default rtol = 1e-8 (about
+  1e-6 at rtol = 1e-12), not to the 1e-13 of the bisection. For p <= 2 the
+  event only restarts a segment where a weight changes sign.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
@@ -111,7 +123,8 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     roff0 = jnp.zeros((d,), dtype)
     surface0 = jnp.asarray(False)
     if multi:
-        rmem0, rslide0, roff0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        rmem0, rslide0, roff0, hold0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
+        frozen0 = frozen0 | hold0[None]
     if "cross" in events.names:  # linf, and lp at depth >= 2: a weight that starts at 0
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
@@ -246,8 +259,8 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
     rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
     if multi:
-        memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
-            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale
+        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+            field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
 
@@ -510,7 +523,8 @@ def solve(
       (lp-SAM)): a real number in (1, inf), required for "lp" and refused for
       the other methods (`samflow._methods.check_p`). It is passed traced: every
       p shares one compilation. For p > 2 weights reach 0 one by one (status
-      `SLID` with `slide_time`); this needs one sample (refused otherwise).
+      `SLID` with `slide_time`); this needs one sample and balanced inits
+      (|w_lj(0)| the same in every layer), refused in one line otherwise.
     - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
     - `alpha`: the init, float. By default ONE init shared by every cell: a
       scalar, a (d,) per-coordinate vector or a (L, d) per-layer array

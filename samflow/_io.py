@@ -5,29 +5,88 @@ written under a temporary name in its own folder and renamed into place, so that
 a reader never sees a half-written file and a crash or an interrupt leaves no
 partial result. tests/test_io.py checks that no other module of the package calls
 `savefig`, `write_text`, `write_bytes` or `to_netcdf` on a target path itself.
+
+A full disk (or quota) is one `DiskFullError` naming the folder and the bytes
+needed, checked before writing where the size is known and caught while writing
+otherwise; the temporary file is removed either way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "atomic_savefig", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["DiskFullError", "atomic_path", "atomic_savefig", "atomic_write_bytes", "atomic_write_netcdf",
+           "atomic_write_text", "free_bytes", "size_text"]
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def size_text(n: float) -> str:
+    """Bytes for a person: "512 bytes", "3.2 MiB", "1.5 GiB" (powers of 1024, as `df -h`
+    and the sweep's memory messages)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} bytes"
+
+
+def free_bytes(folder: "str | Path") -> int:
+    """Bytes free for this user on the file system of `folder` (or of its nearest
+    existing parent, for a folder not made yet)."""
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+class DiskFullError(OSError):
+    """No space left (ENOSPC, or over quota: EDQUOT) for a file in `folder`:
+    `need` bytes (None: unknown, more than `written`), `free` bytes free.
+    `str()` is one line naming the folder, the file and both sizes."""
+
+    def __init__(self, path: "str | Path", need: "int | None", free: int, written: int = 0):
+        path = Path(path)
+        self.path, self.folder, self.need, self.free, self.written = path, path.parent, need, free, written
+        size = (f"about {size_text(need)}" if need is not None
+                else f"more than {size_text(written)}" if written else "more space")
+        super().__init__(errno.ENOSPC, f"no space left in {path.parent} for {path.name}: it needs {size}, "
+                                       f"{size_text(free)} free")
+
+    def __str__(self) -> str:
+        return self.strerror
+
+    def __reduce__(self):  # rebuilt whole in the parent of a worker process (OSError's would lose the path)
+        return DiskFullError, (self.path, self.need, self.free, self.written)
 
 
 @contextlib.contextmanager
-def atomic_path(path: "str | Path") -> Iterator[str]:
+def atomic_path(path: "str | Path", need: "int | None" = None) -> Iterator[str]:
     """A temporary file name beside `path` to write to; when the block ends
     without an exception the file gets the permissions of a normally created
     one (0666 & ~umask; mkstemp makes it 0600) and is renamed onto `path`,
     otherwise it is removed and the exception goes on. The folder must exist.
     Write to the name with an explicit format (e.g. `savefig(tmp, format="png")`,
-    `np.savez` to an open file): it does not end in the target's suffix."""
+    `np.savez` to an open file): it does not end in the target's suffix.
+
+    **Raises:** `DiskFullError` before anything is written when `need` (the
+    file's size in bytes, or an estimate) exceeds the free space, and in place
+    of the `OSError` of a write that ran out of space (ENOSPC, EDQUOT)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if need is not None and need > (free := free_bytes(path.parent)):
+        raise DiskFullError(path, need, free)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # no room even for an empty file (inodes)
+        if err.errno in _FULL:
+            raise DiskFullError(path, need, free_bytes(path.parent)) from None
+        raise
     os.close(fd)
     try:
         yield tmp
@@ -35,16 +94,42 @@ def atomic_path(path: "str | Path") -> Iterator[str]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
+    except OSError as err:
+        written = _size(tmp)
+        Path(tmp).unlink(missing_ok=True)
+        if err.errno in _FULL and not isinstance(err, DiskFullError):
+            raise DiskFullError(path, need, free_bytes(path.parent), written) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_bytes(data: bytes, path: "str | Path") -> Path:
-    """Write `data` to `path` atomically (`atomic_path`); returns the path."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def atomic_write_bytes(data: "bytes | memoryview", path: "str | Path") -> Path:
+    """Write `data` to `path` atomically (`atomic_path`, which checks the free
+    space first); returns the path. **Raises:** `DiskFullError`."""
+    with atomic_path(path, need=memoryview(data).nbytes) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
     return Path(path)
+
+
+def atomic_write_netcdf(ds, path: "str | Path", encoding: "dict | None" = None) -> Path:
+    """Write the `xarray.Dataset` `ds` to `path` (netCDF4 via h5netcdf) atomically,
+    with xarray's per-variable `encoding` (None: xarray's defaults).
+
+    The file is made in memory, then written as bytes (`atomic_write_bytes`): a
+    full disk is then an ordinary `DiskFullError`, where HDF5 writing to a file
+    that runs out of space fails in its C library (and can crash the process at
+    exit). Peak memory: the dataset and its file (about as large again; no third copy).
+    """
+    return atomic_write_bytes(ds.to_netcdf(engine="h5netcdf", encoding=encoding), path)
 
 
 def atomic_write_text(text: str, path: "str | Path") -> Path:
@@ -55,8 +140,9 @@ def atomic_write_text(text: str, path: "str | Path") -> Path:
 def atomic_savefig(fig, path: "str | Path", **kwargs) -> Path:
     """`fig.savefig(path, **kwargs)` written atomically (`atomic_path`), in the
     format named by the suffix of `path` (".png", ".pdf", ...); returns the path.
-    The file's bytes are those of a direct `savefig(path, ...)`."""
+    The file's bytes are those of a direct `savefig(path, ...)`.
+    **Raises:** `DiskFullError`."""
     path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), **kwargs)
-    return path
+    buf = io.BytesIO()  # drawn first: its size is known before the disk is touched
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower(), **kwargs)
+    return atomic_write_bytes(buf.getvalue(), path)

@@ -25,6 +25,9 @@ REGIME_COLORS = ["#ffffff", "#bdbdbd", "#fdae61", "#2c7bb6"]  # undetermined, 1,
 
 
 REGIME_NAMES = ["undetermined", "1: collapse", "2: minor first, major last", "3: major first"]
+# What "undetermined" means on a legend (`samflow.analysis.regime_label` rule 7):
+# the major feature d does not lead at the last saved time.
+UNDETERMINED_NOTE = " (not at $d$ by the horizon)"
 
 
 NO_VALUE = -1  # regime_image / dominant index of a cell without a value

@@ -97,6 +97,8 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss):
     out_minus = frozen & (f_minus < 0)
     one_way = out_plus ^ out_minus
     both = out_plus & out_minus
+    if L == 1:  # a depth-1 hold of a coordinate of its own: its r_j does not move (`_rsurface_event`)
+        one_way, both = one_way & ~_separable(data)[None], both & ~_separable(data)[None]
     released = one_way
     memory_new = jnp.where(one_way, jnp.where(out_plus, 1.0, -1.0), memory)
     ambiguous = both
@@ -141,13 +143,16 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     whose field now points away (a -> 1: +, a -> 0: -). `surface` is True where
     the cell must stop with status SURFACE: a second r_k surface while sliding
     on one, or two at once (not followed). `changed`: the r-sign state changed,
-    so the weights held at 0 must be re-decided (`_rehold`). Returns
-    (rmem, rslide, surface, changed).
+    so the weights held at 0 must be re-decided (`_rehold`). `hold` (d,): at
+    depth 1, a coordinate of its own (`_separable`) that slides is held instead
+    (its weight frozen, `_rsurface_step`): r_j depends on w_1j alone, so the
+    sliding mode is w_1j constant, and such holds are independent of each other
+    and of other surfaces. Returns (rmem, rslide, surface, changed, hold).
     """
     d = W.shape[1]
     idx = jnp.arange(d)
     r = residual(W, data, loss)
-    active = (rmem != 0) & ~rslide
+    active = _rsurface_active(rmem, rslide, frozen, data)
     j = jnp.argmin(jnp.where(active, r * rmem / r_scale + roff, _BIG))
     _, _, n_p, n_m = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=j)
     side = _side_decision(n_p, n_m, rmem[j])
@@ -157,14 +162,17 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) / r_scale < 1e-9))
     surface = crossed & (jnp.any(rslide) | (starts & other_zero))
     rmem_new = jnp.where(crossed & on_j & (side != 0), side, rmem)
-    rslide_new = rslide | (starts & on_j)
+    # Depth 1, a coordinate of its own (`_separable`): r_j depends on w_1j alone,
+    # so sliding on r_j = 0 is holding w_1j where it is (Filippov: d r_j/dt = 0).
+    hold = starts & on_j & _separable(data) if W.shape[0] == 1 else jnp.zeros((d,), bool)
+    rslide_new = rslide | (starts & on_j & ~hold)
     k = jnp.argmax(rslide)
     _, a, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=k)
     on_k = idx == k
     rmem_new = jnp.where(exited & on_k, jnp.where(a > 0.5, 1.0, -1.0), rmem_new)
     rslide_new = jnp.where(exited & on_k, False, rslide_new)
     changed = (crossed & (side != rmem[j])) | exited
-    return rmem_new, rslide_new, surface, changed
+    return rmem_new, rslide_new, surface, changed, hold
 
 
 def _critical_ratio(W, rho, data, loss, method=Method.L2, p=None):
@@ -299,15 +307,46 @@ def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_e
     return W_next, memory, frozen, col_mixed
 
 
-def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_scale):
+def _separable(data: Dataset):
+    """(d,) bool: coordinate j has samples of its own: every sample with
+    x_ij != 0 has x_ik = 0 for k != j. Then r_j(W) depends on column j alone
+    and the sign of r_j changes the field of column j alone."""
+    nz = data.X != 0
+    alone = jnp.sum(nz, axis=1) <= 1
+    return jnp.all(alone[:, None] | ~nz, axis=0)
+
+
+def _rsurface_active(rmem, rslide, frozen, data):
+    """(d,) bool: the r_j = 0 surfaces whose crossing is an event: a side is
+    known and the flow neither slides on it nor holds it (a depth-1 hold,
+    `_rsurface_event`: r_j stays where it was held)."""
+    held = frozen[0] & _separable(data) if frozen.shape[0] == 1 else False
+    return (rmem != 0) & ~rslide & ~held
+
+
+def _hold_point(W, data, loss, hold):
+    """Where a weight held on its r_j = 0 surface at depth 1 (`_rsurface_event`'s
+    `hold`) stays: at exactly 0 where r_j(w_1j = 0) is no farther from 0 than
+    r_j at the event (the surface is w_1j = 0, e.g. one +1 and one -1 sample),
+    else where the event found it (1e-12 max|X| past the surface)."""
+    W0 = jnp.where(hold[None], 0.0, W)
+    snap = hold & (jnp.abs(residual(W0, data, loss)) <= jnp.abs(residual(W, data, loss)))
+    return jnp.where(snap[None], 0.0, W)
+
+
+def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_scale, t_end):
     """linf on multi-sample data, after a segment: the r_j = 0 surface decision
-    (`_rsurface_event`) and the re-decision of the weights held at 0 when a sign
-    of r changed (`_rehold`). Returns (memory, frozen, slide_time, rmem, rslide,
-    roff, surface)."""
+    (`_rsurface_event`, a depth-1 hold included: the weight frozen from `t_end`,
+    `_hold_point`) and the re-decision of the weights held at 0 when a sign of r
+    changed (`_rehold`). Returns (W_next, memory, frozen, slide_time, rmem,
+    rslide, roff, surface)."""
     rho, data, loss = args.rho, args.data, field.loss
-    rmem, rslide, surface, changed = _rsurface_event(
+    rmem, rslide, surface, changed, hold = _rsurface_event(
         W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff, hit["rcross"], hit["rexit"], r_scale, loss
     )
+    W_next = _hold_point(W_next, data, loss, hold)
+    slide_time = jnp.where(hold[None] & ~frozen, t_end, slide_time)
+    frozen = frozen | hold[None]
     mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
     memory = jnp.where(changed, mem2, memory)
     frozen = jnp.where(changed, frozen2, frozen)
@@ -315,7 +354,7 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     surface = surface | (changed & ambiguous)
     r_next = residual(W_next, data, loss)
     roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
-    return memory, frozen, slide_time, rmem, rslide, roff, surface
+    return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface
 
 
 def _r_scale(data: Dataset):
@@ -327,7 +366,9 @@ def _r_scale(data: Dataset):
 def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
     """linf on multi-sample data: the side of each r_j = 0 surface at the start;
     one that starts exactly on it is decided from the one-sided fields
-    (Filippov), as a weight at 0 is. Returns (rmem0, rslide0, roff0), each (d,)."""
+    (Filippov), as a weight at 0 is; at depth 1 a coordinate of its own that
+    slides there is held instead (`hold0`, its weight frozen from time 0).
+    Returns (rmem0, rslide0, roff0, hold0), each (d,)."""
     d = W0.shape[1]
     dtype = W0.dtype
     loss = field.loss
@@ -341,4 +382,6 @@ def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
     on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
     rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
     rslide0 = on0 & (side0 == 0)
-    return rmem0, rslide0, jnp.full((d,), _R_OFFSET, dtype)
+    # Depth 1, a coordinate of its own: held where it starts (`_rsurface_event`).
+    hold0 = rslide0 & _separable(data) if W0.shape[0] == 1 else jnp.zeros((d,), bool)
+    return rmem0, rslide0 & ~hold0, jnp.full((d,), _R_OFFSET, dtype), hold0

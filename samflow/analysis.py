@@ -175,12 +175,18 @@ def regime_label(
        tied (`tied(beta, tie_tol)`: the symmetric init is tied at time 0). If V has
        fewer than `min_valid` times -> 0.
     5. the dominant index is `d` at every time in V -> **3** (major first).
-    6. the dominant index is not `d` at the first time of V and is `d` at the last
-       time of V -> **2** (sequential amplification: starts on a more minor
-       feature and ends on the major one).
-    7. otherwise -> 0 (undetermined: e.g. it starts below `d` and has not reached
-       `d` within the horizon, or the valid prefix of a BLEW_UP / MAX_STEPS /
-       FAILED / SURFACE cell is too short to tell).
+    6. the dominant index is `d` at the last time of V and a more minor feature
+       at some earlier time of V -> **2** (sequential amplification: a minor
+       feature leads before the major one takes over for good). This includes
+       the detour d -> k -> d of odd depth (docs/theory.md s.3.1): the major
+       feature leads first, a minor one overtakes it, the major leads at the end.
+    7. otherwise -> 0 (undetermined: a minor feature leads at the last time of V,
+       i.e. the horizon ends before the major feature leads (for l2-SAM on one
+       sample every cell that does not collapse ends there), or the valid prefix
+       of a BLEW_UP / MAX_STEPS / FAILED / SURFACE cell is too short to tell).
+
+    So every sequence of leaders has one label: all d -> 3; ending at d after
+    some k < d -> 2; ending at k < d -> 0 (the horizon cut it short).
 
     A failed cell (BLEW_UP, MAX_STEPS, FAILED, SURFACE) is labelled from its valid prefix
     by rules 3 to 7, so its label is 1, 2 or 3 only when that prefix shows it.
@@ -269,15 +275,13 @@ def _regime(dom: np.ndarray, is_tied: np.ndarray, st: np.ndarray, major: int, mi
     ends_zero = has_finite & (dom_last_fin == 0)
 
     n_info = info.sum(axis=-1)
-    first = np.argmax(info, axis=-1)
     last = T - 1 - np.argmax(info[..., ::-1], axis=-1)
-    dom_first = np.take_along_axis(dom, first[..., None], axis=-1)[..., 0]
     dom_last = np.take_along_axis(dom, last[..., None], axis=-1)[..., 0]
     all_major = np.all(np.where(info, dom == major, True), axis=-1)
 
     enough = n_info >= min_valid
     label = np.zeros(batch, dtype=np.int8)
-    label = np.where(enough & (dom_first != major) & (dom_last == major), 2, label)
+    label = np.where(enough & (dom_last == major), 2, label)  # a minor led somewhere: not all_major
     label = np.where(enough & all_major, 3, label)
     label = np.where(ends_zero, 1, label)
     label = np.where(st == Status.COLLAPSED, 1, label)

@@ -145,8 +145,10 @@ def main(argv: "list[str] | None" = None) -> int:
         lock.release()
 
 
+
 def _merge(args, out_dir: Path) -> int:
     """`main` once the output folder is locked: merge, write, report, draw."""
+    from ._io import DiskFullError
     from .config import ConfigError, parse_config
     from .store import write_results
 
@@ -166,6 +168,8 @@ def _merge(args, out_dir: Path) -> int:
         return fail(str(err))
     try:
         write_results(ds, results_path)
+    except DiskFullError as err:
+        return fail(f"{err}; free space, then rerun the merge (the slices are kept)")
     except OSError as err:
         return fail(f"cannot write {results_path}: {err.strerror or err}")
     print(f"results: {results_path} (merged from {ds.attrs['merged_slices']} slices)")
@@ -193,7 +197,6 @@ def _merge(args, out_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    from ._x64 import prepare_process
+    from ._cli_common import run_command
 
-    prepare_process()
-    sys.exit(main())
+    run_command(main, "results.nc is written whole or not at all; rerun the merge")  # float64, Agg first

@@ -47,6 +47,7 @@ from ._plot_common import (  # noqa: F401  (moved there; this module keeps the n
     MISSING_COLOR as MISSING_COLOR,
     REGIME_COLORS as REGIME_COLORS,
     REGIME_NAMES as REGIME_NAMES,
+    UNDETERMINED_NOTE as UNDETERMINED_NOTE,
     NO_VALUE as NO_VALUE,
     _COMPLETED as _COMPLETED,
     _STATUS_WORDS as _STATUS_WORDS,
@@ -451,7 +452,8 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
         all_missing.append(none)
         ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in status.ravel()}))})" if none else ""))
     axes[0, 0].set_ylabel(r"init scale $\alpha$" + _scale_note(y_sc, y_lt, r"$\alpha$"))
-    handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label=n) for c, n in zip(REGIME_COLORS, REGIME_NAMES)]
+    names = [REGIME_NAMES[0] + UNDETERMINED_NOTE] + REGIME_NAMES[1:]
+    handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label=n) for c, n in zip(REGIME_COLORS, names)]
     if missing:
         handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label=no_value_label(missing)))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3 if missing else 4), frameon=False, bbox_to_anchor=(0.5, -0.06 - 0.05 * bool(missing)))

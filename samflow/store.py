@@ -90,7 +90,7 @@ import numpy as np
 import xarray as xr
 
 from ._cache import PROGRAM_PACKAGES
-from ._io import atomic_path
+from ._io import atomic_write_netcdf
 from ._solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
@@ -405,17 +405,18 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind. Coordinates get no `_FillValue` (xarray gives a
-    float one NaN by default): a coordinate has no missing values, and a
-    reader that masks fill values (netCDF4, R, Julia) should not mask one
-    (`eta` holds NaN for a flow as a value, "no step size").
+    no partial result behind (`samflow._io.atomic_write_netcdf`). Coordinates get
+    no `_FillValue` (xarray gives a float one NaN by default): a coordinate has no
+    missing values, and a reader that masks fill values (netCDF4, R, Julia) should
+    not mask one (`eta` holds NaN for a flow as a value, "no step size").
+
+    **Raises:** `samflow._io.DiskFullError` (an `OSError`; one line naming the
+    folder and the bytes needed) when the file does not fit; nothing is left.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     encoding = {name: {"_FillValue": None} for name in ds.coords}
-    with atomic_path(path) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
-    return path
+    return atomic_write_netcdf(ds, path, encoding=encoding)
 
 
 def locked_problem(path: "str | Path", err: BaseException) -> "str | None":

@@ -35,9 +35,14 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
 
     from samflow import figures
+    from samflow._cli_common import backend_problem
+    from samflow._io import DiskFullError
     from samflow._x64 import prepare_process
 
     prepare_process()  # float64 for the flows, Agg for the figures
+    if (problem := backend_problem()) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     only = [n for item in (args.only or []) for n in item.split(",") if n] or None
     if only:
@@ -49,8 +54,12 @@ def main(argv: "list[str] | None" = None) -> int:
         print(f"error: --jobs must be >= 1, got {args.jobs}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    results = figures.run_all(args.out, quick=args.quick, only=only, jobs=args.jobs, config_dir=args.config_dir,
-                              progress=lambda m: print(m, flush=True))
+    try:
+        results = figures.run_all(args.out, quick=args.quick, only=only, jobs=args.jobs, config_dir=args.config_dir,
+                                  progress=lambda m: print(m, flush=True))
+    except DiskFullError as err:  # the file being written is removed; the figures written before are whole
+        print(f"error: {err}; free space, then rerun", file=sys.stderr)
+        return 2
     wall = time.perf_counter() - t0
     print()
     print(figures.report_table(results))

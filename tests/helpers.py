@@ -17,6 +17,28 @@ N_SAVE = 16
 
 METHODS = ["gd", "l2", "linf", "usam"]
 
+# A sweep config for the command-line tests: 3 x 2 = 6 cells, gd only (its program
+# compiles fastest); chunks of 2 cells and batches of 2 cells per device: 3 chunks,
+# so a resumed run reuses some. Ends in [output]: a test may append output keys.
+SMALL_SWEEP = """\
+name = "small"
+methods = ["gd"]
+[data]
+mu = [0.2, 0.6, 1.0]
+[grid]
+alpha = [0.01, 0.3, 2.0]
+alpha_relative_to_rho = true
+rho = [0.05, 0.2]
+[time]
+t1 = 1e3
+num = 8
+[solver]
+chunk_size = 2
+batch_size = 2
+[output]
+figures = false
+"""
+
 
 def rel_err(got, expected):
     """max |got - expected| / |expected| (elementwise)."""

@@ -99,3 +99,89 @@ def test_print_figures_lists_the_pdf_written_beside_each_png(tmp_path, capsys):
     print_figures([tmp_path / "a.png", tmp_path / "b.png", tmp_path / "a.pdf"])
     lines = capsys.readouterr().out.splitlines()
     assert lines == [f"figure: {tmp_path / 'a.png'}", f"figure: {tmp_path / 'a.pdf'}", f"figure: {tmp_path / 'b.png'}"]
+
+
+@pytest.mark.parametrize(
+    "platform, command, why",
+    [
+        # JAX 0.10 raises a bare AssertionError for "cuda" without CUDA; the sweep blamed the config.
+        ("cuda", ["-m", "samflow.sweep", "configs/default.toml"], "no JAX plugin for it is installed"),
+        ("gpu", ["-m", "samflow.sweep", "configs/default.toml"], "Unable to initialize backend"),  # was 71 lines
+        ("cuda", ["-m", "samflow.atlas", "configs/atlas.toml", "--quick"], "no JAX plugin for it is installed"),
+    ],
+)
+def test_a_platform_jax_cannot_start_is_one_line_naming_it(tmp_path, platform, command, why):
+    import jax
+
+    if platform in {d.platform for d in jax.devices()} or jax.default_backend() == "gpu":
+        pytest.skip(f"this machine has {platform}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": platform}
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, *command, "--out", str(out)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=240)
+    assert r.returncode == EXIT_BAD_INPUT, r.stderr[-1500:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-1500:]
+    assert lines[0].startswith(f"error: JAX could not start the platform JAX_PLATFORMS='{platform}' ("), lines[0]
+    assert why in lines[0] and lines[0].endswith("set JAX_PLATFORMS=cpu to run on the CPU, or unset JAX_PLATFORMS "
+                                                 "to let JAX choose")
+    assert "(set JAX_PLATFORMS=''" not in lines[0]  # JAX's own hint, replaced by ours
+    assert not out.exists()
+
+
+def test_the_python_api_names_a_platform_jax_cannot_start_in_one_line(tmp_path):
+    """`load_config` and `samflow.sweep.run_sweep` from Python with JAX_PLATFORMS=cuda
+    and no CUDA: the inline data set is made in a config validator, where JAX's bare
+    AssertionError became the config error "(top level): Assertion failed"; a config
+    with a data file reached JAX only in run_sweep, as that AssertionError. Both are now
+    the command line's one line, as a BackendError (a RuntimeError)."""
+    import jax
+
+    if jax.default_backend() == "gpu" or "cuda" in {d.platform for d in jax.devices()}:
+        pytest.skip("this machine has cuda")
+    from tests.helpers import SMALL_SWEEP
+
+    (tmp_path / "inline.toml").write_text(SMALL_SWEEP)
+    (tmp_path / "file.toml").write_text(SMALL_SWEEP.replace("mu = [0.2, 0.6, 1.0]", 'file = "d.npz"'))
+    code = (
+        "import sys, numpy as np\n"
+        "from samflow._backend import BackendError\n"
+        "from samflow.config import load_config\n"
+        "from samflow.sweep import run_sweep\n"
+        "d = sys.argv[1]\n"
+        "np.savez(d + '/d.npz', X=np.array([[0.2, 0.6, 1.0]]), y=np.ones(1))\n"
+        "try:\n"
+        "    load_config(d + '/inline.toml')\n"
+        "except BackendError as err:\n"
+        "    print('inline:', err)\n"
+        "cfg = load_config(d + '/file.toml')\n"  # no JAX array in its validation
+        "try:\n"
+        "    run_sweep(cfg, progress=False, base_dir=d)\n"
+        "except BackendError as err:\n"
+        "    print('file:', err)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cuda"}
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=240)
+    assert r.returncode == 0, r.stderr[-1500:]
+    line = ("JAX could not start the platform JAX_PLATFORMS='cuda' (no JAX plugin for it is installed, or no device "
+            "of it is visible); set JAX_PLATFORMS=cpu to run on the CPU, or unset JAX_PLATFORMS to let JAX choose")
+    assert r.stdout.splitlines() == [f"inline: {line}", f"file: {line}"], r.stdout + r.stderr[-1500:]
+
+
+def test_run_command_turns_a_full_disk_into_one_line_and_exit_2(tmp_path):
+    """The atlas, the CNN experiments and the merge: a DiskFullError from any write."""
+    code = (
+        "from samflow._cli_common import run_command\n"
+        "from samflow._io import DiskFullError\n"
+        "def main():\n"
+        f"    raise DiskFullError({str(tmp_path / 'atlas.nc')!r}, 3 * 2**20, 2**20)\n"
+        "run_command(main, 'nothing was written', 'free space, then rerun with --resume')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert r.returncode == EXIT_BAD_INPUT
+    assert r.stderr.strip().splitlines() == [
+        f"error: no space left in {tmp_path} for atlas.nc: it needs about 3 MiB, 1 MiB free; "
+        "free space, then rerun with --resume"
+    ]

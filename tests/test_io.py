@@ -54,9 +54,8 @@ def test_savefig_gives_the_bytes_of_a_direct_save_and_nothing_on_failure(tmp_pat
     atomic_savefig(fig, atomic / "f.pdf")
     assert (atomic / "f.pdf").read_bytes()[:5] == b"%PDF-"
 
-    def broken(target, **kw):  # writes half a file, then fails (a full disk, Ctrl-C)
-        with open(target, "wb") as fh:
-            fh.write(b"\x89PNG half")
+    def broken(target, **kw):  # writes half a file, then fails (Ctrl-C)
+        target.write(b"\x89PNG half")  # drawn into memory first: the disk is touched once it is whole
         raise KeyboardInterrupt
 
     fig.savefig = broken

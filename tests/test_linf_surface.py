@@ -136,3 +136,135 @@ def test_surface_status_reads_right():
     beta = np.tile(np.array([1.0, 2.0])[None, None], (1, 3, 1))
     beta[0, 2] = np.nan  # NaN after the event
     assert regime_label(beta, np.array([8])).shape == (1,)
+
+
+# Issue 25 items 1-2: at depth 1 the weight's own sign does not enter its field
+# (no other layer), so a coordinate switches only where r_j = 0. With one +1 and
+# one -1 sample per coordinate, r_j = -tanh(beta_j / 2) / (2 n_j / n) vanishes at
+# beta_j = 0: linf-SAM slides there, d beta_j / dt = -tanh((beta_j + rho sign
+# beta_j) / 2) / 4 on each side. Before, the first coordinate slid on its r_j = 0
+# surface 8e-12 past 0 (status `finished`, no slide time) and the second one met
+# a second surface: it was let through and drifted to beta_2 = -0.478.
+PAIRS = sf.Dataset.from_arrays(
+    np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]), np.array([1.0, -1.0, 1.0, -1.0])
+)
+PAIR_TS = np.array([5.0, 9.0, 10.0, 14.0, 15.0, 20.0, 40.0])
+
+
+def _arrival(alpha, rho, depth, rate):
+    """Quadrature: the time a balanced column w = u (beta = u^depth) takes from
+    alpha to 0 under du/dt = -rate tanh((u + rho)^depth / 2) (u + rho)^(depth - 1)."""
+    from scipy.integrate import quad
+
+    f = lambda u: 1.0 / (rate * np.tanh((u + rho) ** depth / 2) * (u + rho) ** (depth - 1))  # noqa: E731
+    return quad(f, 0.0, alpha, epsabs=1e-13, epsrel=1e-13, limit=200)[0]
+
+
+def test_depth1_two_coordinates_slide_one_after_the_other():
+    """Issue 25 item 1: both coordinates slide to exactly 0 at their quadrature times and stay."""
+    t_slide = [_arrival(a, 0.5, 1, 0.25) for a in (1.0, 2.0)]
+    assert t_slide == pytest.approx([9.4421573651, 14.7768131666], abs=1e-9)
+    tr = sf.solve("linf", PAIRS, alpha=np.array([1.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
+    b = np.asarray(tr.beta)
+    after = PAIR_TS[:, None] > np.array(t_slide)[None]
+    assert np.all(b[after] == 0.0) and np.all(b[~after] > 0.0), b
+    np.testing.assert_array_equal(np.asarray(tr.loss)[PAIR_TS > t_slide[1]], np.log(2.0))
+
+
+def test_depth1_three_coordinates_slide():
+    """Item 1 with d = 3 (before: two coordinates ended near -0.5)."""
+    X3 = np.kron(np.eye(3), np.ones((2, 1)))
+    data = sf.Dataset.from_arrays(X3, np.tile([1.0, -1.0], 3))
+    tr = sf.solve("linf", data, alpha=np.array([1.0, 2.0, 3.0]), rho=0.5, ts=np.array([10.0, 40.0]), depth=1)
+    t_slide = [_arrival(a, 0.5, 1, 1.0 / 6.0) for a in (1.0, 2.0, 3.0)]  # r_j = -tanh(beta_j / 2) / 3
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
+    assert t_slide[2] < 40.0
+    np.testing.assert_array_equal(np.asarray(tr.beta)[-1], 0.0)
+
+
+def test_depth1_one_coordinate_slides_exactly_to_zero():
+    """Issue 25 item 2 (a regression: it ended `finished`, beta = -4.0e-12, no slide time)."""
+    data = sf.Dataset.from_arrays(np.array([[1.0], [1.0]]), np.array([1.0, -1.0]))
+    t_slide = _arrival(1.0, 0.5, 1, 0.5)
+    assert t_slide == pytest.approx(4.7210786826, abs=1e-9)
+    tr = sf.solve("linf", data, alpha=1.0, rho=0.5, ts=np.array([4.0, 5.0, 10.0]), depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    assert float(tr.slide_time[0, 0]) == pytest.approx(t_slide, rel=5e-9)
+    np.testing.assert_array_equal(np.asarray(tr.beta)[1:], 0.0)
+    assert float(tr.beta[0, 0]) > 0.0
+
+
+def test_depth2_two_columns_slide_at_their_quadrature_times():
+    """Sibling of item 1 at depth 2 (a whole column at 0, decided jointly): each
+    column reaches 0 at its quadrature time, both layers, and stays."""
+    t_slide = [_arrival(a, 0.5, 2, 0.25) for a in (1.0, 2.0)]
+    tr = sf.solve("linf", PAIRS, alpha=np.array([1.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=2)
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time), [t_slide, t_slide], rtol=5e-8)  # solver rtol 1e-8
+    np.testing.assert_array_equal(np.asarray(tr.beta)[PAIR_TS > t_slide[1]], 0.0)
+
+
+def test_depth1_slides_through_the_sweep(tmp_path):
+    """Item 1 through a sweep config (samflow.sweep.run_sweep): the same slide
+    times and zeros as `sf.solve`; discrete linf-SAM (eta 1e-3) chatters within
+    eta of 0 by t = 40."""
+    from samflow.config import parse_config
+    from samflow.sweep import run_sweep
+
+    cfg = parse_config(
+        {
+            "name": "pairs",
+            "methods": ["linf", "discrete_linf"],
+            "depth": 1,
+            "data": {"X": PAIRS.X.tolist(), "y": PAIRS.y.tolist()},
+            "init": {"alpha_j": [1.0, 2.0]},
+            "grid": {"alpha": [1.0], "rho": [0.5]},
+            "discrete": {"eta": [1e-3]},
+            "time": {"ts": PAIR_TS.tolist()},
+            "output": {"dir": str(tmp_path), "figures": False},
+        }
+    )
+    ds = run_sweep(cfg, progress=False)
+    t_slide = [_arrival(a, 0.5, 1, 0.25) for a in (1.0, 2.0)]
+    flow = ds.sel(flow="linf").squeeze()
+    assert int(flow["status"]) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(flow["slide_time"]).reshape(-1), t_slide, rtol=5e-9)  # solver rtol 1e-8
+    b = np.asarray(flow["beta"])
+    assert np.all(b[-1] == 0.0)
+    disc = np.asarray(ds.sel(flow="discrete_linf").squeeze()["beta"])[-1]
+    assert np.all(np.abs(disc) < 1e-3), disc
+
+
+def test_depth1_starts_on_its_surface_and_stays():
+    """Sibling of item 1: a coordinate that starts at 0 on its r_j = 0 surface is
+    held from t = 0 (before: sliding on that surface plus a weight held at 0 at
+    the start stopped the cell with status SURFACE at t = 0); the other one
+    slides at its quadrature time."""
+    tr = sf.solve("linf", PAIRS, alpha=np.array([0.0, 2.0]), rho=0.5, ts=PAIR_TS, depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    t_slide = [0.0, _arrival(2.0, 0.5, 1, 0.25)]
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
+    b = np.asarray(tr.beta)
+    assert np.all(b[:, 0] == 0.0) and np.all(b[PAIR_TS > 14.8, 1] == 0.0)
+
+
+def test_depth1_two_coordinates_held_off_zero():
+    """Sibling of item 1 with the surface off 0: each coordinate has samples
+    (e_j, +1), (e_j, +1), (e_j, -1), so r_j = (2 s(beta_j) - s(-beta_j)) / 6
+    (s the logistic slope) vanishes at beta_j = log 2, which attracts linf-SAM
+    from both sides. Both weights are held there (to the 1e-12 max|X| event
+    offset), at their quadrature times (before: SURFACE at the second arrival,
+    t = 21.68, NaN after, no slide time)."""
+    from scipy.integrate import quad
+
+    data = sf.Dataset.from_arrays(np.kron(np.eye(2), np.ones((3, 1))), np.tile([1.0, 1.0, -1.0], 2))
+    s = lambda z: 0.5 * (1.0 - np.tanh(z / 2.0))  # noqa: E731
+    r = lambda b: (2.0 * s(b) - s(-b)) / 6.0  # noqa: E731
+    t_slide = [quad(lambda b: -1.0 / r(b + 0.5), np.log(2.0), a, epsabs=1e-13, epsrel=1e-13)[0] for a in (2.0, 3.0)]
+    tr = sf.solve("linf", data, alpha=np.array([2.0, 3.0]), rho=0.5, ts=np.array([10.0, 20.0, 40.0]), depth=1)
+    assert int(tr.status) == int(sf.Status.SLID)
+    np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
+    np.testing.assert_allclose(np.asarray(tr.beta)[-1], np.log(2.0), rtol=0, atol=1e-10)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import SMALL_SWEEP
 
 from samflow import store
 from samflow.config import load_config
@@ -24,26 +25,7 @@ from samflow.sweep._run import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# 3 x 2 = 6 cells, gd only (its program compiles fastest); chunks of 2 cells and
-# batches of 2 cells per device: 3 chunks, so that a resumed run reuses one of them.
-CONFIG = """\
-name = "mp"
-methods = ["gd"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 8
-[solver]
-chunk_size = 2
-batch_size = 2
-[output]
-figures = false
-"""
+CONFIG = SMALL_SWEEP
 
 
 def _free_port() -> int:
@@ -151,3 +133,31 @@ def test_some_distributed_flags_without_a_scheduler_name_the_missing_ones(tmp_pa
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing: --coordinator HOST:PORT, --process-id I" in lines[0], r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("process_id", [1, 0], ids=["worker", "coordinator"])
+def test_a_coordinator_that_never_comes_is_one_line_after_the_timeout(tmp_path, process_id):
+    """Process 1 with no process 0 listening waited 307 s in silence, then JAX aborted
+    from C++ (exit 134, "another task died"); process 0 without its peers the same.
+    Now: after --coordinator-timeout, one line naming the address, exit 2. (The upper
+    bound on the wait is a generous one: the test never measures time.)"""
+    cfg = tmp_path / "mp.toml"
+    cfg.write_text(CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OMPI_", "JAX_COORDINATOR"))}
+    env["PYTHONPATH"] = str(ROOT)
+    address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    r = subprocess.run([sys.executable, "-m", "samflow.sweep", str(cfg), "--out", str(tmp_path / "out"), "--quiet",
+                        "--coordinator", address, "--num-processes", "2", "--process-id", str(process_id),
+                        "--coordinator-timeout", "3"], capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 2, r.stderr[-1500:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-1500:]
+    assert lines[0].startswith("error: jax.distributed: ") and address in lines[0], lines[0]
+    assert "within 3 s (--coordinator-timeout)" in lines[0]
+    assert ("not every process joined" in lines[0]) == (process_id == 0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_coordinator_timeout_must_be_positive():
+    with pytest.raises(ValueError, match=r"^--coordinator-timeout must be > 0 seconds, got 0$"):
+        start_distributed("127.0.0.1:1234", 2, 1, timeout_s=0)

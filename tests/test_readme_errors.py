@@ -43,6 +43,31 @@ def _settings(**kw):
     return lambda tmp_path: sf.SolverSettings(**kw)
 
 
+def _disk_full(tmp_path: Path):
+    """A file that needs more than the free space (DiskFullError, before anything is written)."""
+    from samflow._io import atomic_path
+
+    with atomic_path(tmp_path / "results.nc", need=1 << 62):
+        pass
+
+
+def _no_platform(tmp_path: Path):
+    """JAX 0.10's bare AssertionError for JAX_PLATFORMS=cuda without CUDA (the real one is
+    provoked in a fresh process by tests/test_cli_common.py)."""
+    import os
+    from unittest import mock
+
+    import jax
+
+    from samflow._backend import require_backend
+
+    if jax.config.jax_platforms:  # set for this process: the message names it, not "cuda"
+        pytest.skip(f"JAX_PLATFORMS={jax.config.jax_platforms!r} is set for the tests")
+    with mock.patch.object(jax, "devices", side_effect=AssertionError()), \
+            mock.patch.dict(os.environ, {"JAX_PLATFORMS": "cuda"}):
+        require_backend()
+
+
 # The first backticked quote of a Common-errors bullet -> what provokes it.
 PROVOKE = {
     "unknown key (did you mean 'rtol'?)": _config(BASE + "[solver]\nrtoll = 1e-8\n"),
@@ -55,6 +80,8 @@ PROVOKE = {
     "grid.rho: rho = 0 with grid.alpha_relative_to_rho = true gives alpha = multiple x 0 = 0, which cannot move at depth L": (
         _config(BASE.replace("rho = [0.1]", "rho = [0.0, 0.1]\nalpha_relative_to_rho = true"))),
     "solver.rtol must be a finite number > 0 and < 1, got 2.0": _settings(rtol=2.0),
+    "no space left in ... for ...: it needs about ..., ... free": _disk_full,
+    "JAX could not start the platform JAX_PLATFORMS='cuda' (...)": _no_platform,
 }
 
 
@@ -79,7 +106,7 @@ def test_readme_lists_the_quotes_this_test_checks():
 
 @pytest.mark.parametrize("quote", list(PROVOKE), ids=[q[:30] for q in PROVOKE])
 def test_readme_quote_is_the_real_message(tmp_path, quote):
-    with pytest.raises((ConfigError, ValueError)) as err:
+    with pytest.raises((ConfigError, ValueError, OSError, RuntimeError)) as err:  # OSError: DiskFullError
         PROVOKE[quote](tmp_path)
     message = str(err.value)
     assert len(message.splitlines()) == 1, message

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, NamedTuple
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from .._backend import backend_error
 from .._settings import SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
@@ -465,6 +466,8 @@ class SweepConfig(RunConfig):
             data = self.data.inline()
         except ValueError as err:
             raise ValueError(str(err)) from None
+        except (AssertionError, RuntimeError) as err:  # from JAX: pydantic would blame the config ("Assertion failed")
+            raise backend_error(err) from err
         found = experiment_problems(self, data.d if data is not None else None)
         if found:  # the checks below assume the tables fit together
             raise ValueError("\n".join(found))

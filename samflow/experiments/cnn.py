@@ -289,6 +289,7 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
     import xarray as xr
     from tqdm.auto import tqdm
 
+    from .._progress import progress_bar
     from .images import load_dataset
 
     root = cfg.data.root
@@ -302,7 +303,7 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
     total = sum(len(cfg.train.methods) * len(cfg.task_alphas(t)) * cfg.task_epochs(t) for t in cfg.tasks)
     t_start = time.perf_counter()
     results = {}
-    with tqdm(total=total, desc="epochs", unit="epoch", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(total, "epochs", "epoch", disable=not progress) as bar:
         say = (lambda msg: tqdm.write(msg, file=sys.stdout)) if progress else (lambda *_: None)
         for tcfg in cfg.tasks:
             results[tcfg.name] = _run_task(cfg, tcfg, data, bar, say)

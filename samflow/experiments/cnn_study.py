@@ -385,6 +385,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     import jax.random as jr
     from tqdm.auto import tqdm
 
+    from .._progress import progress_bar
     from ..store import code_stamp
     from ..sweep import NO_STAMP
     from .convnet import count_params, make_convnet, scale_init
@@ -427,7 +428,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     steps, measures, arrays, bases = {}, {}, {}, {}
     n_params = None
     t_start = time.perf_counter()
-    with tqdm(total=len(todo), desc="runs", unit="run", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(len(todo), "runs", "run", disable=not progress) as bar:
         for task, method, alpha, rho, seed in todo:
             key = (task.name, seed)
             if key not in arrays:
@@ -655,4 +656,5 @@ def _locked_main(cfg: StudyConfig, args, out_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    run_command(main, "finished runs are kept in <out>/runs/; rerun with --resume to continue")  # float64, Agg first
+    run_command(main, "finished runs are kept in <out>/runs/; rerun with --resume to continue",  # float64, Agg first
+                "free space, then rerun with --resume (finished runs are kept in <out>/runs/)")

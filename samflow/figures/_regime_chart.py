@@ -13,7 +13,7 @@ from pydantic import Field
 
 from .. import theory
 from ..analysis import dominant_index, regime_label, tied, visited_sequence
-from ..plots import NO_VALUE, regime_cmap, regime_image
+from ..plots import NO_VALUE, UNDETERMINED_NOTE, regime_cmap, regime_image
 from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
@@ -247,7 +247,7 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
             # The fits are drawn in white over the chart; outline the legend sample.
             handles[i] = Line2D([], [], color="w", lw=1.5, path_effects=[patheffects.withStroke(linewidth=3, foreground="0.3")])
             labels[i] = "white lines: log-log fits of the measured edges"
-    regimes = _regime_handles(st_chart[img == NO_VALUE], undetermined=" (not at $d$ by the horizon)")
+    regimes = _regime_handles(st_chart[img == NO_VALUE], undetermined=UNDETERMINED_NOTE)
     handles += regimes
     labels += [h.get_label() for h in regimes]
     # Outside the axes, to the right: inside it covered the top-left cells (issue 17).
@@ -265,7 +265,7 @@ def _caption_regime_chart(ctx, cfg, m: dict) -> str:
     caption = (
         f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu, short=True)}, "
         f"w(0) = alpha 1) over a {a_ax.size} x {r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
-        "2 minor first, major last (the dominant feature starts below d and climbs to d), 3 major first. The dashed "
+        "2 minor first, major last (a minor feature leads before d leads at the end), 3 major first (d leads throughout). The dashed "
         "and dash-dotted lines are the predicted marks of docs/theory.md s.3 (every coordinate shrinks below the first, "
         "the major feature outgrows all others from the start above the second); circles and squares are the "
         f"1/2 and 2/3 edges measured by multisection at {er.size} radii ({cfg.edge_passes} passes of "

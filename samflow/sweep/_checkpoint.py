@@ -24,6 +24,8 @@ from ._devices import agree_same, is_writer
 #: The stamp of chunks or results made before samflow recorded code stamps.
 NO_STAMP = "none recorded (made before samflow stamped its results)"
 _KEY_FILE, _STAMP_FILE = "sweep.key", "code.stamp"
+#: Bytes an .npz holds per array beyond its data (zip entry and .npy header; about 300).
+_NPZ_HEADER = 512
 #: What each chunk file carries besides its fields: the config key and code stamp it was made under.
 _CHUNK_META = ("__config_key__", "__code_stamp__")
 
@@ -174,7 +176,8 @@ class ChunkCheckpoint:
         arrays["__config_key__"] = np.asarray(self.key)
         if self.stamp is not None:
             arrays["__code_stamp__"] = np.asarray(self.stamp)
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        need = sum(a.nbytes + _NPZ_HEADER for a in arrays.values())  # the free space checked before writing
+        with atomic_path(path, need=need) as tmp, open(tmp, "wb") as fh:
             np.savez(fh, **arrays)
 
 

@@ -15,10 +15,12 @@ import jax
 import numpy as np
 
 from .. import store
+from .._io import DiskFullError
 from .._cli_common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     _raise_interrupted,
+    backend_problem,
     command_parser,
     fail,
     fail_config,
@@ -31,7 +33,7 @@ from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
 from ._checkpoint import _finished_mismatch, chunk_key, config_key, damaged_chunks, partial_mismatch
-from ._run import build_data, check_data_file, chunk_count, memory_preflight, run_sweep
+from ._run import build_data, check_data_file, chunk_count, disk_preflight, memory_preflight, run_sweep
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
 
@@ -54,7 +56,9 @@ def main(argv: "list[str] | None" = None) -> int:
     another code stamp (`samflow.store.code_stamp`), unless
     `--resume-any-version`. With `--resume --overwrite`, matching results are
     kept or continued and stale ones (another config or stamp) are replaced.
-    Results that cannot fit in memory are refused before any folder is made.
+    Results that cannot fit in memory are refused before any folder is made, and
+    so are runs whose files cannot fit on the disk; a disk that fills during the
+    run ends it with one line (exit 2), the finished chunks kept for `--resume`.
     While another sweep writes the same results (its lock, `samflow._lock`, beside
     them), every run is refused (exit 2, one line naming its pid and start time),
     with or without --overwrite / --resume; a lock left by a killed run is taken
@@ -63,7 +67,7 @@ def main(argv: "list[str] | None" = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
-    if (problem := _start_distributed(args)) is not None:
+    if (problem := _start_distributed(args) or backend_problem()) is not None:
         return fail(problem)
     agreed: list = []  # _run appends to it once every process has agreed to run
     held: list = []  # the output lock, once taken; released however the run ends
@@ -104,7 +108,7 @@ def _start_distributed(args) -> "str | None":
     if not (args.distributed or args.coordinator or args.num_processes is not None or args.process_id is not None):
         return None
     try:
-        _devices.start_distributed(args.coordinator, args.num_processes, args.process_id)
+        _devices.start_distributed(args.coordinator, args.num_processes, args.process_id, args.coordinator_timeout)
     except ValueError as err:
         return str(err)
     if not _devices.is_writer():
@@ -198,6 +202,10 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
                 return fail(problem)
     if memory_note:
         print(f"note: {memory_note}", file=sys.stderr)
+    try:
+        disk_preflight(cfg, data, work_dir, grid_slice, partial)
+    except ConfigError as err:
+        return fail(str(err))
     if problem := writable_folder(work_dir):  # slices on other machines may share it
         return fail(problem)
 
@@ -233,6 +241,14 @@ def _interrupted_line(done: int, n_total: int) -> str:
     if n_total == 0:
         return "interrupted; nothing of this run is checkpointed (generic models and discrete methods are recomputed): rerun to start over"
     return f"interrupted after {done} of {n_total} chunks; rerun with --resume to continue"
+
+
+def _disk_full_next(stage: str, results_path: Path, done: int, n_total: int) -> str:
+    """What to do after a full disk stopped the run at `stage` ("solve", "write" or "figures")."""
+    if stage == "figures":
+        return f"{results_path} is written, some figures are not: free space, then rerun with --overwrite"
+    kept = f" ({done} of {n_total} chunks are kept)" if n_total else ""
+    return f"free space, then rerun with --resume{kept}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -273,6 +289,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="address of process 0 (implies --distributed), e.g. 10.0.0.1:12345")
     parser.add_argument("--num-processes", metavar="N", type=int, help="processes in all (implies --distributed)")
     parser.add_argument("--process-id", metavar="I", type=int, help="this process, 0..N-1 (implies --distributed)")
+    parser.add_argument(
+        "--coordinator-timeout", metavar="SECONDS", type=float, default=_devices.COORDINATOR_TIMEOUT_S,
+        help="how long a process waits for the coordinator and the other processes before it stops with "
+        f"one line (default {_devices.COORDINATOR_TIMEOUT_S:g})",
+    )
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
     # unit inside a run); kept, unlisted, in 0.2.x, so job scripts keep working.
     parser.add_argument("--num-chunks", dest="num_slices", action=_OldSliceFlag, help=argparse.SUPPRESS)
@@ -313,6 +334,8 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
         _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall)
     except ConfigError as err:
         return fail(str(err))
+    except DiskFullError as err:  # the finished chunks are kept, the file being written is removed
+        return fail(f"{err}; {_disk_full_next(stage, results_path, _chunks_done(partial), n_total)}")
     except KeyboardInterrupt as err:
         code = EXIT_SIGTERM if getattr(err, "signum", signal.SIGINT) == signal.SIGTERM else EXIT_SIGINT
         if stage == "figures" or (stage == "write" and results_path.exists()):

@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
+import threading
 from typing import Sequence
 
 import jax
@@ -350,8 +352,13 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
 
 
+#: Seconds a process waits for the coordinator and the other processes (`--coordinator-timeout`).
+COORDINATOR_TIMEOUT_S = 60.0
+
+
 def start_distributed(
-    coordinator: "str | None" = None, num_processes: "int | None" = None, process_id: "int | None" = None
+    coordinator: "str | None" = None, num_processes: "int | None" = None, process_id: "int | None" = None,
+    timeout_s: float = COORDINATOR_TIMEOUT_S,
 ) -> int:
     """Join this process to a `jax.distributed` run: one global device mesh over the
     devices of every process (`resolve_devices`), each process solving the cells
@@ -363,6 +370,12 @@ def start_distributed(
     SLURM, Open MPI, Kubernetes or Cloud TPU set: e.g. one `srun` task per process).
     Call it before JAX's first computation. CPU devices of several processes talk
     over gloo (`jax_cpu_collectives_implementation`, JAX's default).
+
+    When the coordinator does not answer, or not every process joins, within
+    `timeout_s` seconds, the process prints one line ("error: ...", naming the
+    coordinator's address and `--coordinator-timeout`) and exits with code 2
+    (`os._exit`: JAX's own timeout aborts the process from C++, exit 134,
+    which no Python code can catch, so a watchdog thread ends it first).
 
     **Returns:** the number of processes.
 
@@ -376,8 +389,15 @@ def start_distributed(
         raise ValueError(f"--process-id must be in 0..{num_processes - 1}, got {process_id}")
     if coordinator is not None and not _host_port(coordinator):
         raise ValueError(f"--coordinator must be host:port (e.g. 10.0.0.1:12345), got {coordinator!r}")
+    if not timeout_s > 0:
+        raise ValueError(f"--coordinator-timeout must be > 0 seconds, got {timeout_s!r}")
+    watchdog = threading.Timer(timeout_s, _no_coordinator, (coordinator, process_id, timeout_s))
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        jax.distributed.initialize(coordinator, num_processes, process_id)
+        # JAX's own limit later than the watchdog's: the watchdog speaks first.
+        jax.distributed.initialize(coordinator, num_processes, process_id,
+                                   initialization_timeout=int(math.ceil(timeout_s)) + 30)
     except (RuntimeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         given = {"--coordinator HOST:PORT": coordinator, "--num-processes N": num_processes, "--process-id I": process_id}
@@ -387,7 +407,24 @@ def start_distributed(
             f"jax.distributed could not start ({first}); by hand, give all of --coordinator HOST:PORT, "
             f"--num-processes N and --process-id I{need}, or run under a scheduler JAX detects (e.g. srun)"
         ) from None
+    finally:
+        watchdog.cancel()
     return jax.process_count()
+
+
+def _no_coordinator(coordinator: "str | None", process_id: "int | None", timeout_s: float) -> None:
+    """The watchdog of `start_distributed`: one line on stderr, then exit code 2."""
+    address = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS") or "the address the scheduler set"
+    waited = f"within {timeout_s:g} s (--coordinator-timeout)"
+    if process_id == 0:
+        what = (f"process 0 (the coordinator, at {address}): not every process joined {waited}; start all of "
+                "them with the same --coordinator and --num-processes, or raise --coordinator-timeout")
+    else:
+        what = (f"no coordinator answered at {address} {waited}; start process 0 (--process-id 0) on that host "
+                "first, check the host and port, or raise --coordinator-timeout")
+    sys.stdout.flush()
+    print(f"error: jax.distributed: {what}", file=sys.stderr, flush=True)
+    os._exit(2)  # the main thread is inside JAX's C++ connect; only an exit ends it
 
 
 def _host_port(address: str) -> bool:

@@ -12,6 +12,9 @@ import jax
 import numpy as np
 
 from .. import store
+from .._backend import require_backend
+from .._io import free_bytes, size_text
+from .._progress import progress_bar
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems
@@ -128,13 +131,13 @@ def run_sweep(
     Before anything is compiled, the memory the results need is checked against
     the memory available (`memory_preflight`).
 
-    **Raises:** `ConfigError` for a config that cannot run (e.g. a missing data
-    file), results that do not fit in memory, or a checkpoint of another config
-    or code stamp (one line each); `ValueError` for a bad `grid_slice` (see
-    `samflow.merge.check_slice_args`).
+    **Raises:** `samflow._backend.BackendError` (a `RuntimeError`, one line) when
+    JAX cannot start its platform (`JAX_PLATFORMS`); `ConfigError` for a config
+    that cannot run (e.g. a missing data file), results that do not fit in
+    memory, or a checkpoint of another config or code stamp (one line each);
+    `ValueError` for a bad `grid_slice` (see `samflow.merge.check_slice_args`).
     """
-    from tqdm.auto import tqdm
-
+    require_backend()  # one line, not JAX's bare AssertionError, when JAX_PLATFORMS cannot start
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
@@ -172,7 +175,7 @@ def run_sweep(
     results, timings = {}, {}
     summary = cfg.output.save == "summary"
     total = len(cfg.flow_entries()) * W0.shape[0]
-    with tqdm(total=total, desc="cells", unit="cell", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         for label, method, eta, p in cfg.flow_entries():
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
@@ -286,3 +289,28 @@ def memory_preflight(
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def disk_preflight(
+    cfg: SweepConfig, data: Dataset, folder: Path, grid_slice: "tuple[int, int] | None" = None,
+    kept: "Path | None" = None,
+) -> None:
+    """Check, before anything is solved, that the files of a run fit on the disk of
+    `folder`: the chunk checkpoints and the results file, bounded as their memory
+    is (`samflow.sweep.results_bytes`: twice the solver's outputs), less the `.npz`
+    chunks already in the checkpoint folder `kept` (they stay).
+
+    **Raises:** `ConfigError`, one line naming the folder, the bytes needed and free.
+    """
+    need = _devices.results_bytes(
+        _n_cells(cfg, grid_slice), len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
+        summary=cfg.output.save == "summary",
+    )
+    if kept is not None and kept.is_dir():
+        need -= sum(p.stat().st_size for p in kept.glob("*.npz"))
+    free = free_bytes(folder)
+    if need > free:
+        raise ConfigError(
+            f"no space left in {folder} for this run: its checkpoints and results need about {size_text(need)}, "
+            f"{size_text(free)} free; free space, or choose another --out"
+        )
