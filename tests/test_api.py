@@ -257,7 +257,7 @@ def _keys(model: type[BaseModel], prefix: str = "") -> set[str]:
         sub = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
         # a table of the config (data, grid, time, solver, output) is walked; an inline
         # value table (a grid axis {start, stop, num, scale}) is a value, not keys
-        if sub and not prefix and name in ("data", "grid", "time", "solver", "output", "model", "init", "discrete"):
+        if sub and not prefix and name in ("data", "grid", "time", "solver", "output", "model", "init", "discrete", "lp"):
             out |= _keys(sub[0], f"{key}.")
         else:
             out.add(prefix + key)
