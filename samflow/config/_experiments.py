@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._settings import stuck_inits
-from ._base import ConfigModel
+from ._base import ConfigModel, field_check
 
 DISCRETE_PREFIX = "discrete_"
 FLOW_METHODS = ("gd", "l2", "lp", "linf", "usam")
@@ -39,6 +39,23 @@ LP_METHODS = ("lp", DISCRETE_PREFIX + "lp")
 MAX_ITERATIONS = 10**9
 
 
+def _listed(v):
+    """A number stands for the list of that number (a list keeps one error line per value)."""
+    return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+def _distinct_in_range(values: list, key: str, one: str, ok, bad_text: str, what: str) -> None:
+    """Refuse (`ValueError`, one line naming `key`) an empty list, a value for which
+    `ok` is false, or a repeated value."""
+    if not values:
+        raise ValueError(f"{key} is empty: give at least one {one}")
+    bad = [x for x in values if not ok(x)]
+    if bad:
+        raise ValueError(f"{key} {bad_text}, got {bad[0]!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{key} must not repeat {what}, got {values}")
+
+
 class DiscreteConfig(ConfigModel):
     """`[discrete]`: `eta`, the step size(s) of the discrete methods: a number > 0 or a
     list of distinct numbers > 0 (each discrete method runs once per eta)."""
@@ -47,23 +64,10 @@ class DiscreteConfig(ConfigModel):
     """Step size(s) > 0 of the discrete methods, a number or a list of distinct numbers: each discrete method
     runs once per eta (iteration k at t = k eta)."""
 
-    @field_validator("eta", mode="before")
-    @classmethod
-    def _one(cls, v):
-        # `eta = 0.1` is short for `eta = [0.1]` (a list keeps one error line per value).
-        return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-    @field_validator("eta")
-    @classmethod
-    def _positive(cls, values):
-        if not values:
-            raise ValueError("discrete.eta is empty: give at least one step size > 0")
-        bad = [x for x in values if not x > 0]
-        if bad:
-            raise ValueError(f"discrete.eta must be > 0 (a step size), got {bad[0]!r}")
-        if len(set(values)) != len(values):
-            raise ValueError(f"discrete.eta must not repeat a step size, got {values}")
-        return values
+    # `eta = 0.1` is short for `eta = [0.1]` (a list keeps one error line per value).
+    _one = field_validator("eta", mode="before")(lambda cls, v: _listed(v))
+    _positive = field_check("eta", check=lambda v: _distinct_in_range(
+        v, "discrete.eta", "step size > 0", lambda x: x > 0, "must be > 0 (a step size)", "a step size"))
 
     def etas(self) -> np.ndarray:
         """The step sizes, float64 (n_eta,), in the order given."""
@@ -79,24 +83,11 @@ class LpConfig(ConfigModel):
     limit p -> inf is "linf"), a number or a list of distinct numbers: "lp" (and "discrete_lp") run once per p,
     each an entry "lp p=3" of the results' `flow` axis, also for a single p."""
 
-    @field_validator("p", mode="before")
-    @classmethod
-    def _one(cls, v):
-        # `p = 3` is short for `p = [3]`, as discrete.eta.
-        return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-    @field_validator("p")
-    @classmethod
-    def _in_range(cls, values):
-        if not values:
-            raise ValueError("lp.p is empty: give at least one exponent p in (1, inf)")
-        bad = [x for x in values if not 1 < x < float("inf")]
-        if bad:
-            raise ValueError(f"lp.p must be a number with 1 < p < inf (the lp ball's exponent; \"linf\" is "
-                             f"p = inf), got {bad[0]!r}")
-        if len(set(values)) != len(values):
-            raise ValueError(f"lp.p must not repeat an exponent, got {values}")
-        return values
+    # `p = 3` is short for `p = [3]`, as discrete.eta.
+    _one = field_validator("p", mode="before")(lambda cls, v: _listed(v))
+    _in_range = field_check("p", check=lambda v: _distinct_in_range(
+        v, "lp.p", "exponent p in (1, inf)", lambda x: 1 < x < float("inf"),
+        "must be a number with 1 < p < inf (the lp ball's exponent; \"linf\" is p = inf)", "an exponent"))
 
     def ps(self) -> np.ndarray:
         """The exponents, float64 (n_p,), in the order given."""
