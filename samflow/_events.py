@@ -62,7 +62,9 @@ def _collapse_condition(ev, t, y, args):
 
 def _critical_condition(ev, t, y, args):
     """l2: R - capture_radius at a critical point of the loss (`_critical_cond`)."""
-    return _critical_cond(ev.field.to_W(y[0]), args.rho, args.data, ev.field.loss, ev.capture_radius, ev.gate)
+    return _critical_cond(
+        ev.field.to_W(y[0]), args.rho, args.data, ev.field.loss, ev.capture_radius, ev.gate, ev.field.method, ev.field.p
+    )
 
 
 def _cross_condition(ev, t, y, args):
@@ -168,6 +170,8 @@ class EventSet(eqx.Module):
         """The events of a cell of `field` at this depth (`multi`: linf on
         multi-sample data; `r_scale` = max|X| there, else None)."""
         names = list(field.method.spec.events_at(depth))
+        if field.log_coords:  # no weight reaches 0 there (lp with p <= 2: `log_coords_problem`)
+            names = [k for k in names if k != "cross"]
         if multi:
             names += ["rcross", "rexit"]
         if field.clock is Clock.TAU:

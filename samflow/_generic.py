@@ -165,22 +165,23 @@ def model_grad(f: Callable, theta: Pytree, data: Dataset, loss="logistic") -> Py
     return jax.grad(lambda th: model_loss(f, th, data, loss))(theta)
 
 
-def model_perturbation(method: "str | Method", G: Pytree, rho) -> Pytree:
-    """eps(G) of the table in the module docstring, norms over all leaves together."""
-    return Method.parse(method).spec.perturbation(G, rho)
+def model_perturbation(method: "str | Method", G: Pytree, rho, p=None) -> Pytree:
+    """eps(G) of the table in the module docstring, norms over all leaves
+    together; `p` lp-SAM's exponent (a scalar, traced is fine; None otherwise)."""
+    return Method.parse(method).spec.perturbation(G, rho, p=p)
 
 
-def model_velocity(method, f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> Pytree:
+def model_velocity(method, f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic", p=None) -> Pytree:
     """dtheta/dt = -grad L(theta + eps(grad L(theta))), a pytree like theta."""
     G = model_grad(f, theta, data, loss)
-    eps = model_perturbation(method, G, rho)
+    eps = model_perturbation(method, G, rho, p)
     theta_hat = jax.tree_util.tree_map(jnp.add, theta, eps)
     return jax.tree_util.tree_map(jnp.negative, model_grad(f, theta_hat, data, loss))
 
 
-def model_sam_step(method, f: Callable, theta: Pytree, rho, eta, data: Dataset, loss="logistic") -> Pytree:
+def model_sam_step(method, f: Callable, theta: Pytree, rho, eta, data: Dataset, loss="logistic", p=None) -> Pytree:
     """One discrete step theta - eta grad L(theta + eps(theta)) (sign(0) = 0 for linf)."""
-    v = model_velocity(method, f, theta, rho, data, loss)
+    v = model_velocity(method, f, theta, rho, data, loss, p)
     return jax.tree_util.tree_map(lambda th, dv: th + eta * dv, theta, v)
 
 
@@ -193,7 +194,8 @@ def flat_norm(tree) -> Array:
     return jnp.where(m > 0, safe * jnp.sqrt(jnp.sum((flat / safe) ** 2)), 0.0)
 
 
-def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic") -> tuple[Array, Array]:
+def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logistic", method=Method.L2,
+                   p=None) -> tuple[Array, Array]:
     """How close l2-SAM is to a critical point of L (docs/theory.md s.4): (R, ok).
 
     R = ||grad L(theta)|| / ||grad L(theta_hat)||, theta_hat = theta + rho G/||G||
@@ -210,12 +212,13 @@ def collapse_ratio(f: Callable, theta: Pytree, rho, data: Dataset, loss="logisti
     shows the singular point as before (many steps, `MAX_STEPS`).
 
     **Arguments:** `f` f(theta, x); `theta` a pytree of float64 arrays; `rho` >= 0
-    scalar; `data`; `loss` a name or an `AbstractLoss`.
+    scalar; `data`; `loss` a name or an `AbstractLoss`; `method` "l2" (default)
+    or "lp" with its exponent `p` (theta_hat = theta + eps(G) of that method).
 
     **Returns:** (R, ok): () float64 >= 0 (0 where G = 0) and () bool.
     """
     G = model_grad(f, theta, data, loss)
-    eps = model_perturbation(Method.L2, G, rho)
+    eps = model_perturbation(method, G, rho, p)
     theta_hat = jax.tree_util.tree_map(jnp.add, theta, eps)
     g, gh = flat_norm(G), flat_norm(model_grad(f, theta_hat, data, loss))
     ratio = jnp.where(g > 0, g / jnp.where(gh > 0, gh, 1.0), 0.0)

@@ -28,6 +28,16 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   r_j depends on it alone. Sliding on two surfaces at once (two
   r_j, or a weight at 0 whose continuation is not unique) is not followed:
   status `SURFACE`, NaN after its event time.
+- **a weight reaching 0 under lp-SAM with p > 2** (docs/theory.md s.2
+  (lp-SAM)): eps_lj ~ |G_lj|^(q-1) with q - 1 < 1 is not Lipschitz where G_lj
+  = 0, so a weight (at depth 2 with equal layers, a whole column) can reach 0
+  in finite time. The same `cross` event and slide decision as linf: the field
+  takes sign(G) from the sign memory inside a step, the weight is set to 0 at
+  the event and held there when its velocity at 0 is 0 (status `SLID`,
+  `slide_time`), else it crosses. The arrival is tangential (w ~ (T - t)^(1/(2-q))),
+  so its time is located to about 1e-5 at the default rtol = 1e-8 (about
+  1e-6 at rtol = 1e-12), not to the 1e-13 of the bisection. For p <= 2 the
+  event only restarts a segment where a weight changes sign.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
@@ -58,6 +68,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .datasets import Dataset
 from .flows import LOG_NOT_LINF, Clock, Method, rescaled_velocity
+from ._methods import P_HELP, check_p, p_array
 from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .diagonal_net import init_weights, loss_value
@@ -114,10 +125,10 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     if multi:
         rmem0, rslide0, roff0, hold0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
         frozen0 = frozen0 | hold0[None]
-    if method.spec.slides:
+    if "cross" in events.names:  # linf, and lp at depth >= 2: a weight that starts at 0
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
-            rsurf=(rmem0, rslide0) if multi else None,
+            rsurf=(rmem0, rslide0) if multi else None, p=field.p,
         )
     if multi:
         # Sliding on two surfaces at once (two r_j, or an r_j and a weight at 0)
@@ -125,7 +136,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
         surface0 = finite & ((jnp.sum(rslide0) > 1) | (jnp.any(rslide0) & jnp.any(frozen0)))
     if clock is Clock.TAU:
         # A cell whose loss is already below ~1e-30 starts beyond the t range.
-        track0 = rescaled_velocity(W0, rho, method, data, loss, memory0)[1] < _LOG_T_MAX
+        track0 = rescaled_velocity(W0, rho, method, data, loss, memory0, field.p)[1] < _LOG_T_MAX
     else:
         track0 = jnp.asarray(False)
     Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if field.log_coords else W0
@@ -238,7 +249,7 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     dt_rem = extrapolate_collapse(W_end, dW_end)
     coll_dir = jnp.where(collapsed, _beta_direction(field, Y_end, W_end), c.collapse_direction)
     if "critical" in events.names:  # the point it is held at, and when it gets there
-        dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, field.loss)
+        dt_crit, W_crit = _critical_target(W_end, dW_end, rho, data, field.loss, field.method, field.p)
     else:
         dt_crit, W_crit = jnp.zeros((), W_end.dtype), W_end
 
@@ -363,13 +374,16 @@ def solve_cell(
     method: Method,
     clock: Clock,
     settings: SolverSettings,
+    p: "Float[Array, ''] | None" = None,
 ) -> Trajectory:
     """Solve one cell from W(0) = `W0` at radius `rho`; pure and vmappable.
 
     The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
     `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
     `jax.vmap` over `W0` and `rho` (and `data` if wanted). The loop of segments
-    and what ends each one are described in this module's docstring.
+    and what ends each one are described in this module's docstring. `p`: the
+    exponent of lp-SAM, a float64 scalar, traced (one compilation for every p;
+    required for "lp", ignored otherwise; not checked here, see `solve`).
 
     **Returns:** a `Trajectory` (see there for shapes).
 
@@ -393,7 +407,7 @@ def solve_cell(
     W0, rho, data, finite = _sanitize(W0, rho, data)
     # Log coordinates: the state is x = log|W| with the signs fixed.
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
-    field = SamField(method, clock, get_loss(settings.loss), sign)
+    field = SamField(method, clock, get_loss(settings.loss), sign, _field_p(method, p, W0.dtype))
     w_scale = jnp.max(jnp.abs(W0))
     events = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
     run = _segment_solver(field, events, settings, w_scale)
@@ -403,9 +417,19 @@ def solve_cell(
     return _finish(field, c, ts, data)
 
 
+def _field_p(method: Method, p, dtype):
+    """lp's exponent as a float scalar of `dtype` for `SamField` (None for the
+    other methods, which have no p)."""
+    if method is not Method.LP:
+        return None
+    if p is None:
+        raise ValueError(f"method 'lp' needs the exponent p: {P_HELP}")
+    return jnp.asarray(p, dtype)
+
+
 @eqx.filter_jit
-def _solve_batch(W0, rho, data, ts, method, clock, settings):
-    fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+def _solve_batch(W0, rho, data, ts, method, clock, settings, p=None):
+    fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings, p=p)
     return jax.vmap(fn)(W0, rho)
 
 
@@ -488,12 +512,19 @@ def solve(
     clock: "str | Clock" = Clock.T,
     settings: SolverSettings = SolverSettings(),
     alpha_batched: bool = False,
+    p: "float | None" = None,
 ) -> Trajectory:
     """Solve a flow from the init `alpha` at radius `rho`, for one cell or a batch.
 
     **Arguments:**
 
-    - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
+    - `method`: "gd", "l2", "linf", "usam" or "lp" (`samflow.Method`).
+    - `p`: the exponent of "lp" (lp-SAM, ||eps||_p <= rho, docs/theory.md s.2
+      (lp-SAM)): a real number in (1, inf), required for "lp" and refused for
+      the other methods (`samflow._methods.check_p`). It is passed traced: every
+      p shares one compilation. For p > 2 weights reach 0 one by one (status
+      `SLID` with `slide_time`); this needs one sample and balanced inits
+      (|w_lj(0)| the same in every layer), refused in one line otherwise.
     - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
     - `alpha`: the init, float. By default ONE init shared by every cell: a
       scalar, a (d,) per-coordinate vector or a (L, d) per-layer array
@@ -512,15 +543,17 @@ def solve(
     **Returns:** a `Trajectory`, batched over B when `rho` is a vector.
 
     **Raises:** `ValueError` (one line, before anything is compiled) for an
-    unknown method or clock, a depth < 1, a rho that is negative, non-finite,
+    unknown method or clock, a bad or missing p (or p with a method other than
+    "lp"), lp with p > 2 on multi-sample data, a depth < 1, a rho that is negative, non-finite,
     empty or not 1-D, an alpha of a wrong shape or (shared) not finite, bad
     save times, data that is not a finite `Dataset`, or the tau clock on
     multi-sample data. A cell that fails raises nothing: see its `status`.
 
     Compiles once per (method, clock, settings, depth, d, batch size, number of
-    save times); new values of alpha, rho, data or ts reuse the compilation.
+    save times); new values of alpha, rho, p, data or ts reuse the compilation.
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     clock = Clock.parse(clock)
     depth = check_depth(depth)
     if not isinstance(settings, SolverSettings):
@@ -528,8 +561,8 @@ def solve(
     check_data(data)
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
-    settings = settings.resolved(method, np.asarray(W0), data, clock)
-    out = _solve_batch(W0, rho_b, data, ts, method, clock, settings)
+    settings = settings.resolved(method, np.asarray(W0), data, clock, p)
+    out = _solve_batch(W0, rho_b, data, ts, method, clock, settings, p_array(method, p))
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out

@@ -15,7 +15,7 @@ from .flows import METHOD_LABELS, Method
 __all__ = ["METHOD_LABELS", "METHOD_TEXT", "OPTIMIZER_METHODS", "OPTIMIZER_LABELS", "OPTIMIZER_TEXT",
            "method_label", "method_text"]
 
-METHOD_TEXT = {Method.GD: "GD", Method.L2: "l2-SAM", Method.LINF: "linf-SAM", Method.USAM: "USAM"}
+METHOD_TEXT = {Method.GD: "GD", Method.L2: "l2-SAM", Method.LINF: "linf-SAM", Method.USAM: "USAM", Method.LP: "lp-SAM"}
 
 OPTIMIZER_METHODS = {"gd": Method.GD, "sam_l2": Method.L2, "sam_linf": Method.LINF}
 OPTIMIZER_LABELS = {name: METHOD_LABELS[m] for name, m in OPTIMIZER_METHODS.items()}
@@ -34,18 +34,27 @@ def _method(name) -> Method | None:
         return None
 
 
-def method_label(name) -> str:
+def _p_text(p) -> str:
+    return f"{float(p):g}"
+
+
+def method_label(name, p=None) -> str:
     """Mathtext label of a method for a figure, e.g. r"$\\ell_2$-SAM".
 
     **Arguments:** `name`: a `Method`, its value ("l2") or a CNN optimizer name
-    ("sam_l2"). **Returns:** the label; a name that is none of these, as given.
+    ("sam_l2"); `p`: lp-SAM's exponent (r"$\\ell_p$-SAM ($p=3$)"), ignored for
+    the other methods. **Returns:** the label; a name that is none of these, as given.
     """
     m = _method(name)
+    if m is Method.LP and p is not None:
+        return f"{METHOD_LABELS[m]} ($p={_p_text(p)}$)"
     return str(name) if m is None else METHOD_LABELS[m]
 
 
-def method_text(name) -> str:
-    """Plain-text label of a method (logs, tables, Markdown), e.g. "l2-SAM"; the
-    same arguments as `method_label`."""
+def method_text(name, p=None) -> str:
+    """Plain-text label of a method (logs, tables, Markdown), e.g. "l2-SAM",
+    "lp-SAM (p=3)" for "lp" with `p` = 3; the same arguments as `method_label`."""
     m = _method(name)
+    if m is Method.LP and p is not None:
+        return f"{METHOD_TEXT[m]} (p={_p_text(p)})"
     return str(name) if m is None else METHOD_TEXT[m]

@@ -85,31 +85,53 @@ def stuck_inits(W0: np.ndarray) -> np.ndarray:
 
 
 
-def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear") -> list[str]:
+LP_ONE_SAMPLE = (
+    "method 'lp' with p > 2 needs one sample (data.mu): on several samples its field is not Lipschitz on "
+    "the r_j = 0 surfaces too, which samflow follows for linf only; use p <= 2 or one sample"
+)
+
+
+LP_BALANCED = (
+    "method 'lp' with p > 2 needs balanced inits, |w_lj(0)| the same in every layer (a scalar or (d,) alpha): "
+    "from unequal layers a weight hovers near 0 on a non-Lipschitz field that samflow does not follow; "
+    "use equal layers or p <= 2"
+)
+
+
+def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear", p=None) -> list[str]:
     """Every rule between the parts of a solve that its parts alone cannot check,
     one line each (naming the key to change), in a fixed order; [] when none.
 
-    The rules: the tau clock needs one sample (docs/theory.md s.3); log
+    The rules: the tau clock needs one sample (docs/theory.md s.3); lp with
+    p > 2 needs one sample and balanced inits (docs/theory.md s.2 (lp-SAM)); log
     coordinates need gd/l2/usam on one sample with inits whose layer products
     have the signs of mu (`samflow.flows.log_coords_problem`). This is the one
     place they are checked: `solve`, `SolverSettings.resolved`, the sweep on a
     data file and the config schema (before its data are read: `data` or `W0`
-    None skips what needs them) all call it.
+    None skips what needs them) all call it. `p`: lp's exponent (a float, or
+    None), applied to "lp" in `methods` (log coordinates need p <= 2).
     """
     out = []
     if Clock.parse(clock) is Clock.TAU and data is not None and data.X.shape[0] != 1:
         out.append(TAU_ONE_SAMPLE)
+    lp = any(Method.parse(m) is Method.LP for m in methods)
+    if lp and p is not None and p > 2 and data is not None and data.X.shape[0] != 1:
+        out.append(LP_ONE_SAMPLE)
+    if lp and p is not None and p > 2 and W0 is not None:
+        A = np.abs(np.asarray(W0, dtype=np.float64))
+        if A.ndim >= 2 and A.shape[-2] >= 2 and not np.all(A == A[..., :1, :]):
+            out.append(LP_BALANCED)
     if coords == "log":
         for m in methods:
-            p = log_coords_problem(W0, data, m)
-            if p and p not in out:
-                out.append(p)
+            why = log_coords_problem(W0, data, m, p if Method.parse(m) is Method.LP else None)
+            if why and why not in out:
+                out.append(why)
     return out
 
 
-def check_problem(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear") -> None:
+def check_problem(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear", p=None) -> None:
     """`problems`, raised: `ValueError` with the first problem's line."""
-    found = problems(methods, clock, data, W0, coords)
+    found = problems(methods, clock, data, W0, coords, p)
     if found:
         raise ValueError(found[0])
 
@@ -180,15 +202,15 @@ class SolverSettings:
         if self.coords not in COORDS:
             raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
 
-    def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T) -> "SolverSettings":
+    def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or
         (B, L, d), host arrays), its data and clock.
 
         **Raises:** `ValueError` (one line, `check_problem`): the tau clock on
         multi-sample data, or `coords` "log" for a batch that may not use it
-        (`samflow.flows.log_coords_problem`).
+        (`samflow.flows.log_coords_problem`; `p` lp's exponent, a float or None).
         """
-        check_problem([method], clock, data, W0, self.coords)
+        check_problem([method], clock, data, W0, self.coords, p)
         return self
 
 

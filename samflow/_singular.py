@@ -26,15 +26,19 @@ _BIG = 1e300
 _R_OFFSET = 1e-12
 
 
-def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss, rsurf=None):
+def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss, rsurf=None, p=None):
     """For weights at exactly 0 (`candidates`), decide slide or leave, from the
-    one-sided limits of the field (Filippov): returns (memory, frozen) updated."""
+    one-sided limits of the field (Filippov): returns (memory, frozen) updated.
+    lp-SAM (exponent `p`): its field is continuous, so both limits are the field
+    at the point; a weight whose velocity there is 0 is held (at depth 2 with
+    equal layers its whole column is 0 and so is eps there, docs/theory.md s.2
+    (lp-SAM)), any other leaves to the side its velocity points to."""
     L, d = W.shape
     flat = jnp.arange(L * d)
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
-        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss, rsurf=rsurf)
+        dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss, rsurf=rsurf, p=p)
         return dW.reshape(-1)[c]
 
     f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
@@ -171,11 +175,12 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     return rmem_new, rslide_new, surface, changed, hold
 
 
-def _critical_ratio(W, rho, data, loss):
-    """How close l2-SAM is to a critical point of the loss: (R, ok), both ().
+def _critical_ratio(W, rho, data, loss, method=Method.L2, p=None):
+    """How close l2-SAM (or lp-SAM, `method` "lp" with exponent `p`) is to a
+    critical point of the loss: (R, ok), both ().
 
     R = ||G(W)|| / ||G(W_hat)||, with G = grad L (norm over all layers) and
-    W_hat = W + rho G / ||G||: `samflow.models.collapse_ratio` for the diagonal
+    W_hat = W + eps(G) (rho G / ||G|| for l2): `samflow.models.collapse_ratio` for the diagonal
     network (docs/theory.md s.4). Near a critical point W* the l2 field stays of
     order rho while G vanishes linearly, so R ~ ||W - W*|| / rho. `ok` is
     L(W_hat) <= 2 L(W) with L(W) > 1e-280: it rules out a small R from large
@@ -183,7 +188,7 @@ def _critical_ratio(W, rho, data, loss):
     has underflowed. Norms are scaled by max|G| first (no underflow).
     """
     G = grad_loss(W, data, loss)
-    W_hat = W + Method.L2.spec.perturbation(G, rho)
+    W_hat = W + method.spec.perturbation(G, rho, p=p)
     G_hat = grad_loss(W_hat, data, loss)
     m = jnp.maximum(jnp.max(jnp.abs(G)), jnp.max(jnp.abs(G_hat)))
     m = jnp.where(m > 0, m, 1.0)
@@ -195,10 +200,10 @@ def _critical_ratio(W, rho, data, loss):
     return R, ok
 
 
-def _critical_cond(W, rho, data, loss, capture_radius, gate):
-    """Event condition of the l2 critical point, positive until the arrival:
+def _critical_cond(W, rho, data, loss, capture_radius, gate, method=Method.L2, p=None):
+    """Event condition of the l2 (lp) critical point, positive until the arrival:
     R - capture_radius where armed (rho > 0, `ok`, ||W|| > gate x rho), else _BIG."""
-    R, ok = _critical_ratio(W, rho, data, loss)
+    R, ok = _critical_ratio(W, rho, data, loss, method, p)
     armed = ok & (rho > 0)
     if gate > 0:
         armed = armed & (jnp.sqrt(jnp.sum(W**2)) > gate * rho)
@@ -225,11 +230,11 @@ def extrapolate_to_zero(R_fn, theta, v, moving=True):
     return dt, jax.tree_util.tree_map(lambda x, u: x + dt * u, theta, v)
 
 
-def _critical_target(W, dW, rho, data, loss):
+def _critical_target(W, dW, rho, data, loss, method=Method.L2, p=None):
     """Linear extrapolation to the critical point from the capture
     (`extrapolate_to_zero` with R = `_critical_ratio`). `dW` is dW/dclock;
     returns the remaining clock time dt (>= 0) and the point W + dt dW."""
-    return extrapolate_to_zero(lambda w: _critical_ratio(w, rho, data, loss)[0], W, dW)
+    return extrapolate_to_zero(lambda w: _critical_ratio(w, rho, data, loss, method, p)[0], W, dW)
 
 
 def linear_fill(saved, mask, frac, a, b):
@@ -289,13 +294,13 @@ def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_e
         whole, hold, leave, mixed = _column_decision(W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss)
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
-            rsurf=args.rsurf,
+            rsurf=args.rsurf, p=field.p,
         )
         frozen = frozen | (hold[None] & at_zero)
         col_mixed = jnp.any(mixed)
-    elif method.spec.slides:
+    elif method.spec.slides or "cross" in method.spec.events_at(L):
         memory, frozen = _slide_decision(
-            W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf
+            W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf, p=field.p
         )
     else:
         memory, frozen = c.memory, c.frozen

@@ -1,11 +1,12 @@
-"""The discrete algorithms GD, l2-SAM, linf-SAM and USAM (docs/theory.md section 2).
+"""The discrete algorithms GD, l2-SAM, linf-SAM, USAM and lp-SAM (docs/theory.md section 2).
 
 With step size eta and radius rho, every method is the iteration
 
     theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)),
 
 with the perturbation eps of `samflow.flows.perturbation` (0, rho G / ||G||_2,
-rho sign(G) or rho G for G = grad L(theta_k)); the code calls that function and
+rho sign(G), rho G or lp's rho sign(G) |G|^(q-1) / ||G||_q^(q-1) for G = grad
+L(theta_k), docs/theory.md s.2 (lp-SAM), with its exponent as the keyword `p`); the code calls that function and
 `samflow.diagonal_net.grad_loss`, so the discrete algorithms and the flows share one
 definition. The flows are the limit eta -> 0 with rho held fixed.
 
@@ -46,6 +47,7 @@ from .diagonal_net import grad_loss, loss_value, residual
 from ._integrate import batch_cells, solve
 from ._iterate import _check_eta as _check_eta
 from ._iterate import iterate, safe_inputs
+from ._methods import check_p, p_array
 from ._iterate import save_iterations as save_iterations
 from ._settings import SolverSettings, check_data, check_depth, check_save_times
 from ._x64 import in_float64
@@ -94,24 +96,26 @@ def sam_step(
     *,
     method: "str | Method",
     loss: str = "logistic",
+    p: "Float[Array, ''] | None" = None,
 ) -> Float[Array, "L d"]:
     """One step theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)).
 
     docs/theory.md section 2; eps from `samflow.flows.perturbation` (sign(0) = 0).
 
     **Arguments:** weights `W` `(L, d)`; radius `rho` >= 0; step size `eta`;
-    `data`; `method` ("gd", "l2", "linf", "usam"); `loss` ("logistic",
-    "exponential").
+    `data`; `method` ("gd", "l2", "linf", "usam", "lp"); `loss` ("logistic",
+    "exponential"); `p` lp's exponent (a scalar, traced is fine; required for
+    "lp", not checked here).
 
     **Returns:** the next weights, `(L, d)`. Pure, jittable and vmappable.
     """
     method = Method.parse(method)
     loss_fn = get_loss(loss)
-    W_hat = perturbed_weights(W, residual(W, data, loss_fn), rho, method)
+    W_hat = perturbed_weights(W, residual(W, data, loss_fn), rho, method, p=p if method is Method.LP else None)
     return W - eta * grad_loss(W_hat, data, loss_fn)
 
 
-def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str) -> DiscreteTrajectory:
+def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str, p=None) -> DiscreteTrajectory:
     """Iterate one cell with `sam_step` (the engine `samflow._iterate.iterate`)
     and save at the iterations `ks` (non-decreasing, >= 0)."""
     loss_fn = get_loss(loss)
@@ -119,7 +123,7 @@ def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str) -> Discr
     # iterated; the cell is marked and its outputs are NaN.
     W0, rho, data, ok_in = safe_inputs(W0, rho, data)
     eta = jnp.asarray(eta, W0.dtype)
-    step = lambda W: sam_step(W, rho, eta, data, method=method, loss=loss)
+    step = lambda W: sam_step(W, rho, eta, data, method=method, loss=loss, p=p)
     out_W, rows, status, k_bad = iterate(step, W0, ks, ok_in)
     event_t = jnp.where(ok_in & (k_bad >= 0), k_bad * eta, jnp.nan)
     beta = jax.vmap(beta_of)(out_W)
@@ -128,8 +132,8 @@ def _run_cell(W0, rho, eta, data, ts, ks, *, method: Method, loss: str) -> Discr
 
 
 @eqx.filter_jit
-def _run_batch(W0, rho, eta, data, ts, ks, method, loss):
-    fn = lambda W, r: _run_cell(W, r, eta, data, ts, ks, method=method, loss=loss)
+def _run_batch(W0, rho, eta, data, ts, ks, method, loss, p=None):
+    fn = lambda W, r: _run_cell(W, r, eta, data, ts, ks, method=method, loss=loss, p=p)
     return jax.vmap(fn)(W0, rho)
 
 
@@ -145,6 +149,7 @@ def run_discrete(
     depth: int = 2,
     loss: str = "logistic",
     alpha_batched: bool = False,
+    p: "float | None" = None,
 ) -> DiscreteTrajectory:
     """Run a discrete algorithm from the init `alpha` at radius `rho`, one cell or a batch.
 
@@ -153,7 +158,11 @@ def run_discrete(
 
     **Arguments:**
 
-    - `method`: "gd", "l2", "linf" or "usam" (`samflow.Method`).
+    - `method`: "gd", "l2", "linf", "usam" or "lp" (`samflow.Method`;
+      discrete lp-SAM is "discrete_lp" in a config).
+    - `p`: the exponent of "lp" in (1, inf), required for "lp" and refused for
+      the other methods, in one line (`samflow._methods.check_p`); traced, so
+      every p shares one compilation.
     - `data`: a `samflow.Dataset`.
     - `alpha`: the init, float, as in `samflow.solve`: by default ONE init
       shared by every cell (a scalar, a (d,) vector or a (L, d) per-layer array,
@@ -184,6 +193,7 @@ def run_discrete(
     Cost: ts[-1] / eta steps per cell.
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     get_loss(loss)
     depth = check_depth(depth)
     check_data(data)
@@ -191,7 +201,8 @@ def run_discrete(
     ts = check_save_times(ts)
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     out = _run_batch(
-        W0, rho_b, jnp.asarray(eta, jnp.float64), data, jnp.asarray(ts), jnp.asarray(ks), method, loss
+        W0, rho_b, jnp.asarray(eta, jnp.float64), data, jnp.asarray(ts), jnp.asarray(ks), method, loss,
+        p_array(method, p),
     )
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
@@ -211,6 +222,7 @@ def flow_gap(
     loss: str = "logistic",
     settings: SolverSettings | None = None,
     alpha_batched: bool = False,
+    p: "float | None" = None,
 ) -> Float[np.ndarray, "*batch"]:
     """Distance of the discrete algorithm from its flow: max over the save times of
     ||beta_discrete(t) - beta_flow(t)||_2 / ||beta_flow(t)||_2.
@@ -221,7 +233,7 @@ def flow_gap(
     order 1 for the flow), as long as the flow is smooth on [0, ts[-1]].
 
     **Arguments:** as `run_discrete` (`alpha` shared by every cell unless
-    `alpha_batched=True`); `settings` of the flow solve (default
+    `alpha_batched=True`; `p` for "lp"); `settings` of the flow solve (default
     `SolverSettings(loss=loss)`; its tolerances should be well below eta).
 
     **Returns:** float64 array, shape `()` for a scalar `rho` or `(B,)`. NaN where
@@ -244,8 +256,9 @@ def flow_gap(
         raise ValueError(
             f"every save time rounds to iteration 0 with eta = {eta}; use a smaller eta or later times"
         )
-    disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss, alpha_batched=alpha_batched)
-    flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings, alpha_batched=alpha_batched)
+    disc = run_discrete(method, data, alpha, rho, eta, t_saved, depth=depth, loss=loss, alpha_batched=alpha_batched, p=p)
+    flow = solve(method, data, alpha, rho, t_saved, depth=depth, clock="t", settings=settings, alpha_batched=alpha_batched,
+                 p=p)
     rel = relative_gap(np.asarray(disc.beta), np.asarray(flow.beta))
     # NaN (a failed cell) must survive the max, so no nanmax here.
     return np.max(rel, axis=-1)

@@ -1,4 +1,4 @@
-"""GD, l2-SAM, linf-SAM and USAM flows of the diagonal network (docs/theory.md s.2, s.3).
+"""GD, l2-SAM, linf-SAM, USAM and lp-SAM flows of the diagonal network (docs/theory.md s.2, s.3).
 
 Every flow is one rule, written once:
 
@@ -14,8 +14,12 @@ table of `samflow._methods`, shared with the generic models):
 | l2     | rho G / ||G||_2    | (norm over all layers; 0 exactly when G = 0)
 | linf   | rho sign(G)        |
 | usam   | rho G              |
+| lp     | rho sign(G) |G|^(q-1) / ||G||_q^(q-1) | (1/p + 1/q = 1; docs/theory.md s.2 (lp-SAM))
 
-For one sample {(mu, +1)}, r(W) = slope(z) mu with slope > 0. For gd, l2 and linf
+lp-SAM takes its exponent `p` (a float64 scalar, traced is fine) as the
+keyword `p` of every function below; the other methods take p = None.
+
+For one sample {(mu, +1)}, r(W) = slope(z) mu with slope > 0. For gd, l2, linf and lp
 eps does not depend on that factor (`slope_free`), and dividing the velocity by slope(z_hat)
 gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 
@@ -26,7 +30,7 @@ gives the rescaled flow in tau, dtau/dt = slope(z_hat):
 `samflow.solve` turns it into real time (docs/theory.md section 4 on why t is a
 secondary quantity of the tau clock).
 
-`memory` is the sign pattern of the linf field between two events (see
+`memory` is the sign pattern of the linf (and lp) field between two events (see
 `sign_with_memory` and `samflow.solve`): the side each weight is on, or came
 from when it is held at 0, which gives the one-sided limit of the discontinuous
 field; with `memory = None` (or 0) it is plain `sign`.
@@ -81,27 +85,30 @@ def perturbation(
     rho: Float[Array, ""],
     method: Method,
     memory: Float[Array, "L d"] | None = None,
+    p: Float[Array, ""] | None = None,
 ) -> Float[Array, "L d"]:
     """The SAM perturbation eps(G) for G = -r * prod_excl(W) (table above).
 
     **Arguments:** weights `W` (L, d); `r` (d,), the residual with -grad L =
-    r * prod_excl(W) (any positive multiple for gd, l2 and linf); `rho` >= 0;
-    `method`; `memory`, the linf sign memory (L, d) or None.
+    r * prod_excl(W) (any positive multiple for gd, l2, linf and lp); `rho` >=
+    0; `method`; `memory`, the linf / lp sign memory (L, d) or None; `p`, lp's
+    exponent in (1, inf) (required for "lp", None otherwise; not checked here,
+    see `samflow._methods.check_p`).
 
     **Returns:** eps, shape (L, d). For l2, ||eps||_2 = rho exactly when G != 0
-    and eps = 0 when G = 0.
+    and eps = 0 when G = 0; for lp the same with ||eps||_p.
     """
     spec = Method.parse(method).spec
     G = -r[None, :] * prod_excl(W)
     # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the sign
-    # memory stand in for sign(0) on a switching surface (used by linf only).
+    # memory stand in for sign(0) on a switching surface (used by linf and lp).
     sign_G = jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
-    return spec.perturbation(G, rho, sign=sign_G)
+    return spec.perturbation(G, rho, sign=sign_G, p=p)
 
 
-def perturbed_weights(W, r, rho, method: Method, memory=None):
+def perturbed_weights(W, r, rho, method: Method, memory=None, p=None):
     """W_hat = W + eps(G) (docs/theory.md section 2), shape (L, d)."""
-    return W + perturbation(W, r, rho, method, memory)
+    return W + perturbation(W, r, rho, method, memory, p)
 
 
 def velocity(
@@ -113,6 +120,7 @@ def velocity(
     memory: Float[Array, "L d"] | None = None,
     *,
     clock: Clock | str = Clock.T,
+    p: Float[Array, ""] | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
     """The flow's field in either clock: (dW/dc, log(dt/dc)) for c = t or tau.
 
@@ -125,7 +133,8 @@ def velocity(
 
     **Arguments:** weights `W` (L, d); `rho` >= 0; `method`; `data`; `loss`, a
     `samflow.Logistic()` / `samflow.Exponential()` or its name; `memory`, the
-    linf sign memory (L, d) or None (module docstring); `clock`.
+    linf / lp sign memory (L, d) or None (module docstring); `clock`; `p`,
+    lp's exponent (required for "lp", docs/theory.md s.2 (lp-SAM)).
 
     **Returns:** (dW/dc (L, d), log(dt/dc) ()), float as `W`, in weights per
     unit of the clock.
@@ -138,23 +147,23 @@ def velocity(
     if Clock.parse(clock) is Clock.TAU and data.X.shape[0] != 1:
         raise ValueError(TAU_ONE_SAMPLE)
     if Clock.parse(clock) is Clock.T:
-        W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory)
+        W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory, p)
         return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat), jnp.zeros((), W.dtype)
     mu = data.y[0] * data.X[0]
     r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
-    W_hat = perturbed_weights(W, r_pert, rho, method, memory)
+    W_hat = perturbed_weights(W, r_pert, rho, method, memory, p)
     z_hat = jnp.dot(beta(W_hat), mu)
     return mu[None, :] * prod_excl(W_hat), loss.log_inv_slope(z_hat)
 
 
-def real_time_velocity(W, rho, method, data, loss, memory=None) -> Float[Array, "L d"]:
+def real_time_velocity(W, rho, method, data, loss, memory=None, p=None) -> Float[Array, "L d"]:
     """dW/dt, shape (L, d): `velocity(..., clock="t")` without its log rate."""
-    return velocity(W, rho, method, data, loss, memory, clock=Clock.T)[0]
+    return velocity(W, rho, method, data, loss, memory, clock=Clock.T, p=p)[0]
 
 
-def rescaled_velocity(W, rho, method, data, loss, memory=None) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
+def rescaled_velocity(W, rho, method, data, loss, memory=None, p=None) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
     """(dW/dtau (L, d), log(dt/dtau) ()) of one sample: `velocity(..., clock="tau")`."""
-    return velocity(W, rho, method, data, loss, memory, clock=Clock.TAU)
+    return velocity(W, rho, method, data, loss, memory, clock=Clock.TAU, p=p)
 
 
 def log_velocity(
@@ -165,8 +174,9 @@ def log_velocity(
     data: Dataset,
     loss: AbstractLoss,
     rescaled: bool,
+    p: Float[Array, ""] | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
-    """The gd, l2 and usam flows of one sample in log coordinates, x = log|W|.
+    """The gd, l2, usam and lp (p <= 2) flows of one sample in log coordinates, x = log|W|.
 
     With W = sign * exp(x) (the signs fixed), dx/dc = (dW/dc) / W for the clock
     c = t (`rescaled` False, the field of `real_time_velocity`) or c = tau
@@ -177,6 +187,7 @@ def log_velocity(
         W_hat = W * a,   a_lj = 1 - rho mu_j sigma_j exp(E_lj) / ||mu q||   (l2),
                          a_lj = 1 - rho r_j sigma_j exp(E_lj)               (usam),
                          a = 1                                               (gd),
+        a_lj = 1 - rho sign(mu_j) sigma_j exp((q-1) (log|mu_j q_lj| - log||mu q||_q) - x_lj)   (lp),
         dx_lj/dc = k mu_j sigma_j exp(E_lj) prod_{k != l} a_kj,
 
     where sigma_j = prod_l sign_lj, k = slope(z_hat) for t and 1 for tau, and
@@ -191,7 +202,8 @@ def log_velocity(
     `log_coords_eligible`).
 
     **Arguments:** `x` (L, d) log|W|; `sign` (L, d) the signs of W (+-1); `rho`
-    >= 0; `method` gd, l2 or usam; `data` one sample; `loss`; `rescaled`.
+    >= 0; `method` gd, l2, usam or lp; `data` one sample; `loss`; `rescaled`;
+    `p` lp's exponent (p <= 2: the host-side check `log_coords_problem`).
 
     **Returns:** (dx/dc (L, d), log(dt/dtau) ()).
 
@@ -207,7 +219,7 @@ def log_velocity(
     E = X[None, :] - 2.0 * x
     beta_abs_log = X
     z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
-    a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss)  # ValueError for linf
+    a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss, p)  # ValueError for linf
     z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * jnp.prod(a, axis=0))
     log_rate = loss.log_inv_slope(z_hat)
     k = 1.0 if rescaled else loss.slope(z_hat)
@@ -220,6 +232,10 @@ LOG_NOT_LINF = (
     "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
     "use coords = 'linear' or drop 'linf' from methods"
 )
+LOG_NOT_LP = (
+    "solver.coords = 'log' does not apply to lp-SAM with p > 2 (its weights reach 0 one by one); "
+    "use coords = 'linear' or p <= 2"
+)
 LOG_ONE_SAMPLE = "solver.coords = 'log' needs one sample (data.mu); use coords = 'linear'"
 LOG_NONZERO = (
     "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is -inf); "
@@ -231,11 +247,11 @@ LOG_SIGNS = (
 )
 
 
-def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "str | None":
+def log_coords_problem(W0, data: "Dataset | None", method: "str | Method", p=None) -> "str | None":
     """Why a cell (or a batch of cells) may not be solved in log coordinates, in
     one line naming `solver.coords`; None when it may.
 
-    Allowed: gd, l2 and usam on one sample {(mu, +1)} when no initial weight is 0
+    Allowed: gd, l2, usam and lp with p <= 2 (`p`, lp's exponent) on one sample {(mu, +1)} when no initial weight is 0
     and sign(prod_l w_lj(0)) = sign(mu_j) for every j with mu_j != 0. By the
     sign symmetries of the diagonal network this is the all-positive case, in
     which the flows keep every weight away from 0 (it can only reach 0 by the
@@ -247,6 +263,8 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "s
 
     if not Method.parse(method).spec.log_coords:
         return LOG_NOT_LINF
+    if Method.parse(method) is Method.LP and p is not None and p > 2:
+        return LOG_NOT_LP
     if data is not None and data.X.shape[0] != 1:
         return LOG_ONE_SAMPLE
     if W0 is None:
@@ -261,8 +279,8 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method") -> "s
     return None if np.all((mu == 0) | (s == np.sign(mu))) else LOG_SIGNS
 
 
-def log_coords_eligible(W0, data: Dataset, method: "str | Method") -> bool:
+def log_coords_eligible(W0, data: Dataset, method: "str | Method", p=None) -> bool:
     """Whether a cell (or every cell of a batch) may be solved in log coordinates:
     `log_coords_problem` finds no reason against it. Host-side, NumPy `W0` (L, d)
-    or (B, L, d)."""
-    return log_coords_problem(W0, data, method) is None
+    or (B, L, d); `p` lp's exponent (a float) or None."""
+    return log_coords_problem(W0, data, method, p) is None

@@ -17,6 +17,7 @@ one table of `samflow._methods` that the diagonal network uses too):
 | l2     | rho G / ||G||_2 (0 when G = 0) | (`samflow.flows.unit_l2` on the flattened G)
 | linf   | rho sign(G)                    |
 | usam   | rho G                          |
+| lp     | rho sign(G) |G|^(q-1) / ||G||_q^(q-1) | (`samflow._methods.unit_lp`, exponent `p`)
 
     flow:      dtheta/dt = -grad L(theta + eps(G(theta)))
     discrete:  theta_{k+1} = theta_k - eta grad L(theta_k + eps(G(theta_k))),  t = k eta.
@@ -32,7 +33,10 @@ the remaining time linearly, and reports status `COLLAPSED` with its
 `event_time`, as `samflow.solve` does for the diagonal network. There is no
 Filippov treatment of the linf sign switch here (the diagonal network has it,
 in `samflow.solve`): a generic linf solve that meets it shows it as many small
-steps, `MAX_STEPS` or `FAILED`.
+steps, `MAX_STEPS` or `FAILED`; the same holds for lp-SAM with p > 2 where a
+parameter reaches 0 in finite time (docs/theory.md s.2 (lp-SAM)). lp-SAM takes
+its exponent as the keyword `p` (traced: one compilation for every p) and has
+the collapse event of l2 with its own perturbation.
 
 **Models.** `diagonal_network(depth)`, `two_layer_linear(d, k)` and
 `linear_conv(n_channels, kernel, d)` return a `Model` (f, effective_predictor,
@@ -56,6 +60,7 @@ from jaxtyping import Array, Float, Int
 
 from .datasets import Dataset
 from .flows import Method
+from ._methods import check_p, p_array
 from .losses import get_loss
 from ._cache import no_runtime_checks
 from ._events import BracketBisection
@@ -206,7 +211,7 @@ def _traced_save_times(ts):
                         on_error="raise")
 
 
-def _solve_cell(method, f, theta0, rho, data, ts, *, settings, loss, predictor) -> ModelTrajectory:
+def _solve_cell(method, f, theta0, rho, data, ts, *, settings, loss, predictor, p=None) -> ModelTrajectory:
     """`solve_model_cell` after its check of `ts` (sorted, finite, inside [0, ts[-1]]:
     diffrax's run-time check of them can never fire, so it is left out of the
     program; `no_runtime_checks`: no host callback, the compile cache keeps it)."""
@@ -216,10 +221,10 @@ def _solve_cell(method, f, theta0, rho, data, ts, *, settings, loss, predictor) 
     capture = settings.capture_radius
 
     def velocity(th, rho_):
-        return model_velocity(method, f, th, rho_, data, loss_fn)
+        return model_velocity(method, f, th, rho_, data, loss_fn, p)
 
     def collapse_cond(th, rho_):
-        ratio, ok = collapse_ratio(f, th, rho_, data, loss_fn)
+        ratio, ok = collapse_ratio(f, th, rho_, data, loss_fn, method, p)
         return jnp.where(ok, ratio - capture, 1.0)
 
     event, watch, start_collapsed = None, jnp.asarray(False), jnp.asarray(False)
@@ -270,9 +275,9 @@ def _solve_cell(method, f, theta0, rho, data, ts, *, settings, loss, predictor) 
 
 
 @eqx.filter_jit
-def _solve_model_batch(method, f, theta0, rho, data, ts, settings, loss, predictor, theta0_batched):
+def _solve_model_batch(method, f, theta0, rho, data, ts, settings, loss, predictor, theta0_batched, p=None):
     # ts was checked by solve_model (check_save_times) before this trace.
-    fn = lambda th, r: _solve_cell(method, f, th, r, data, ts, settings=settings, loss=loss, predictor=predictor)
+    fn = lambda th, r: _solve_cell(method, f, th, r, data, ts, settings=settings, loss=loss, predictor=predictor, p=p)
     return jax.vmap(fn, in_axes=(0 if theta0_batched else None, 0))(theta0, rho)
 
 
@@ -301,10 +306,13 @@ def solve_model(
     loss: str | None = None,
     *,
     theta0_batched: bool = False,
+    p: "float | None" = None,
 ) -> ModelTrajectory:
     """Integrate the flow of `method` for the model f in real time t (Tsit5 + PID).
 
-    **Arguments:** `method` ("gd", "l2", "linf", "usam"); `f` a function
+    **Arguments:** `method` ("gd", "l2", "linf", "usam", "lp"); `p` the
+    exponent of "lp" in (1, inf), required for "lp" and refused otherwise
+    (`samflow._methods.check_p`; traced: one compilation for every p); `f` a function
     f(theta, x) -> scalar or a `Model` (then `beta` is filled with its effective
     predictor); `theta0` a pytree of float arrays, by default ONE init shared by
     every cell; `rho` >= 0 a scalar (one cell) or a non-empty (B,) vector (a
@@ -332,13 +340,15 @@ def solve_model(
     cell status `NONFINITE_INPUT`.
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     if not isinstance(settings, SolverSettings):
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     loss = settings.loss if loss is None else loss
     get_loss(loss)
     ts = jnp.asarray(check_save_times(ts))
     fn, predictor, theta0, rb, batched = _model_cells(f, theta0, rho, data, theta0_batched)
-    out = _solve_model_batch(method, fn, theta0, rb, data, ts, settings, loss, predictor, theta0_batched)
+    out = _solve_model_batch(method, fn, theta0, rb, data, ts, settings, loss, predictor, theta0_batched,
+                             p_array(method, p))
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out
@@ -359,11 +369,11 @@ class ModelDiscreteTrajectory(_ModelStates):
     steps: Int[Array, " n_save"]
 
 
-def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
+def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor, p=None):
     """Iterate one cell with `model_sam_step` (the engine `samflow._iterate.iterate`)."""
     loss_fn = loss_obj(loss)
     theta0, rho, data, ok_in = safe_inputs(theta0, rho, data)
-    step = lambda th: model_sam_step(method, f, th, rho, eta, data, loss_fn)
+    step = lambda th: model_sam_step(method, f, th, rho, eta, data, loss_fn, p)
     thetas, _, status, _ = iterate(step, theta0, ks, ok_in)
     outs, losses, beta = _saved_outputs(f, thetas, data, loss_fn, predictor)
     return ModelDiscreteTrajectory(ts=ts, theta=thetas, outputs=outs, loss=losses, beta=beta, status=status,
@@ -371,8 +381,8 @@ def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor):
 
 
 @eqx.filter_jit
-def _run_model_batch(method, f, theta0, rho, eta, data, ts, ks, loss, predictor, theta0_batched):
-    fn = lambda th, r: _run_model_cell(method, f, th, r, eta, data, ts, ks, loss, predictor)
+def _run_model_batch(method, f, theta0, rho, eta, data, ts, ks, loss, predictor, theta0_batched, p=None):
+    fn = lambda th, r: _run_model_cell(method, f, th, r, eta, data, ts, ks, loss, predictor, p)
     return jax.vmap(fn, in_axes=(0 if theta0_batched else None, 0))(theta0, rho)
 
 
@@ -388,22 +398,25 @@ def run_model_discrete(
     loss: str = "logistic",
     *,
     theta0_batched: bool = False,
+    p: "float | None" = None,
 ) -> ModelDiscreteTrajectory:
     """Run theta_{k+1} = theta_k - eta grad L(theta_k + eps(theta_k)) with lax.scan.
 
     Iteration k is real time k eta; the iterate k_i = round(ts_i / eta) is saved
     for each save time (`samflow.discrete.save_iterations`). Arguments (the
     shared / `theta0_batched` rule included) and errors as `solve_model`; `eta`
-    a finite number > 0 (`ValueError` otherwise). Cost ts[-1] / eta steps per
-    cell.
+    a finite number > 0 (`ValueError` otherwise); `p` lp-SAM's exponent, as
+    `solve_model`. Cost ts[-1] / eta steps per cell.
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     get_loss(loss)
     ks, _ = save_iterations(ts, eta)
     ts = jnp.asarray(check_save_times(ts))
     fn, predictor, theta0, rb, batched = _model_cells(f, theta0, rho, data, theta0_batched)
     out = _run_model_batch(
-        method, fn, theta0, rb, jnp.asarray(eta, jnp.float64), data, ts, jnp.asarray(ks), loss, predictor, theta0_batched
+        method, fn, theta0, rb, jnp.asarray(eta, jnp.float64), data, ts, jnp.asarray(ks), loss, predictor, theta0_batched,
+        p_array(method, p),
     )
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)

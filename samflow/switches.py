@@ -66,7 +66,8 @@ from .flows import Clock, Method
 from .losses import get_loss
 from ._events import _CONDITIONS, EventSet
 from ._field import SamField
-from ._integrate import _initial_state, _sanitize, _segment, _segment_solver, batch_cells
+from ._integrate import _field_p, _initial_state, _sanitize, _segment, _segment_solver, batch_cells
+from ._methods import check_p, p_array
 from ._lead import dominant_index, tied
 from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._singular import _r_scale
@@ -153,7 +154,7 @@ def _leader(field: SamField, c, rho, data, multi, exclude=None):
     return jnp.argmax(jnp.where(near, rate, -jnp.inf))
 
 
-def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K):
+def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K, p=None):
     """One cell: (SwitchTimes before the save-time check, W at the save times,
     solver steps, segments)."""
     require_float64("samflow.switches")
@@ -162,7 +163,7 @@ def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K):
     max_segments = (settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))) + K + 1
     W0, rho, data, finite = _sanitize(W0, rho, data)
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
-    field = SamField(method, clock, get_loss(settings.loss), sign)
+    field = SamField(method, clock, get_loss(settings.loss), sign, _field_p(method, p, W0.dtype))
     w_scale = jnp.max(jnp.abs(W0))
     base = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
     init = _initial_state(field, base, W0, rho, data, ts, finite, multi)
@@ -228,9 +229,9 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     )
 
 
-def _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K):
+def _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p=None):
     def one(W, r, ts_cell):
-        sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K)
+        sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K, p=p)
         return _check(sw, W_saved, ts_cell)
 
     return jax.vmap(one)(W0, rho, ts)
@@ -244,7 +245,7 @@ def _stored_switch_batch(method, clock, settings, K):
     """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits."""
-    fn = jax.jit(lambda W0, rho, data, ts: _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K))
+    fn = jax.jit(lambda W0, rho, data, ts, p: _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p))
     return StoredProgram(fn, ("samflow.switches", method, clock, settings, K))
 
 
@@ -297,6 +298,7 @@ def locate_switches(
     rtol: "float | None" = REFINE_RTOL,
     chunk: int = 256,
     t_stop=None,
+    p: "float | None" = None,
 ) -> SwitchTimes:
     """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
     by an event of the engine (module docstring; docs/theory.md s.5).
@@ -310,7 +312,9 @@ def locate_switches(
     `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
     the last chunk padded, so the bits do not depend on how a grid is sliced);
     `t_stop` `(B,)` optional horizons <= `ts[-1]` (`switch_horizon`: the
-    re-solve of a cell ends there, its later save times are clipped to it).
+    re-solve of a cell ends there, its later save times are clipped to it);
+    `p` the exponent of "lp" (as `samflow.solve`: required for "lp", refused
+    otherwise; traced).
 
     **Returns:** `SwitchTimes` with leading axis B.
 
@@ -319,6 +323,7 @@ def locate_switches(
     or not finite, an init no flow can leave (as `samflow.solve`), or K < 1.
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     clock = Clock.parse(clock)
     check_data(data)
     ts = check_save_times(ts)
@@ -336,7 +341,7 @@ def locate_switches(
                                      or not isinstance(max_switches, (int, np.integer)) or max_switches < 1):
         raise ValueError(f"max_switches must be an integer >= 1 (or None: 2 d + 2), got {max_switches!r}")
     K = 2 * data.d + 2 if max_switches is None else int(max_switches)
-    settings = refine_settings(settings.resolved(method, W0, data, clock), rtol)
+    settings = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
     B = W0.shape[0]
     t_stop = np.full(B, ts[-1]) if t_stop is None else np.asarray(t_stop, dtype=np.float64)
     if t_stop.shape != (B,) or not np.all((t_stop > 0) & (t_stop <= ts[-1])):
@@ -346,9 +351,9 @@ def locate_switches(
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]))
+        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]), p_array(method, p))
         if programs_dir() is None:
-            out = _switch_batch(*args, method, clock, settings, K)
+            out = _switch_batch(*args[:4], method, clock, settings, K, args[4])
         else:  # the stored program (samflow._cache): no tracing on a second run
             out = _stored_switch_batch(method, clock, settings, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
@@ -378,7 +383,7 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
 
 
 def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
-                 to_end: bool = False):
+                 to_end: bool = False, p=None):
     """Exact switch times of the dominant feature argmax_j |beta_j| of a
     `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
     dated at save times (`samflow.switches`).
@@ -396,7 +401,8 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     on the inits); `method`, `data`, `rho` (scalar or (B,)), `clock`,
     `settings` (default `SolverSettings()`) as given to `samflow.solve`;
     `max_switches` slots per cell (default 2 d + 2); `rtol` of the re-solve
-    ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`).
+    ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`);
+    `p` the exponent of "lp", as given to `samflow.solve`.
 
     **Returns:** `SwitchTimes` (`time` in the clock of the solve and `t` in
     real time, `from_`, `to` 1-based, `count`, `first`, `ok`), NumPy arrays
@@ -430,7 +436,7 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
     out = locate_switches(
         method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
-        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0],
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0], p=p,
     )
     # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
     out = type(out)(

@@ -8,7 +8,7 @@ import pytest
 
 import samflow as sf
 from samflow._iterate import iterate, safe_inputs
-from samflow._methods import GD, AbstractSam, L2Sam, LinfSam, USam
+from samflow._methods import GD, AbstractSam, L2Sam, LinfSam, LpSam, USam
 from samflow._singular import extrapolate_collapse, extrapolate_to_zero, linear_fill, zero_time
 from samflow.flows import METHOD_LABELS, Method
 from samflow.status import Status
@@ -16,29 +16,40 @@ from samflow.status import Status
 G_TREE = (jnp.array([[3.0, 0.0], [-4.0, 0.0]]), jnp.array([0.0, 12.0]))  # ||G||_2 = 13
 
 
+def _p(m):
+    """lp's exponent for the table's tests (the other methods take none)."""
+    return 3.0 if m is Method.LP else None
+
+
 def test_every_method_has_one_final_class():
     classes = {m: type(m.spec) for m in Method}
-    assert classes == {Method.GD: GD, Method.L2: L2Sam, Method.LINF: LinfSam, Method.USAM: USam}
+    assert classes == {Method.GD: GD, Method.L2: L2Sam, Method.LINF: LinfSam, Method.USAM: USam, Method.LP: LpSam}
     assert all(isinstance(m.spec, AbstractSam) and m.spec.method is m for m in Method)
     assert METHOD_LABELS == {m: m.spec.label for m in Method}
-    # Only linf slides, only l2 collapses, log coordinates for all but linf.
+    # Only linf slides, l2 and lp collapse, log coordinates for all but linf (lp: p <= 2).
     assert [m for m in Method if m.spec.slides] == [Method.LINF]
-    assert [m for m in Method if m.spec.collapses] == [Method.L2]
+    assert [m for m in Method if m.spec.collapses] == [Method.L2, Method.LP]
     assert [m for m in Method if not m.spec.log_coords] == [Method.LINF]
     assert Method.L2.spec.events_at(2) == ("collapse", "critical")
     assert Method.L2.spec.events_at(1) == ("critical",)
     assert Method.LINF.spec.events_at(3) == ("cross",)
     assert Method.GD.spec.events_at(2) == Method.USAM.spec.events_at(2) == ()
+    assert Method.LP.spec.events_at(2) == ("collapse", "critical", "cross")
+    assert Method.LP.spec.events_at(1) == ("critical",)
 
 
 def test_perturbation_on_a_pytree_closed_forms():
     rho = 0.5
-    eps = {m: m.spec.perturbation(G_TREE, rho) for m in Method}
+    eps = {m: m.spec.perturbation(G_TREE, rho, p=_p(m)) for m in Method}
     np.testing.assert_array_equal(eps[Method.GD][1], [0.0, 0.0])
     np.testing.assert_allclose(eps[Method.L2][0], rho * np.array([[3.0, 0.0], [-4.0, 0.0]]) / 13.0, rtol=1e-15)
     np.testing.assert_allclose(eps[Method.L2][1], rho * np.array([0.0, 12.0]) / 13.0, rtol=1e-15)
     np.testing.assert_array_equal(eps[Method.LINF][0], [[0.5, 0.0], [-0.5, 0.0]])
     np.testing.assert_array_equal(eps[Method.USAM][1], [0.0, 6.0])
+    # lp, p = 3 (q = 3/2): rho sign(G) |G|^(1/2) / ||G||_(3/2)^(1/2), ||G||_(3/2)^(3/2) = 3^1.5 + 4^1.5 + 12^1.5
+    n = (3.0**1.5 + 8.0 + 12.0**1.5) ** (1.0 / 3.0)
+    np.testing.assert_allclose(eps[Method.LP][0], rho * np.array([[3.0**0.5, 0.0], [-2.0, 0.0]]) / n, rtol=1e-14)
+    np.testing.assert_allclose(eps[Method.LP][1], rho * np.array([0.0, 12.0**0.5]) / n, rtol=1e-14)
     # the linf sign override (the diagonal net's sign memory at a weight held at 0)
     sign = (jnp.array([[1.0, -1.0], [-1.0, 1.0]]), jnp.array([1.0, 1.0]))
     np.testing.assert_array_equal(Method.LINF.spec.perturbation(G_TREE, rho, sign=sign)[0], [[0.5, -0.5], [-0.5, 0.5]])
@@ -52,8 +63,8 @@ def test_slope_free_means_scale_invariant(method):
     """eps(c G) = eps(G) for c > 0 exactly for the slope-free methods (the tau clock
     of one sample perturbs with mu in place of r for those)."""
     spec = method.spec
-    a = np.asarray(spec.perturbation(G_TREE, 0.3)[1])
-    b = np.asarray(spec.perturbation(tuple(7.0 * g for g in G_TREE), 0.3)[1])
+    a = np.asarray(spec.perturbation(G_TREE, 0.3, p=_p(method))[1])
+    b = np.asarray(spec.perturbation(tuple(7.0 * g for g in G_TREE), 0.3, p=_p(method))[1])
     assert np.allclose(a, b, rtol=1e-15, atol=0) == spec.slope_free
 
 
@@ -64,7 +75,7 @@ def test_diagonal_net_perturbation_is_the_pytree_one(multi_data, rng):
     r = sf.residual(W, multi_data, sf.Logistic())
     G = -r[None, :] * sf.prod_excl(W)
     for m in Method:
-        np.testing.assert_array_equal(sf.perturbation(W, r, 0.4, m), m.spec.perturbation(G, 0.4))
+        np.testing.assert_array_equal(sf.perturbation(W, r, 0.4, m, p=_p(m)), m.spec.perturbation(G, 0.4, p=_p(m)))
 
 
 def test_iterate_closed_form_and_first_nonfinite():

@@ -109,7 +109,7 @@ def test_byte_formula_bounds_xla_buffers():
     W0, R, _ = _cells("gd")
     settings = SolverSettings().resolved(Method.GD, W0, DATA)
     fn, _ = sharded_solver(resolve_devices(1), Method.GD, Clock.T, settings, False)
-    mem = fn.lower(jnp.asarray(W0[:BATCH]), jnp.asarray(R[:BATCH]), DATA, jnp.asarray(TS)).compile().memory_analysis()
+    mem = fn.lower(jnp.asarray(W0[:BATCH]), jnp.asarray(R[:BATCH]), DATA, jnp.asarray(TS), jnp.asarray(jnp.nan)).compile().memory_analysis()
     out_b, tmp_b = cell_bytes(2, len(MU), TS.size)
     assert abs(mem.output_size_in_bytes / BATCH - out_b) <= 16
     assert 0.5 * tmp_b <= mem.temp_size_in_bytes / BATCH <= tmp_b

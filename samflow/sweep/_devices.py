@@ -318,9 +318,10 @@ def use_cpu_cores(n: "int | None" = None) -> "int | None":
 def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False):
     """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
 
-    Returns `(fn, sharding)`: `fn(W0, rho, data, ts)` with `W0` (n_dev w, L, d)
+    Returns `(fn, sharding)`: `fn(W0, rho, data, ts, p)` with `W0` (n_dev w, L, d)
     and `rho` (n_dev w,) placed with `sharding` (device i gets rows i w ... (i+1) w),
-    `data` and `ts` replicated, returns a `Trajectory` (or a `Summary` with
+    `data`, `ts` and `p` (lp's exponent, a float64 scalar, NaN for the other
+    methods: traced, one program for every p) replicated, returns a `Trajectory` (or a `Summary` with
     `summary`) with leading axis n_dev w. One compilation per (devices, method,
     clock, settings, summary, w, L, d, n_save). With the compile cache on (the
     command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
@@ -333,9 +334,9 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     # results from its own devices and process 0 can write them.
     gather = any(dev.process_index != jax.process_index() for dev in devices)
 
-    def per_device(W0, rho, data, ts):
+    def per_device(W0, rho, data, ts, p):
         # Looked up at trace time, so that a test can count traces.
-        fn = lambda W, r: _integrate.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings)
+        fn = lambda W, r: _integrate.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings, p=p)
         out = jax.vmap(fn)(W0, rho)
         out = _solution.summarize(out) if summary else out
         return jax.lax.all_gather(out, AXIS, tiled=True) if gather else out
@@ -343,7 +344,7 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     body = jax.shard_map(
         per_device,
         mesh=mesh,
-        in_specs=(P(AXIS), P(AXIS), P(), P()),
+        in_specs=(P(AXIS), P(AXIS), P(), P(), P()),
         out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )

@@ -15,6 +15,7 @@ from jaxtyping import Array, Float
 from ..config import ConfigError
 from ..datasets import Dataset
 from ..flows import Method
+from .._methods import check_p, p_array
 from .._x64 import in_float64
 from .._settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
 from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
@@ -64,6 +65,7 @@ def solve_grid(
     on_chunk: Callable[[int], None] | None = None,
     checkpoint: "ChunkCheckpoint | None" = None,
     sort_key: "np.ndarray | None" = None,
+    p: "float | None" = None,
 ) -> "Trajectory | Summary":
     """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
@@ -85,6 +87,10 @@ def solve_grid(
 
     - `W0` (B, L, d) float64 initial weights; `rho` (B,) float64 radii; `ts`
       (n_save,) save times (`check_save_times`).
+    - `p`: the exponent of method "lp" in (1, inf), required for "lp" and
+      refused for the other methods (`samflow._methods.check_p`); traced, so
+      every p shares one compiled program. `checkpoint` chunks are keyed by
+      the method alone: give each p its own checkpoint.
     - `chunk_size`: cells per chunk. When given it wins; otherwise it is derived
       from `memory_budget_mb` (`samflow.sweep.chunk_cells`: one chunk's
       outputs plus the calls in flight, per `samflow.sweep.cell_bytes`, stay
@@ -118,6 +124,7 @@ def solve_grid(
     not have this run's chunk size (e.g. made on another number of devices).
     """
     method = Method.parse(method)
+    p = check_p(method, p)
     clock = Clock.parse(clock)
     W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
     rho = float_array(rho, "rho")
@@ -126,7 +133,7 @@ def solve_grid(
     B = _check_grid(data, W0, rho, chunk_size, batch_size)
     if sort_key is not None and np.shape(sort_key) != (B,):
         raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
-    settings = settings.resolved(method, W0, data, clock)  # one line for a problem (check_problem)
+    settings = settings.resolved(method, W0, data, clock, p)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
     width = batch_width(batch_size, B)
@@ -140,7 +147,7 @@ def solve_grid(
     cls = Summary if summary else Trajectory
     result = _solve_chunks(fn, sharding, method, data, W0, rho, ts, ts_np, perm, size=size, width=width,
                            n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
-                           checkpoint=checkpoint)
+                           checkpoint=checkpoint, p=p_array(method, p))
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
     return cls(**result)
@@ -172,7 +179,8 @@ def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batc
 
 def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, rho: np.ndarray, ts, ts_np: np.ndarray,
                   perm: np.ndarray, *, size: int, width: int, n_dev: int, per_call: int, summary: bool, cls,
-                  on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None") -> dict[str, np.ndarray]:
+                  on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None",
+                  p=None) -> dict[str, np.ndarray]:
     """Solve the cells (already sorted by `perm`) chunk by chunk, `IN_FLIGHT` calls of `fn` dispatched at a
     time; each chunk taken from or stored in `checkpoint`. Returns the output fields, in the original order."""
     B = perm.size
@@ -218,7 +226,7 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
             idx = idx.reshape(width, n_dev).T.reshape(-1)
             if len(in_flight) >= IN_FLIGHT:
                 finish_oldest()
-            out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts)
+            out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts, p)
             in_flight.append((c0, idx, n_call, out))  # dispatched asynchronously
         while in_flight:
             finish_oldest()
