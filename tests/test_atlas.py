@@ -207,3 +207,10 @@ def test_atlas_p_axis_gives_lp_edges(tmp_path):
     assert float(lp2.major_edge) == pytest.approx(float(l2.major_edge), rel=1e-10)
     # the collapse edge rises with p (towards linf's 1)
     assert float(ds.sel({"method": "lp p=3", **at}).collapse_edge) > float(lp2.collapse_edge)
+    # tables and figures name each entry
+    from samflow.atlas._figures import draw_atlas, tables
+
+    text = tables(ds)
+    assert "**lp-SAM (p=3), one sample: collapse edge (regime 1/2)**" in text and "**l2-SAM, one sample" in text
+    paths = draw_atlas(ds, tmp_path)
+    assert paths and all(p.is_file() and p.stat().st_size > 5000 for p in paths)
