@@ -188,3 +188,28 @@ def _toml(raw: dict) -> str:
         if isinstance(v, dict):
             lines += [f"[{k}]"] + [f"{kk} = {val(x)}" for kk, x in v.items()]
     return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+def test_discrete_lp_entries_run_their_p_and_eta():
+    """"discrete_lp" runs once per (p, eta): each entry is `run_discrete("lp", ..., p=p)`
+    of its cells bit for bit, its coordinates p and eta say which, and its gap to
+    the lp flow halves with eta (first order, docs/theory.md s.2)."""
+    from samflow.discrete import run_discrete
+
+    cfg = parse_config({
+        "methods": ["lp", "discrete_lp"], "lp": {"p": [3.0]}, "discrete": {"eta": [0.1, 0.05]}, "data": {"mu": [0.5, 1.0]},
+        "grid": {"alpha": [0.5, 2.0], "rho": [0.1], "alpha_relative_to_rho": True},
+        "time": {"t1": 5.0, "num": 5, "spacing": "linear"}, "output": {"figures": False, "switch_times": False},
+    })
+    ds = run_sweep(cfg, progress=False)
+    assert list(ds["flow"].values) == ["lp p=3", "discrete_lp p=3 eta=0.1", "discrete_lp p=3 eta=0.05"]
+    np.testing.assert_array_equal(ds["p"].values, [3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(ds["eta"].values, [np.nan, 0.1, 0.05])
+    a = ds["alpha_init"].values[:, 0]
+    solo = run_discrete("lp", sf.single_sample([0.5, 1.0]), a, np.full(2, 0.1), 0.1, ds["time"].values,
+                        alpha_batched=True, p=3.0)
+    np.testing.assert_array_equal(ds["beta"].sel(flow="discrete_lp p=3 eta=0.1").values[:, 0], np.asarray(solo.beta))
+    flow = ds["beta"].sel(flow="lp p=3").values[:, 0]
+    gaps = [np.abs(ds["beta"].sel(flow=f"discrete_lp p=3 eta={e}").values[:, 0] - flow).max() for e in (0.1, 0.05)]
+    assert 1.8 < gaps[0] / gaps[1] < 2.2, gaps
