@@ -38,23 +38,48 @@ def _p_text(p) -> str:
     return f"{float(p):g}"
 
 
+def _split_entry(name, p) -> "tuple[Method | None, float | None, str]":
+    """A method, its exponent and the rest of a name: a `Method` or a method's
+    name as it is; an entry of a sweep's flow axis that starts with a flow's name
+    and a space, split there ("lp p=3" -> (Method.LP, 3.0, ""); "l2 x" -> (Method.L2,
+    None, " x")); (None, p, name) for anything else (e.g. "discrete_lp p=3")."""
+    m = _method(name)
+    if m is not None:
+        return m, p, ""
+    head, sep, rest = str(name).partition(" ")
+    m = _method(head) if sep else None
+    if m is None:
+        return None, p, str(name)
+    if m is Method.LP and rest.startswith("p=") and p is None:
+        value, _, rest = rest[2:].partition(" ")
+        try:
+            p, rest = float(value), (" " + rest if rest else "")
+        except ValueError:
+            return None, None, str(name)
+        return m, p, rest
+    return m, p, sep + rest
+
+
 def method_label(name, p=None) -> str:
     """Mathtext label of a method for a figure, e.g. r"$\\ell_2$-SAM".
 
-    **Arguments:** `name`: a `Method`, its value ("l2") or a CNN optimizer name
-    ("sam_l2"); `p`: lp-SAM's exponent (r"$\\ell_p$-SAM ($p=3$)"), ignored for
-    the other methods. **Returns:** the label; a name that is none of these, as given.
+    **Arguments:** `name`: a `Method`, its value ("l2"), a CNN optimizer name
+    ("sam_l2"), or an entry of a sweep's flow axis that starts with a flow's
+    name ("lp p=3": r"$\\ell_p$-SAM ($p=3$)"); `p`: lp-SAM's exponent
+    (r"$\\ell_p$-SAM ($p=3$)"), ignored for the other methods. **Returns:** the
+    label; a name that is none of these, as given.
     """
-    m = _method(name)
+    m, p, rest = _split_entry(name, p)
     if m is Method.LP and p is not None:
-        return f"{METHOD_LABELS[m]} ($p={_p_text(p)}$)"
-    return str(name) if m is None else METHOD_LABELS[m]
+        return f"{METHOD_LABELS[m]} ($p={_p_text(p)}$)" + rest
+    return str(name) if m is None else METHOD_LABELS[m] + rest
 
 
 def method_text(name, p=None) -> str:
     """Plain-text label of a method (logs, tables, Markdown), e.g. "l2-SAM",
-    "lp-SAM (p=3)" for "lp" with `p` = 3; the same arguments as `method_label`."""
-    m = _method(name)
+    "lp-SAM (p=3)" for "lp" with `p` = 3 or the flow-axis entry "lp p=3"; the
+    same arguments as `method_label`."""
+    m, p, rest = _split_entry(name, p)
     if m is Method.LP and p is not None:
-        return f"{METHOD_TEXT[m]} (p={_p_text(p)})"
-    return str(name) if m is None else METHOD_TEXT[m]
+        return f"{METHOD_TEXT[m]} (p={_p_text(p)})" + rest
+    return str(name) if m is None else METHOD_TEXT[m] + rest

@@ -65,13 +65,15 @@ from jaxtyping import Bool, Float, Int
 
 from .datasets import Dataset
 from .flows import Method, velocity
+from ._methods import check_p
 from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .solver import Clock, SolverSettings, solve_cell
 from .status import Status
 from ._x64 import in_float64
 
-__all__ = ["COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_first_edge"]
+__all__ = ["COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_death_edge",
+           "major_first_edge"]
 
 _UNDECIDED = -1
 _LOG_PAD = 1e-250
@@ -110,6 +112,7 @@ class _Problem:
     X: np.ndarray  # (n, d)
     y: np.ndarray  # (n,)
     depth: int
+    p: "float | None" = None  # lp-SAM's exponent (None for the other methods)
 
     @property
     def mu_bar(self) -> np.ndarray:
@@ -117,8 +120,9 @@ class _Problem:
         return np.mean(self.y[:, None] * self.X, axis=0)
 
 
-def _as_problems(mu, depth) -> tuple[list[_Problem], bool]:
-    """The problems of a call and whether the result is a scalar."""
+def _as_problems(mu, depth, p=None) -> tuple[list[_Problem], bool]:
+    """The problems of a call and whether the result is a scalar (`p`: None, or
+    the checked exponents of lp, (k,) broadcast against the spectra and depths)."""
     if isinstance(mu, Dataset):
         sets, one = [mu], True
     elif isinstance(mu, (list, tuple)) and mu and all(isinstance(m, Dataset) for m in mu):
@@ -157,12 +161,38 @@ def _as_problems(mu, depth) -> tuple[list[_Problem], bool]:
     if depths.ndim != 1 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in depths.tolist()) \
             or np.any(depths < 2):
         raise ValueError(f"depth must be an integer >= 2 or a 1-D list of them, got {depth!r}")
-    one = one and np.ndim(depth) == 0
-    P = max(len(probs_xy), depths.size)
-    if len(probs_xy) not in (1, P) or depths.size not in (1, P):
-        raise ValueError(f"{len(probs_xy)} spectra and {depths.size} depths do not broadcast; give one of each or as many")
-    probs = [_Problem(*probs_xy[i % len(probs_xy)], int(depths[i % depths.size])) for i in range(P)]
+    ps = [None] if p is None else list(p)
+    one = one and np.ndim(depth) == 0 and len(ps) == 1 and not _is_list(p)
+    P = max(len(probs_xy), depths.size, len(ps))
+    if len(probs_xy) not in (1, P) or depths.size not in (1, P) or len(ps) not in (1, P):
+        raise ValueError(f"{len(probs_xy)} spectra, {depths.size} depths and {len(ps)} exponents p do not broadcast; "
+                         "give one of each or as many")
+    probs = [_Problem(*probs_xy[i % len(probs_xy)], int(depths[i % depths.size]), ps[i % len(ps)]) for i in range(P)]
     return probs, one
+
+
+def _is_list(p) -> bool:
+    return p is not None and getattr(p, "_edge_list", False)
+
+
+class _PList(list):
+    """The exponents p of a call given as a list (the result then has a problem axis)."""
+
+    _edge_list = True
+
+
+def _check_ps(method: Method, p) -> "list[float] | None":
+    """lp's exponent(s): a number or a 1-D list of them, each checked by
+    `samflow._methods.check_p` (one line naming p); None for the other methods
+    (which refuse a p)."""
+    if method is not Method.LP or p is None:
+        check_p(method, p)  # lp without p, or p with another method: one line
+        return None
+    if np.ndim(p) == 0:
+        return [check_p(method, p)]
+    if np.ndim(p) != 1 or np.size(p) == 0:
+        raise ValueError(f"p must be a number in (1, inf) or a 1-D list of them (one per problem), got {p!r}")
+    return _PList(check_p(method, v) for v in np.asarray(p, dtype=object).tolist())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,18 +270,19 @@ def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearc
                       f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=4)
         search = dataclasses.replace(search, **legacy)
     method = Method.parse(method)
-    if method not in (Method.L2, Method.LINF):
-        raise ValueError(f"method must be 'l2' or 'linf' (the regimes are SAM notions), got {method.value!r}")
+    if method not in (Method.L2, Method.LP, Method.LINF):
+        raise ValueError(f"method must be 'l2', 'lp' or 'linf' (the regimes are SAM notions), got {method.value!r}")
     if isinstance(rho, bool) or not (isinstance(rho, float | int) and 0 < rho < math.inf):
         raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     return method, search.over(default)
 
 
-def _groups(probs: list[_Problem]) -> dict[tuple[int, int], list[int]]:
-    """Problem indices grouped by (depth, n): one compiled solve each."""
-    out: dict[tuple[int, int], list[int]] = {}
+def _groups(probs: list[_Problem]) -> dict[tuple[int, int, bool], list[int]]:
+    """Problem indices grouped by (depth, n, lp with p > 2): one compiled solve each
+    (lp's p is traced, but p > 2 lets weights reach 0, so it has no log coordinates)."""
+    out: dict[tuple[int, int, bool], list[int]] = {}
     for i, p in enumerate(probs):
-        out.setdefault((p.depth, p.X.shape[0]), []).append(i)
+        out.setdefault((p.depth, p.X.shape[0], p.p is not None and p.p > 2), []).append(i)
     return out
 
 
@@ -333,10 +364,18 @@ def _merge(parts: dict[tuple, tuple[list[int], EdgeResult]], P: int, one: bool) 
 
 
 @eqx.filter_jit
-def _solve_cells(W0, rho, X, y, ts, method, clock, settings):
-    """One batched solve: cells W0 (B, L, D), rho (B,), data X (B, n, D), y (B, n)."""
-    fn = lambda W, r, x, yy: solve_cell(W, r, Dataset(X=x, y=yy), ts, method=method, clock=clock, settings=settings)
-    return jax.vmap(fn)(W0, rho, X, y)
+def _solve_cells(W0, rho, X, y, ts, method, clock, settings, p):
+    """One batched solve: cells W0 (B, L, D), rho (B,), data X (B, n, D), y (B, n),
+    lp's exponent p (B,) (NaN and unused for the other methods)."""
+    def fn(W, r, x, yy, pp):
+        return solve_cell(W, r, Dataset(X=x, y=yy), ts, method=method, clock=clock, settings=settings,
+                          p=pp if method is Method.LP else None)
+    return jax.vmap(fn)(W0, rho, X, y, p)
+
+
+def _p_of(sub: list[_Problem]) -> jnp.ndarray:
+    """The exponents of a group's problems, float64 (P,), NaN where there is none."""
+    return jnp.asarray([np.nan if q.p is None else q.p for q in sub], dtype=jnp.float64)
 
 
 @in_float64
@@ -351,6 +390,7 @@ def collapse_edge(
     escape: float = 100.0,
     settings: SolverSettings = SolverSettings(),
     coords: str | None = None,
+    p=None,
     **legacy,
 ) -> EdgeResult:
     """The regime 1/2 edge: the largest a = alpha / rho whose flow collapses.
@@ -373,7 +413,12 @@ def collapse_edge(
       `samflow.Dataset` or a list of them (several samples: solved in real
       time at radius `rho`). d >= 2.
     - `depth`: L >= 2, an int or one per problem (broadcast against `mu`).
-    - `method`: "l2" or "linf".
+    - `method`: "l2", "lp" or "linf".
+    - `p`: lp-SAM's exponent (method "lp" only, required there; docs/theory.md
+      s.2 and s.3.1 (lp-SAM)): a number in (1, inf), or a 1-D list of them, one
+      problem each (broadcast against `mu` and `depth`, as they are against each
+      other). For p > 2 a weight can reach 0 and slide there; a cell all of
+      whose weights slid at 0 is collapsed, as for linf.
     - `rho`: the radius of multi-sample problems (one sample: rho = 1, exact by
       scale invariance).
     - `search`: an `EdgeSearch` (the scanned range of a, its number of points,
@@ -415,24 +460,31 @@ def collapse_edge(
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     if coords not in (None, "log", "linear"):
         raise ValueError(f"coords must be 'log', 'linear' or None, got {coords!r}")
-    probs, one = _as_problems(mu, depth)
+    probs, one = _as_problems(mu, depth, _check_ps(method, p))
     parts = {}
-    for (L, n), idx in _groups(probs).items():
+    for key, idx in _groups(probs).items():
         sub = [probs[i] for i in idx]
+        L, n, sliding = key
         if L % 2 == 1:
             # Nothing to solve: the field is >= 0 (module docstring).
             k = len(idx)
-            parts[(L, n)] = (idx, EdgeResult(np.full(k, np.nan), np.full(k, np.nan), np.full(k, np.nan),
-                                             np.zeros(k, np.int64), np.zeros(k, bool), np.zeros(k, np.int64)))
+            parts[key] = (idx, EdgeResult(np.full(k, np.nan), np.full(k, np.nan), np.full(k, np.nan),
+                                          np.zeros(k, np.int64), np.zeros(k, bool), np.zeros(k, np.int64)))
             continue
-        parts[(L, n)] = (idx, _collapse_group(sub, L, n, method, rho, search, horizon, escape, settings, coords))
+        parts[key] = (idx, _collapse_group(sub, L, n, method, rho, search, horizon, escape, settings, coords,
+                                           sliding, "collapse"))
     return _merge(parts, len(probs), one)
 
 
-def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape, settings, coords):
-    X, y, mask, _ = _padded(sub)
+def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape, settings, coords, sliding,
+                    kind: str):
+    """Bisect the problems `sub` of one group on the outcome of a solve from
+    w = a rho 1: `kind` "collapse" (the cell collapsed) or "major_dies" (the
+    major feature's weight reached 0 in some layer)."""
+    X, y, mask, major = _padded(sub)
     P = len(sub)
     tau = n == 1
+    slides = method.spec.slides or sliding
     r = 1.0 if tau else float(rho)
     mu_min = min(float(np.min(np.abs(p.mu_bar))) for p in sub)
     if horizon is None:
@@ -444,7 +496,7 @@ def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape,
         # the bisection).
         T = 1e30 / mu_min
         T = T if tau else 2.0 * T / r ** (L - 2)
-        if method.spec.slides:
+        if slides:
             # linf from a = 1 -+ delta reaches 0 or blows up at tau ~ delta^-(L-2) / mu
             # (s.3.2): follow it down to delta = rtol. Not further: a cell whose
             # weights all slid at 0 goes on to the horizon (no stop event), so a
@@ -453,13 +505,13 @@ def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape,
             T = T if tau else 2.0 * T / r ** (L - 2)
     else:
         T = float(horizon)
-    log = tau and method.spec.log_coords and coords != "linear"
+    log = tau and method.spec.log_coords and not sliding and coords != "linear"
     if tau:
         settings = dataclasses.replace(settings, blowup_log10=min(300.0, L * math.log10(escape * r)),
                                        coords="log" if log else "linear")
     clock = Clock.TAU if tau else Clock.T
     ts = jnp.asarray([0.0, T])
-    Xj, yj, rj = jnp.asarray(X), jnp.asarray(y), jnp.full(P, r)
+    Xj, yj, rj, pj = jnp.asarray(X), jnp.asarray(y), jnp.full(P, r), _p_of(sub)
     maskj = jnp.asarray(mask)
 
     # Padded weights: 0 in linear coordinates; in log coordinates (no weight may
@@ -468,12 +520,16 @@ def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape,
 
     def outcome(a):
         W0 = jnp.where(maskj[:, None, :] > 0, jnp.asarray(a * r)[:, None, None], pad) * jnp.ones((1, L, 1))
-        tr = _solve_cells(W0, rj, Xj, yj, ts, method, clock, settings)
+        tr = _solve_cells(W0, rj, Xj, yj, ts, method, clock, settings, pj)
         st = np.asarray(tr.status)
         Wf = np.asarray(tr.W[:, -1])
         fin = np.all(np.isfinite(Wf), axis=(1, 2))
         collapsed = (st == Status.COLLAPSED) | (fin & np.all(Wf == 0, axis=(1, 2)))
-        if method.spec.slides:
+        if kind == "major_dies":
+            rows = np.arange(P)
+            slid_d = np.isfinite(np.asarray(tr.slide_time)[rows, :, major])  # (P, L)
+            collapsed |= np.any(slid_d | (fin[:, None] & (Wf[rows, :, major] == 0)), axis=1)
+        if slides:
             # Every weight slid at 0 (s.4.3): beta = 0 from then on, even if the
             # solver later ran out of steps following the zero state to the horizon.
             slid = np.isfinite(np.asarray(tr.slide_time)) | (mask[:, None, :] == 0)
@@ -487,21 +543,75 @@ def _collapse_group(sub, L, n, method, rho, search: EdgeSearch, horizon, escape,
     return _bisect(outcome, P, search, "last")
 
 
-def _first_rates(a, rho, X, y, mask, method, L, loss, tau):
+@in_float64
+def major_death_edge(
+    mu,
+    depth=2,
+    *,
+    p,
+    search: EdgeSearch | None = None,
+    horizon: float | None = None,
+    escape: float = 100.0,
+    settings: SolverSettings = SolverSettings(),
+) -> EdgeResult:
+    """lp-SAM with p > 2: the largest a = alpha / rho at which the major feature dies.
+
+    For p > 2 a shrinking weight reaches 0 in finite time and stays there
+    (docs/theory.md s.3.1, lp-SAM: its log-rate holds w_j^(q-2), q < 2), and
+    from w = alpha 1 the major coordinates shrink first at small a: below this
+    edge the weight of the major feature d reaches 0 in some layer (or the
+    whole flow collapses); above it the flow escapes with feature d alive.
+    Searched as `collapse_edge` searches (one sample, tau clock at rho = 1;
+    the same scan, bisection and `EdgeSearch` defaults, `COLLAPSE_SEARCH`),
+    with the outcome "the major weight reached 0" (`Trajectory.slide_time` of
+    feature d finite, or the weight exactly 0 at the end) in place of
+    "collapsed". It lies near `samflow.theory.lp_major_shrink_mark`, the a
+    below which rate_d < 0 at the start.
+
+    **Arguments:** `mu` a spectrum `(d,)` or several (as `collapse_edge`, one
+    sample each; the major feature the last); `depth` even >= 2 (or one per
+    problem); keyword-only: `p`, a number in (2, inf) or a 1-D list of them,
+    one per problem; `search`, `horizon`, `escape`, `settings` as in
+    `collapse_edge`.
+
+    **Returns:** `EdgeResult` (NaN where no change was seen or not converged).
+
+    **Raises:** `ValueError` (one line) for p <= 2 (no weight reaches 0 there),
+    several samples, odd depth, or a bad argument of `collapse_edge`.
+    """
+    method, search = _check_common("major_death_edge", Method.LP, 1.0, search, {}, COLLAPSE_SEARCH)
+    ps = _check_ps(method, p)
+    if any(v <= 2 for v in ps):
+        raise ValueError(f"p must be > 2 for major_death_edge (for p <= 2 no weight reaches 0), got {p!r}")
+    if not (isinstance(escape, float | int) and escape > 1):
+        raise ValueError(f"escape must be a number > 1 (in units of rho), got {escape!r}")
+    probs, one = _as_problems(mu, depth, ps)
+    if any(q.X.shape[0] != 1 for q in probs) or any(q.depth % 2 for q in probs):
+        raise ValueError("major_death_edge takes one sample per problem and even depths")
+    parts = {}
+    for key, idx in _groups(probs).items():
+        L, n, sliding = key
+        parts[key] = (idx, _collapse_group([probs[i] for i in idx], L, n, method, 1.0, search, horizon, escape,
+                                           settings, "linear", sliding, "major_dies"))
+    return _merge(parts, len(probs), one)
+
+
+def _first_rates(a, rho, X, y, mask, p, method, L, loss, tau):
     """d|beta_j|/dclock at clock 0 from w^(l)(0) = a rho 1 (padded features: -inf).
 
     One sample (`tau`): the rescaled field, free of the loss slope s(z), which
     underflows to 0 at large margins and would hide the leader; it differs
     from the real-time field by the positive factor s(z_hat) only (s.3)."""
 
-    def one(a_, r_, X_, y_, m_):
+    def one(a_, r_, X_, y_, m_, p_):
         W = (a_ * r_) * jnp.ones((L, 1)) * m_[None, :]
         data = Dataset(X=X_, y=y_)
-        V, _ = velocity(W, r_, method, data, loss, clock=Clock.TAU if tau else Clock.T)
+        V, _ = velocity(W, r_, method, data, loss, clock=Clock.TAU if tau else Clock.T,
+                        p=p_ if method is Method.LP else None)
         b, db = jax.jvp(beta_of, (W,), (V,))
         return jnp.where(m_ > 0, jnp.sign(b) * db, -jnp.inf)
 
-    return jax.vmap(one)(a, rho, X, y, mask)
+    return jax.vmap(one)(a, rho, X, y, mask, p)
 
 
 _first_rates_jit = jax.jit(_first_rates, static_argnames=("method", "L", "loss", "tau"))
@@ -517,6 +627,7 @@ def major_first_edge(
     search: EdgeSearch | None = None,
     which: str = "last",
     loss: str = "logistic",
+    p=None,
     **legacy,
 ) -> EdgeResult:
     """The regime 2/3 edge: the a = alpha / rho above which feature d leads first.
@@ -532,6 +643,10 @@ def major_first_edge(
     rates mu_j (1 - mu_j / (sqrt L a ||mu||))^(L-1) of s.3.2 at w = alpha 1 cross.
     linf with an equal init: a = 1 (w_j - rho has one sign for every j,
     s.3.1); at odd depths the major feature leads first at every a (NaN).
+    lp at depth 2, one sample: the a where the rates
+    mu_j (1 - mu_j^(q-1) / (a 2^((q-1)/q) ||mu||_q^(q-1))) of s.3.1 (lp-SAM)
+    make feature d the fastest, c_q (mu_d^q - mu_(d-1)^q) / (mu_d - mu_(d-1))
+    (`samflow.theory.lp_alpha_marks`).
 
     **Arguments:** as `collapse_edge` (`mu`, `depth`, `method`, `rho`,
     `search`: its fields left at None take `MAJOR_FIRST_SEARCH`'s, bracket
@@ -542,6 +657,7 @@ def major_first_edge(
       "is d" to "is not d" (the lower end of regime 2 at odd depths, where d
       also leads first at small a).
     - `loss`: "logistic" or "exponential" (matters for several samples only).
+    - `p`: lp-SAM's exponent, as in `collapse_edge`.
 
     **Returns:** `EdgeResult` (as `collapse_edge`'s); `n_solves` counts evaluations of the field.
 
@@ -552,17 +668,18 @@ def major_first_edge(
     if which not in ("last", "first"):
         raise ValueError(f"which must be 'last' or 'first', got {which!r}")
     loss_fn = get_loss(loss)
-    probs, one = _as_problems(mu, depth)
+    probs, one = _as_problems(mu, depth, _check_ps(method, p))
     parts = {}
-    for (L, n), idx in _groups(probs).items():
+    for key, idx in _groups(probs).items():
+        L, n, _ = key
         sub = [probs[i] for i in idx]
         X, y, mask, major = _padded(sub)
         P = len(sub)
         r = jnp.full(P, 1.0 if n == 1 else float(rho))
-        Xj, yj, mj = jnp.asarray(X), jnp.asarray(y), jnp.asarray(mask)
+        Xj, yj, mj, pj = jnp.asarray(X), jnp.asarray(y), jnp.asarray(mask), _p_of(sub)
 
-        def outcome(a, Xj=Xj, yj=yj, mj=mj, r=r, L=L, n=n, major=major):
-            rates = np.asarray(_first_rates_jit(jnp.asarray(a), r, Xj, yj, mj, method, L, loss_fn, n == 1))
+        def outcome(a, Xj=Xj, yj=yj, mj=mj, r=r, L=L, n=n, major=major, pj=pj):
+            rates = np.asarray(_first_rates_jit(jnp.asarray(a), r, Xj, yj, mj, pj, method, L, loss_fn, n == 1))
             real = np.asarray(mj) > 0
             # No information where the field is not finite or all 0 (a loss
             # slope that underflowed at a large margin, several samples).
@@ -570,5 +687,5 @@ def major_first_edge(
             lead = np.argmax(rates, axis=1)
             return np.where(ok, (lead != major).astype(np.int64), _UNDECIDED)
 
-        parts[(L, n)] = (idx, _bisect(outcome, P, search, which))
+        parts[key] = (idx, _bisect(outcome, P, search, which))
     return _merge(parts, len(probs), one)

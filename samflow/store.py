@@ -15,6 +15,7 @@
 | num_steps            | flow, alpha, rho                      | solver steps |
 | alpha_init           | alpha, rho                            | the absolute init scale of each cell |
 | eta (coordinate)     | flow                                  | step size of a discrete method, NaN for a flow (only with [discrete]) |
+| p (coordinate)       | flow                                  | exponent of the SAM ball: p of "lp p=3", 2 for l2, inf for linf, NaN for gd, usam (only with [lp]) |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 | switch_time          | flow, alpha, rho, switch              | exact switch times of the dominant feature, clock units, NaN-padded (`add_switch_times`) |
 | switch_real_time     | flow, alpha, rho, switch              | the same in real time t (+inf past e^69 in the tau clock) |
@@ -51,7 +52,9 @@ entries of the same `flow` axis ("discrete_l2", or "discrete_l2 eta=0.01" for
 several step sizes), on the same time axis: save time t holds the iterate
 k = round(t / eta), whose real time k eta is `real_time`; see
 `samflow.sweep._kinds` for the per-cell variables they fill (NaN where a kind
-has none). Generic models (`[model]`) fill the same variables from
+has none). lp-SAM (`methods = ["lp", ...]`, `[lp] p`) runs once per exponent,
+one entry each ("lp p=3", also for a single p; "discrete_lp p=3 eta=0.01"),
+with the coordinate `p` beside them. Generic models (`[model]`) fill the same variables from
 `samflow.models.solve_model` (attribute `model`).
 
 The coordinates `alpha`, `rho` and `time` hold the values of the config as
@@ -313,18 +316,31 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
 
 
 def _experiment_coords(cfg, labels: list[str]) -> dict:
-    """The coordinate `eta` (flow,) when the config has discrete methods: the step
-    size of each discrete entry, NaN for a flow (`SweepConfig.flow_entries`)."""
+    """The coordinates (flow,) of the experiment tables: `eta` when the config has
+    discrete methods, the step size of each discrete entry, NaN for a flow; `p`
+    when it has lp methods (`[lp]`), the exponent of each entry's ball: p for
+    "lp" / "discrete_lp", 2 for l2, inf for linf (and their discrete
+    iterations), NaN for gd and usam (`SweepConfig.flow_entries`). Without the
+    table the coordinate is absent, so a file of an older config is unchanged."""
     entries = getattr(cfg, "flow_entries", None)
-    if entries is None or cfg.discrete is None:
+    if entries is None:
         return {}
-    etas = {label: eta for label, _, eta in entries()}
-    values = np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64)
-    attrs = {
-        "long_name": "step size eta of a discrete method (NaN for a flow)",
-        "comment": "save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
-    }
-    return {"eta": ("flow", values, attrs)}
+    out = {}
+    if cfg.discrete is not None:
+        etas = {e.label: e.eta for e in entries()}
+        values = np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64)
+        out["eta"] = ("flow", values, {
+            "long_name": "step size eta of a discrete method (NaN for a flow)",
+            "comment": "save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
+        })
+    if getattr(cfg, "lp", None) is not None:
+        fixed = {"l2": 2.0, "linf": np.inf}
+        ps = {e.label: (e.p if e.p is not None else fixed.get(e.method, np.nan)) for e in entries()}
+        values = np.asarray([ps.get(k, np.nan) for k in labels], np.float64)
+        out["p"] = ("flow", values, {
+            "long_name": "exponent p of the SAM ball ||eps||_p <= rho (2: l2, inf: linf; NaN: gd, usam)",
+        })
+    return out
 
 
 def _experiment_attrs(cfg) -> dict:

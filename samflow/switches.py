@@ -364,21 +364,29 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
     """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells,
     at the sweep's batch `width` (so a slice gives the bits of the whole grid),
     each cell re-solved up to its `switch_horizon` read off its main solve
-    (`results[method]`, a Trajectory or a Summary). Methods that are not flows
-    of `samflow.Method` are left out."""
+    (`results[method]`, a Trajectory or a Summary). A key is a `samflow.Method`
+    or an entry of a sweep's flow axis (`samflow.config._sweep.FlowEntry`:
+    its `method`, its exponent `p` for "lp", returned under its `label`); other
+    keys are left out."""
     out = {}
-    for m, res in results.items():
-        if isinstance(m, Method):
-            if hasattr(res, "dominant"):
-                dom, tie = np.asarray(res.dominant), np.asarray(res.tied)
-            else:
-                beta = np.asarray(res.beta)
-                dom, tie = dominant_index(beta), tied(beta, 1e-9)
-            t_stop = switch_horizon(dom, tie, ts)
-            # A slice is padded with copies of its last cell (`run_sweep`).
-            t_stop = np.concatenate([t_stop, np.repeat(t_stop[-1:], W0.shape[0] - t_stop.size)])
-            sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop)
-            out[m] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
+    for key, res in results.items():
+        if isinstance(key, Method):
+            m, kw = key, {}
+        elif all(hasattr(key, k) for k in ("label", "method", "p")):
+            m, kw, key = Method.parse(key.method), ({} if key.p is None else {"p": key.p}), key.label
+        else:
+            continue
+        if hasattr(res, "dominant"):
+            dom, tie = np.asarray(res.dominant), np.asarray(res.tied)
+        else:
+            beta = np.asarray(res.beta)
+            dom, tie = dominant_index(beta), tied(beta, 1e-9)
+        t_stop = switch_horizon(dom, tie, ts)
+        # A slice is padded with copies of its last cell (`run_sweep`).
+        t_stop = np.concatenate([t_stop, np.repeat(t_stop[-1:], W0.shape[0] - t_stop.size)])
+        sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop,
+                             **kw)
+        out[key] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
     return out
 
 

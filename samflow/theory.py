@@ -6,7 +6,9 @@ and each flow is an ODE for one vector w in the rescaled time tau:
 
 - GD, depth 2:        dw_j/dtau = mu_j w_j;
 - linf-SAM, depth L:  dw_j/dtau = mu_j (w_j - rho)^(L-1)   (w_j > 0);
-- l2-SAM, depth L:    dw/dtau = mu * (w - rho mu w^(L-1) / (sqrt(L) ||mu w^(L-1)||))^(L-1).
+- l2-SAM, depth L:    dw/dtau = mu * (w - rho mu w^(L-1) / (sqrt(L) ||mu w^(L-1)||))^(L-1);
+- lp-SAM, depth 2:    dw_j/dtau = mu_j (w_j - rho (mu_j w_j)^(q-1) / (2^((q-1)/q) ||mu w||_q^(q-1)))
+                      (1/p + 1/q = 1, w > 0).
 
 The functions here are plain float64 NumPy, for checking the simulator and for
 drawing the predicted marks on figures. Feature indices are 1-based.
@@ -39,6 +41,10 @@ __all__ = [
     "l2_alpha_marks",
     "l2_first_band",
     "l2_major_band_mark",
+    "lp_growth_rates",
+    "lp_first_dominant",
+    "lp_alpha_marks",
+    "lp_major_shrink_mark",
     "l1_max_margin_single",
     "l2_max_margin_single",
 ]
@@ -465,6 +471,153 @@ def l2_major_band_mark(mu: ArrayLike, *, band: ArrayLike) -> float:
     if not np.all(m1[:-1] < m1[-1]):
         raise ValueError("the last band must have the largest mean mu (the major band)")
     return float(np.max((m2[-1] - m2[:-1]) / (np.sqrt(2.0) * n * (m1[-1] - m1[:-1]))))
+
+
+# --- lp-SAM ----------------------------------------------------------------------
+
+
+def _lp_dual(p: ArrayLike) -> np.ndarray:
+    """The dual exponent q = p / (p - 1) of p in (1, inf] (q = 1 at p = inf).
+
+    **Arguments:** `p`: scalar or array, every entry in (1, inf].
+
+    **Returns:** float64 of p's shape.
+
+    **Raises:** `ValueError` naming p if an entry is not a number in (1, inf].
+    """
+    try:
+        P = np.asarray(p)
+        if not (np.issubdtype(P.dtype, np.number) and not np.issubdtype(P.dtype, np.bool_)):
+            raise TypeError
+        P = P.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"p must be a number in (1, inf], got {p!r}") from None
+    if not np.all(P > 1):  # NaN fails too
+        raise ValueError(f"p must be a number in (1, inf], got {p!r}")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isinf(P), 1.0, P / np.where(np.isinf(P), 1.0, P - 1.0))
+
+
+def _lp_scale(m: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """c(q) = 1 / (2^((q-1)/q) ||mu||_q^(q-1)), q of shape (...): returns (..., 1).
+
+    ||mu||_q^(q-1) is computed as max(mu)^(q-1) (sum (mu / max mu)^q)^((q-1)/q),
+    which neither overflows at large q nor loses mu^0 = 1 at q = 1."""
+    q = q[..., None]
+    s = np.max(m)
+    norm_pow = s ** (q - 1.0) * np.sum((m / s) ** q, axis=-1, keepdims=True) ** ((q - 1.0) / q)
+    return 1.0 / (2.0 ** ((q - 1.0) / q) * norm_pow)
+
+
+def _positive_a(a: ArrayLike) -> np.ndarray:
+    A = np.asarray(a, dtype=np.float64)
+    if not (np.all(np.isfinite(A)) and np.all(A > 0)):
+        raise ValueError("a (= alpha / rho) must be finite and > 0")
+    return A
+
+
+def lp_growth_rates(mu: ArrayLike, *, a: ArrayLike, p: ArrayLike) -> Float[np.ndarray, "*batch d"]:
+    """Growth rates d ln w_j / dtau of depth-2 lp-SAM at w = alpha 1 (docs/theory.md s.3.1).
+
+    With q the dual exponent of p (1/p + 1/q = 1) and a = alpha / rho:
+
+        rate_j = mu_j (1 - mu_j^(q-1) / (a 2^((q-1)/q) ||mu||_q^(q-1))).
+
+    p = 2 gives l2's mu_j (1 - mu_j / (sqrt 2 a ||mu||)) (`l2_growth_rate` at
+    w = alpha 1); p = inf (q = 1) gives linf's mu_j (1 - 1 / a), the sign of
+    alpha - rho for every j.
+
+    **Arguments:** `mu` `(d,)` > 0; keyword-only: `a`: scalar or `(...)`, > 0;
+    `p`: scalar or broadcasting against `a`, in (1, inf].
+
+    **Returns:** float64 `(..., d)`, the leading axes those of a and p broadcast.
+
+    **Raises:** `ValueError` if mu is bad, a is not > 0 or p is not in (1, inf].
+    """
+    m = _mu(mu)
+    A = _positive_a(a)
+    q = _lp_dual(p)
+    try:
+        A, q = np.broadcast_arrays(A, q)
+    except ValueError:
+        raise ValueError(f"a {A.shape} and p {q.shape} do not broadcast together") from None
+    c = _lp_scale(m, q)
+    return m * (1.0 - m ** (q[..., None] - 1.0) * c / A[..., None])
+
+
+def lp_first_dominant(mu: ArrayLike, *, a: ArrayLike, p: ArrayLike) -> Int[np.ndarray, "*batch"]:
+    """First dominant feature of depth-2 lp-SAM from w(0) = alpha 1 (docs/theory.md s.3.1).
+
+    argmax_j of `lp_growth_rates`, 1-based (ties to the lowest index). At
+    p = 2 this is `l2_first_dominant`.
+
+    **Arguments:** as `lp_growth_rates`. **Returns:** int64 `(...)` in 1..d.
+
+    **Raises:** as `lp_growth_rates`.
+    """
+    return (np.argmax(lp_growth_rates(mu, a=a, p=p), axis=-1) + 1).astype(np.int64)
+
+
+def lp_alpha_marks(mu: ArrayLike, *, p: ArrayLike, rho: ArrayLike = 1.0) -> AlphaMarks:
+    """The all-shrink and major-first marks of depth-2 lp-SAM (docs/theory.md s.3.1).
+
+    With c = 1 / (2^((q-1)/q) ||mu||_q^(q-1)) the rate of `lp_growth_rates` is
+    mu_j - c mu_j^q / a, and for mu_k < mu_d
+
+        rate_d - rate_k = (mu_d - mu_k) - (c / a) (mu_d^q - mu_k^q),
+
+    so feature d outgrows k exactly when a > c (mu_d^q - mu_k^q) / (mu_d - mu_k):
+    the secant slope of x^q, which (x^q convex for q >= 1) is largest for the
+    largest mu_k. Hence, for increasing mu,
+
+    - `all_shrink` = rho c mu_1^(q-1): below it every rate is < 0 at the start
+      (rate_j = 0 at a = c mu_j^(q-1), increasing in mu_j);
+    - `major_first` = rho c (mu_d^q - mu_(d-1)^q) / (mu_d - mu_(d-1)): above it
+      the major feature has the largest rate (the first leader is d).
+
+    p = 2: `l2_alpha_marks`. p = inf: both are rho (linf's alpha_j against rho).
+    The mark below which the major feature shrinks at the start is
+    `lp_major_shrink_mark`.
+
+    **Arguments:** `mu` `(d,)` > 0 and increasing, d >= 2 for a distinct
+    major-first mark (d = 1: both marks equal); keyword-only: `p` scalar or
+    `(...)` in (1, inf]; `rho` >= 0 broadcasting against p.
+
+    **Returns:** `AlphaMarks`, float64 fields of the shape of p and rho broadcast.
+
+    **Raises:** `ValueError` if mu is not positive and increasing, p is not in
+    (1, inf] or rho < 0.
+    """
+    m = _mu(mu, increasing=True)
+    q = _lp_dual(p)
+    r = _rho(rho)
+    c = _lp_scale(m, q)[..., 0] * r
+    lo = c * m[0] ** (q - 1.0)
+    if m.size >= 2 and m[-1] > m[-2]:
+        hi = c * (m[-1] ** q - m[-2] ** q) / (m[-1] - m[-2])
+    elif m.size >= 2:  # a tie at the top: the derivative q mu_d^(q-1) of x^q
+        hi = c * q * m[-1] ** (q - 1.0)
+    else:
+        hi = lo
+    return AlphaMarks(all_shrink=np.asarray(lo), major_first=np.asarray(hi))
+
+
+def lp_major_shrink_mark(mu: ArrayLike, *, p: ArrayLike, rho: ArrayLike = 1.0) -> Float[np.ndarray, "*batch"]:
+    """alpha below which the major feature shrinks at the start, depth-2 lp-SAM (s.3.1).
+
+    rho c mu_d^(q-1) with c of `lp_alpha_marks` (rate_d = 0 there). For p > 2 a
+    shrinking coordinate of depth 2 reaches 0 in finite time unless the norm
+    ||mu w||_q rises fast enough (its rate ~ -|w_j|^(q-2) -> -inf), so the
+    edge below which the major feature dies lies near this mark; samflow
+    measures that edge by simulation (`samflow.figures.lp_family`).
+
+    **Arguments:** as `lp_alpha_marks`. **Returns:** float64, p and rho broadcast.
+
+    **Raises:** as `lp_alpha_marks`.
+    """
+    m = _mu(mu, increasing=True)
+    q = _lp_dual(p)
+    return _lp_scale(m, q)[..., 0] * _rho(rho) * m[-1] ** (q - 1.0)
 
 
 # --- max-margin directions of one sample -----------------------------------------

@@ -50,7 +50,8 @@ IMPORT_PATHS = {
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
     "samflow.atlas": ["main"],
     "samflow.edges": [
-        "COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_first_edge",
+        "COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_death_edge",
+        "major_first_edge",
     ],
     "samflow.experiments": ["cnn", "cnn_study"],
     "samflow.experiments.cnn_study": ["main", "run_study", "summarize", "t_interval"],
@@ -65,7 +66,7 @@ IMPORT_PATHS = {
     "samflow.experiments.train": ["NonFiniteError", "evaluate", "make_epoch", "make_optimizer", "normalize_safe"],
     "samflow.figures": [
         "BandedConfig", "CommonConfig", "DirectionsConfig", "DiscreteGapConfig", "FIGURES",
-        "FIGURE_CONFIGS", "GenericModelsConfig", "LinfConfig", "RegimeChartConfig",
+        "FIGURE_CONFIGS", "GenericModelsConfig", "LinfConfig", "LpFamilyConfig", "RegimeChartConfig",
         "StaircaseConfig", "TrajectoriesConfig", "UsamConfig", "check_figure_configs",
         "load_figure_config", "report_table", "run_all", "staircase_ok",
     ],
@@ -102,7 +103,7 @@ IMPORT_PATHS = {
         "gd_depth2_symmetric", "l1_max_margin_single", "l2_alpha_marks", "l2_first_band",
         "l2_first_dominant", "l2_growth_rate", "l2_growth_threshold", "l2_major_band_mark",
         "l2_max_margin_single", "linf_blowup_time", "linf_depth2_symmetric", "linf_limit_index",
-        "linf_zero_time",
+        "linf_zero_time", "lp_alpha_marks", "lp_first_dominant", "lp_growth_rates", "lp_major_shrink_mark",
     ],
 }
 
@@ -133,6 +134,8 @@ CONFIG_KEYS = {
     "model.name", "model.width", "model.channels", "model.kernel", "model.seed",
     "init.W0", "init.alpha_j",
     "discrete.eta",
+    # issue 27: lp-SAM's exponents
+    "lp.p",
 }
 
 # The results file (full save): dims, coordinates, variables with their dims.
@@ -254,7 +257,7 @@ def _keys(model: type[BaseModel], prefix: str = "") -> set[str]:
         sub = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
         # a table of the config (data, grid, time, solver, output) is walked; an inline
         # value table (a grid axis {start, stop, num, scale}) is a value, not keys
-        if sub and not prefix and name in ("data", "grid", "time", "solver", "output", "model", "init", "discrete"):
+        if sub and not prefix and name in ("data", "grid", "time", "solver", "output", "model", "init", "discrete", "lp"):
             out |= _keys(sub[0], f"{key}.")
         else:
             out.add(prefix + key)

@@ -51,6 +51,11 @@ def test_spectra_have_their_definitions():
         ("[solver]\nmax_steps = 100000000\n", "solver.max_steps"),
         # tau_min past tau1: decreasing save times, a check_save_times traceback before.
         ("[staircase]\ntau_min = 500.0\n", "staircase.tau_min"),
+        # issue 27: the optional p axis of lp-SAM
+        ("methods = ['l2', 'lp']\n", "p: method \"lp\" needs its exponents"),
+        ("p = [3.0]\n", "p: no method \"lp\" in methods"),
+        ("methods = ['lp']\np = [1.0]\n", "p: each exponent must be a number with 1 < p < inf"),
+        ("methods = ['lp']\np = [3.0, 3.0]\n", "p: values repeat"),
     ],
 )
 def test_bad_config_is_refused_in_one_line_with_exit_2(tmp_path, capsys, text, match):
@@ -172,3 +177,40 @@ def test_unconverged_edge_is_nan_with_its_bracket_in_tables_figures_and_log(tmp_
     assert [seg.tolist() for seg in ax.collections[0].get_segments()] == [[[3.0, 0.40], [3.0, 0.41 * (1 + 1e-7)]]]
     assert not _unconverged(ax, s.d.values, s.major_edge, *_bracket(s, "major_edge"), "k")
     plt.close(fig)
+
+
+def test_atlas_p_axis_gives_lp_edges(tmp_path):
+    """`p = [...]` with method "lp": one entry of the method axis per p ("lp p=3"),
+    its major-first edge the closed form of samflow.theory.lp_alpha_marks, its
+    marks beside it, and at p = 2 l2's edges."""
+    from samflow import theory
+    from samflow.atlas import AtlasConfig, compute_atlas
+
+    cfg = AtlasConfig.model_validate({
+        "methods": ["l2", "lp"], "p": [2.0, 3.0], "depths": [2], "dims": [3],
+        "bisection": {"rtol": 1e-4},
+        "staircase": {"depths": [2], "d": 3, "num_alpha": 2, "num_times": 20},
+    })
+    ds = compute_atlas(cfg, log=lambda *_: None)
+    assert list(ds.method.values) == ["l2", "lp p=2", "lp p=3"]
+    at = {"samples": "one", "depth": 2, "d": 3, "spectrum": "linear"}
+    mu = np.arange(1, 4) / 3
+    for label, p in (("lp p=2", 2.0), ("lp p=3", 3.0)):
+        mk = theory.lp_alpha_marks(mu, p=p)
+        sub = ds.sel({"method": label, **at})
+        assert float(sub.major_edge) == pytest.approx(float(mk.major_first), rel=1e-10)
+        assert float(sub.mark_major) == pytest.approx(float(mk.major_first), rel=1e-14)
+        assert float(sub.mark_all_shrink) == pytest.approx(float(mk.all_shrink), rel=1e-14)
+        assert bool(sub.collapse_converged) and float(mk.all_shrink) < float(sub.collapse_edge) < float(sub.major_edge)
+    l2, lp2 = ds.sel({"method": "l2", **at}), ds.sel({"method": "lp p=2", **at})
+    assert float(lp2.collapse_edge) == pytest.approx(float(l2.collapse_edge), rel=2e-4)
+    assert float(lp2.major_edge) == pytest.approx(float(l2.major_edge), rel=1e-10)
+    # the collapse edge rises with p (towards linf's 1)
+    assert float(ds.sel({"method": "lp p=3", **at}).collapse_edge) > float(lp2.collapse_edge)
+    # tables and figures name each entry
+    from samflow.atlas._figures import draw_atlas, tables
+
+    text = tables(ds)
+    assert "**lp-SAM (p=3), one sample: collapse edge (regime 1/2)**" in text and "**l2-SAM, one sample" in text
+    paths = draw_atlas(ds, tmp_path)
+    assert paths and all(p.is_file() and p.stat().st_size > 5000 for p in paths)

@@ -294,7 +294,11 @@ def _sweep_bases():
                       "spread": 0.3, "noise": 0.0}
     scaled = copy.deepcopy(banded)
     scaled["data"] = {"generator": "increasing_scale", "n": 4, "d": 3, "seed": 0, "scales": [0.2, 0.5, 1.0]}
-    bases = (raw, axis, multi, discrete, one_eta, per_layer, per_coord, banded, scaled)
+    # issue 27: lp-SAM's exponents
+    lp = copy.deepcopy(raw)
+    lp["methods"] = ["l2", "lp"]
+    lp["lp"] = {"p": [1.5, 3.0]}
+    bases = (raw, axis, multi, discrete, one_eta, per_layer, per_coord, banded, scaled, lp)
     return [_plain(parse_config(r).model_dump()) for r in bases]
 
 

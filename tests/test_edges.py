@@ -96,7 +96,7 @@ def test_multi_sample_edge_tends_to_the_mean_spectrum(rng):
         (dict(mu=[1.0]), "d >= 2"),
         (dict(mu=[1.0, 0.5]), "last feature must be the major one"),
         (dict(mu=MU5, depth=1), "depth must be an integer >= 2"),
-        (dict(mu=MU5, method="gd"), "method must be 'l2' or 'linf'"),
+        (dict(mu=MU5, method="gd"), "method must be 'l2', 'lp' or 'linf'"),
         (dict(mu=MU5, search=(1e-3, 1e2)), "search must be a samflow.edges.EdgeSearch"),
         (dict(mu=MU5, rho=-1.0), "rho must be a finite number > 0"),
         (dict(mu=MU5, rho=float("inf")), "rho must be a finite number > 0"),

@@ -27,7 +27,7 @@ CONFIG_DIR = ROOT / "configs" / "figures"
 
 # Every figure of the issue, by file stem: 1 directions, 2 linf rule, 3 regime chart,
 # 4 staircases (one and four samples), 5 trajectories, 6 USAM ablation, 7 discrete gap,
-# 8 banded data (three models), 9 generic (autodiff) models.
+# 8 banded data (three models), 9 generic (autodiff) models, 10 the lp-SAM family.
 PNG_STEMS = [
     "depth1_directions",
     "linf_limit",
@@ -39,6 +39,7 @@ PNG_STEMS = [
     "discrete_gap",
     "banded",
     "generic_models",
+    "lp_family",
 ]
 CONFIG_MODELS = {
     "common": figures.CommonConfig,
@@ -51,6 +52,7 @@ CONFIG_MODELS = {
     "discrete_gap": figures.DiscreteGapConfig,
     "banded": figures.BandedConfig,
     "generic_models": figures.GenericModelsConfig,
+    "lp_family": figures.LpFamilyConfig,
 }
 
 

@@ -87,7 +87,8 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
     kinds = (["one"] if cfg.samples.one else []) + ([f"n={cfg.samples.n}"] if cfg.samples.n else [])
     labels = [lab for lab, _ in spectra(cfg, 2)]
     D = max(cfg.dims)
-    M, K, Ls, Ds, S = len(cfg.methods), len(kinds), cfg.depths, cfg.dims, len(labels)
+    entries = cfg.method_entries()
+    M, K, Ls, Ds, S = len(entries), len(kinds), cfg.depths, cfg.dims, len(labels)
     shape = (M, K, len(Ls), len(Ds), S)
 
     def full(v=np.nan, dtype=np.float64):
@@ -122,22 +123,26 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                 mu_bar[ki, di, si, :d] = np.mean(np.asarray(ds.y)[:, None] * np.asarray(ds.X), axis=0)
         di_idx = np.array([c[0] for c in cells])
         si_idx = np.array([c[1] for c in cells])
-        for mi, method in enumerate(cfg.methods):
+        for mi, (label, method, p) in enumerate(entries):
+            p_kw = {} if p is None else {"p": p}
             for li, L in enumerate(Ls):
                 t0 = time.perf_counter()
                 sel = (mi, ki, li, di_idx, si_idx)
                 solve_linf = L in b.linf_depths and (kind == "one" or cfg.samples.linf)
-                if L % 2 == 0 and (method == "l2" or solve_linf):
+                # lp with p > 2 lets weights reach 0, which the engine follows on one sample only.
+                solve_lp = method == "lp" and (kind == "one" or p <= 2)
+                solve_collapse = L % 2 == 0 and (method == "l2" or solve_lp or (method == "linf" and solve_linf))
+                if solve_collapse:
                     ce = collapse_edge(sets, L, method, rho=cfg.samples.rho, search=collapse_search, escape=b.escape,
-                                       settings=settings, horizon=b.horizon)
+                                       settings=settings, horizon=b.horizon, **p_kw)
                     out["collapse_edge"][sel], out["collapse_lo"][sel], out["collapse_hi"][sel] = ce.edge, ce.lo, ce.hi
                     out["collapse_n_solves"][sel], out["collapse_converged"][sel] = ce.n_solves, ce.converged
                 common = dict(rho=cfg.samples.rho, search=major_search)
-                me = major_first_edge(sets, L, method, **common)
+                me = major_first_edge(sets, L, method, **common, **p_kw)
                 out["major_edge"][sel], out["major_lo"][sel], out["major_hi"][sel] = me.edge, me.lo, me.hi
                 out["major_n_evals"][sel], out["major_converged"][sel] = me.n_solves, me.converged
                 if L % 2 == 1:
-                    lo_e = major_first_edge(sets, L, method, which="first", **common)
+                    lo_e = major_first_edge(sets, L, method, which="first", **common, **p_kw)
                     out["major_low_edge"][sel], out["major_low_lo"][sel], out["major_low_hi"][sel] = lo_e.edge, lo_e.lo, lo_e.hi
                     out["major_low_n_evals"][sel], out["major_low_converged"][sel] = lo_e.n_solves, lo_e.converged
                 for (di, si) in cells:
@@ -147,6 +152,13 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                         out["mark_all_shrink"][mi, ki, li, di, si] = 1.0 if L % 2 == 0 else np.nan
                         out["mark_major"][mi, ki, li, di, si] = 1.0 if L % 2 == 0 else np.nan
                         continue
+                    if method == "lp":
+                        # The closed forms of docs/theory.md s.3.1 (lp-SAM): depth 2, increasing mu only.
+                        if L == 2 and np.all(np.diff(mu) > 0):
+                            mk = theory.lp_alpha_marks(mu, p=p)
+                            out["mark_all_shrink"][mi, ki, li, di, si] = float(mk.all_shrink)
+                            out["mark_major"][mi, ki, li, di, si] = float(mk.major_first)
+                        continue
                     if L % 2 == 0:
                         # Every rate mu_j (1 - mu_j / (sqrt L a ||mu||))^(L-1) < 0 below this a (s.3.2).
                         out["mark_all_shrink"][mi, ki, li, di, si] = mu[0] / (np.sqrt(L) * np.linalg.norm(mu))
@@ -154,10 +166,10 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
                     if L % 2 == 1:
                         out["mark_major_low"][mi, ki, li, di, si] = l2_first_leader_mark(mu, L, "first")
                 seconds[mi, ki, li] = time.perf_counter() - t0
-                solved = ["major"] + (["collapse"] if L % 2 == 0 and (method == "l2" or solve_linf) else []) \
+                solved = ["major"] + (["collapse"] if solve_collapse else []) \
                     + (["major_low"] if L % 2 == 1 else [])
                 notes = [_convergence_note(out, key, sel) for key in solved]
-                log(f"{method} {kind} L={L}: {len(sets)} problems in {seconds[mi, ki, li]:.1f} s"
+                log(f"{label} {kind} L={L}: {len(sets)} problems in {seconds[mi, ki, li]:.1f} s"
                     + "".join(f"; {n}" for n in notes if n))
     known = {}
     sc = cfg.staircase
@@ -206,7 +218,7 @@ def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds
     Ls, Ds, D = cfg.depths, cfg.dims, max(cfg.dims)
     K, S, b = len(kinds), len(labels), cfg.bisection
     dims5 = ("method", "samples", "depth", "d", "spectrum")
-    coords = {"method": list(cfg.methods), "samples": kinds, "depth": list(Ls), "d": list(Ds),
+    coords = {"method": [e[0] for e in cfg.method_entries()], "samples": kinds, "depth": list(Ls), "d": list(Ds),
               "spectrum": labels, "feature": np.arange(1, D + 1)}
     attrs_of = {
         "collapse_edge": "regime 1/2 edge, alpha/rho (largest that collapses; NaN: none, e.g. odd depth, or the "
@@ -225,8 +237,10 @@ def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds
         "major_low_lo": "lower major-first bracket, lower end", "major_low_hi": "lower major-first bracket, upper end",
         "major_low_n_evals": "evaluations of the field for the lower edge",
         "major_low_converged": "lower bracket reached its rtol",
-        "mark_all_shrink": "theory: every coordinate shrinks at the start below this alpha/rho (l2, even depth; linf: 1)",
-        "mark_major": "theory: first-leader change to d from samflow.theory.l2_growth_rate (depth 2: l2_alpha_marks; linf: 1)",
+        "mark_all_shrink": "theory: every coordinate shrinks at the start below this alpha/rho (l2, even depth; linf: 1; "
+                           "lp: depth 2, samflow.theory.lp_alpha_marks)",
+        "mark_major": "theory: first-leader change to d from samflow.theory.l2_growth_rate (depth 2: l2_alpha_marks; "
+                      "linf: 1; lp: depth 2, lp_alpha_marks, NaN at other depths)",
         "mark_major_low": "theory: lower first-leader change at odd depth (l2_growth_rate)",
     }
     ds = xr.Dataset(

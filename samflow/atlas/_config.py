@@ -142,8 +142,11 @@ class AtlasConfig(RunConfig):
 
     name: str = "atlas"
     """The run's folder name under output.dir; empty: the config file's name."""
-    methods: list[Literal["l2", "linf"]] = ["l2", "linf"]
-    """The SAM flows whose edges are found."""
+    methods: list[Literal["l2", "lp", "linf"]] = ["l2", "linf"]
+    """The SAM flows whose edges are found ("lp" needs `p`)."""
+    p: list[float] = []
+    """The exponents p of lp-SAM (method "lp"), each 1 < p < inf, distinct: an optional axis, each p one entry
+    of the atlas's `method` axis ("lp p=3"). Required with "lp", refused without it."""
     depths: list[Annotated[int, Field(ge=2, le=12)]] = [2, 3, 4, 5, 6]
     """The depths L of the edge charts."""
     dims: list[Annotated[int, Field(ge=2, le=200)]] = [2, 3, 5, 10, 20, 50]
@@ -166,6 +169,32 @@ class AtlasConfig(RunConfig):
         if self.samples.n and self.samples.linear_only and not self.spectra.linear:
             raise ValueError("samples.linear_only: needs spectra.linear = true (or set linear_only = false)")
         return self
+
+    @model_validator(mode="after")
+    def _lp(self):
+        bad = [x for x in self.p if not 1 < x < float("inf")]
+        if bad:
+            raise ValueError(f"p: each exponent must be a number with 1 < p < inf, got {bad[0]!r}")
+        if len(set(self.p)) != len(self.p):
+            raise ValueError(f"p: values repeat: {self.p}")
+        if "lp" in self.methods and not self.p:
+            raise ValueError('p: method "lp" needs its exponents: add p = [...] (each 1 < p < inf)')
+        if self.p and "lp" not in self.methods:
+            raise ValueError('p: no method "lp" in methods (p is its exponent); add "lp" to methods or remove p')
+        return self
+
+    def method_entries(self) -> "list[tuple[str, str, float | None]]":
+        """The entries of the atlas's `method` axis: (label, method, p), "lp" once per
+        p ("lp p=3", as the sweep's flow axis), the other methods with p None."""
+        from ..config._sweep import _short
+
+        out = []
+        for m in self.methods:
+            if m == "lp":
+                out += [(f"lp p={_short(x)}", m, float(x)) for x in self.p]
+            else:
+                out.append((m, m, None))
+        return out
 
     @model_validator(mode="after")
     def _unique(self):

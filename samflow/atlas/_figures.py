@@ -54,7 +54,7 @@ def edges_vs_depth(ds: xr.Dataset, out: Path, dpi: int = 90) -> Path:
                 ax.set_yscale("log")
             else:  # linf: every edge is a = 1
                 ax.set_ylim(0.5, 1.5)
-            ax.set_title(f"{m}-SAM, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
+            ax.set_title(f"{method_text(m)}, {'one sample' if k == 'one' else k + ' samples'}", fontsize=10)
             ax.set_xlabel("depth L")
             ax.set_ylabel(r"edge, $\alpha/\rho$")
             ax.set_xticks(L)
@@ -253,7 +253,7 @@ def tables(ds: xr.Dataset) -> str:
                 lo, hi = (b.sel(at) for b in _bracket(ds, var))
                 if not np.any(np.isfinite(v.values) | (np.isfinite(lo.values) & np.isfinite(hi.values))):
                     continue
-                lines.append(f"**{m}-SAM, {'one sample' if k == 'one' else k + ' samples'}: {title}** (linear mu)\n")
+                lines.append(f"**{method_text(m)}, {'one sample' if k == 'one' else k + ' samples'}: {title}** (linear mu)\n")
                 lines.append("| L \\ d | " + " | ".join(str(d) for d in ds.d.values) + " |")
                 lines.append("|---" * (ds.d.size + 1) + "|")
                 for L in ds.depth.values:

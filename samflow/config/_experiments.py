@@ -25,15 +25,35 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._settings import stuck_inits
-from ._base import ConfigModel
+from ._base import ConfigModel, field_check
 
 DISCRETE_PREFIX = "discrete_"
-FLOW_METHODS = ("gd", "l2", "linf", "usam")
+FLOW_METHODS = ("gd", "l2", "lp", "linf", "usam")
 DISCRETE_METHODS = tuple(DISCRETE_PREFIX + m for m in FLOW_METHODS)
-MethodName = Literal["gd", "l2", "linf", "usam", "discrete_gd", "discrete_l2", "discrete_linf", "discrete_usam"]
+MethodName = Literal["gd", "l2", "lp", "linf", "usam", "discrete_gd", "discrete_l2", "discrete_lp", "discrete_linf",
+                     "discrete_usam"]
+#: The methods that take the exponent p of `[lp]`.
+LP_METHODS = ("lp", DISCRETE_PREFIX + "lp")
 
 #: Most iterations (horizon / eta) a discrete cell may take.
 MAX_ITERATIONS = 10**9
+
+
+def _listed(v):
+    """A number stands for the list of that number (a list keeps one error line per value)."""
+    return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+def _distinct_in_range(values: list, key: str, one: str, ok, bad_text: str, what: str) -> None:
+    """Refuse (`ValueError`, one line naming `key`) an empty list, a value for which
+    `ok` is false, or a repeated value."""
+    if not values:
+        raise ValueError(f"{key} is empty: give at least one {one}")
+    bad = [x for x in values if not ok(x)]
+    if bad:
+        raise ValueError(f"{key} {bad_text}, got {bad[0]!r}")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{key} must not repeat {what}, got {values}")
 
 
 class DiscreteConfig(ConfigModel):
@@ -44,27 +64,34 @@ class DiscreteConfig(ConfigModel):
     """Step size(s) > 0 of the discrete methods, a number or a list of distinct numbers: each discrete method
     runs once per eta (iteration k at t = k eta)."""
 
-    @field_validator("eta", mode="before")
-    @classmethod
-    def _one(cls, v):
-        # `eta = 0.1` is short for `eta = [0.1]` (a list keeps one error line per value).
-        return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
-
-    @field_validator("eta")
-    @classmethod
-    def _positive(cls, values):
-        if not values:
-            raise ValueError("discrete.eta is empty: give at least one step size > 0")
-        bad = [x for x in values if not x > 0]
-        if bad:
-            raise ValueError(f"discrete.eta must be > 0 (a step size), got {bad[0]!r}")
-        if len(set(values)) != len(values):
-            raise ValueError(f"discrete.eta must not repeat a step size, got {values}")
-        return values
+    # `eta = 0.1` is short for `eta = [0.1]` (a list keeps one error line per value).
+    _one = field_validator("eta", mode="before")(lambda cls, v: _listed(v))
+    _positive = field_check("eta", check=lambda v: _distinct_in_range(
+        v, "discrete.eta", "step size > 0", lambda x: x > 0, "must be > 0 (a step size)", "a step size"))
 
     def etas(self) -> np.ndarray:
         """The step sizes, float64 (n_eta,), in the order given."""
         return np.atleast_1d(np.asarray(self.eta, dtype=np.float64))
+
+
+class LpConfig(ConfigModel):
+    """`[lp]`: `p`, the exponent(s) of the lp ball of the methods "lp" and "discrete_lp":
+    a number in (1, inf) or a list of distinct ones (each runs once per p)."""
+
+    p: list[float]
+    """Exponent(s) p of the lp-SAM ball ||eps||_p <= rho, each a number with 1 < p < inf (p = 2 is "l2", the
+    limit p -> inf is "linf"), a number or a list of distinct numbers: "lp" (and "discrete_lp") run once per p,
+    each an entry "lp p=3" of the results' `flow` axis, also for a single p."""
+
+    # `p = 3` is short for `p = [3]`, as discrete.eta.
+    _one = field_validator("p", mode="before")(lambda cls, v: _listed(v))
+    _in_range = field_check("p", check=lambda v: _distinct_in_range(
+        v, "lp.p", "exponent p in (1, inf)", lambda x: 1 < x < float("inf"),
+        "must be a number with 1 < p < inf (the lp ball's exponent; \"linf\" is p = inf)", "an exponent"))
+
+    def ps(self) -> np.ndarray:
+        """The exponents, float64 (n_p,), in the order given."""
+        return np.atleast_1d(np.asarray(self.p, dtype=np.float64))
 
 
 MODEL_KEYS = {"diagonal": (), "two_layer_linear": ("width", "seed"), "linear_conv": ("channels", "kernel", "seed")}
@@ -246,8 +273,14 @@ def experiment_problems(cfg, d: "int | None") -> list[str]:
     if cfg.discrete is not None and not discrete:
         lines.append(
             "discrete.eta: no discrete method in methods (eta is the step size of discrete_gd, discrete_l2, "
-            "discrete_linf, discrete_usam, not of a flow); add one to methods or remove [discrete]"
+            "discrete_lp, discrete_linf, discrete_usam, not of a flow); add one to methods or remove [discrete]"
         )
+    lp = [m for m in cfg.methods if m in LP_METHODS]
+    if lp and cfg.lp is None:
+        lines.append(f"methods: {lp[0]} needs its exponent: add [lp] p = [...] (each 1 < p < inf)")
+    if cfg.lp is not None and not lp:
+        lines.append('lp.p: no lp method in methods (p is the exponent of "lp" and "discrete_lp"); add one to '
+                     "methods or remove [lp]")
     if discrete and cfg.discrete is not None:
         if cfg.clock != "t":
             lines.append('clock: discrete methods run in real time t (iteration k is at t = k eta); use clock = "t"')
@@ -303,7 +336,7 @@ def drop_unset_experiment_keys(dump: dict) -> dict:
     had before they existed (its partial results and slices stay resumable)."""
     if dump.get("model") == {"name": "diagonal", "width": None, "channels": None, "kernel": None, "seed": None}:
         dump.pop("model")
-    for key in ("init", "discrete"):
+    for key in ("init", "discrete", "lp"):
         if key in dump and dump[key] is None:
             dump.pop(key)
     data = dump.get("data", {})

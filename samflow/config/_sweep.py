@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -20,6 +20,8 @@ from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
 from ._experiments import (
     DISCRETE_PREFIX,
     DiscreteConfig,
+    LP_METHODS,
+    LpConfig,
     GeneratorKeys,
     InitConfig,
     MethodName,
@@ -417,8 +419,8 @@ class SweepConfig(RunConfig):
     name: str = "sweep"
     """The run's folder name under output.dir (see `RunConfig`); empty: the config file's name."""
     methods: list[MethodName] = Field(min_length=1)
-    """The methods, side by side on the results' `flow` axis: flows "gd", "l2", "linf", "usam" and their
-    iterations "discrete_*" (need `[discrete] eta`)."""
+    """The methods, side by side on the results' `flow` axis: flows "gd", "l2", "lp", "linf", "usam" and their
+    iterations "discrete_*" (need `[discrete] eta`); "lp" and "discrete_lp" need `[lp] p`."""
     depth: Annotated[int, Field(ge=1, le=64)] = 2
     """Number of layers L of the diagonal network."""
     loss: Literal["logistic", "exponential"] = "logistic"
@@ -441,6 +443,8 @@ class SweepConfig(RunConfig):
     """The pattern of the init (`[init]`), times the grid's alpha; unset: every weight at alpha."""
     discrete: DiscreteConfig | None = None
     """The step sizes of the discrete methods (`[discrete]`); required with a discrete_* method."""
+    lp: LpConfig | None = None
+    """The exponents p of "lp" and "discrete_lp" (`[lp]`); required with either, refused without them."""
 
     _unique = field_check("methods", check=distinct("methods must not repeat a method"))
 
@@ -496,27 +500,51 @@ class SweepConfig(RunConfig):
 
     @property
     def flow_methods(self) -> list[str]:
-        """The methods that are flows ("gd", "l2", "linf", "usam"), in config order."""
+        """The methods that are flows ("gd", "l2", "lp", "linf", "usam"), in config order."""
         return [m for m in self.methods if not m.startswith(DISCRETE_PREFIX)]
 
-    def flow_entries(self) -> "list[tuple[str, str, float | None]]":
-        """The entries of the results' `flow` axis, in config order: (label, method,
-        eta). A flow is (m, m, None); a discrete method runs once per step size,
-        labelled "discrete_l2" for one eta, "discrete_l2 eta=0.01" for several."""
+    def flow_entries(self) -> "list[FlowEntry]":
+        """The entries of the results' `flow` axis, in config order, as `FlowEntry`
+        (label, method, eta, p). A flow is (m, m, None, None); "lp" runs once per
+        `[lp] p`, labelled "lp p=3" (also for a single p: the label says which
+        ball); a discrete method runs once per step size, labelled "discrete_l2"
+        for one eta, "discrete_l2 eta=0.01" for several, and "discrete_lp" once per
+        (p, eta): "discrete_lp p=3" or "discrete_lp p=3 eta=0.01"."""
         out = []
         for m in self.methods:
-            if not m.startswith(DISCRETE_PREFIX):
-                out.append((m, m, None))
-                continue
-            etas = self.discrete.etas() if self.discrete is not None else np.zeros(0)
-            for eta in etas:
-                label = m if etas.size == 1 else f"{m} eta={float(eta)!r}"
-                out.append((label, m.removeprefix(DISCRETE_PREFIX), float(eta)))
+            ps = [None] if m not in LP_METHODS else (
+                [float(p) for p in self.lp.ps()] if self.lp is not None else [])
+            for p in ps:
+                base = m if p is None else f"{m} p={_short(p)}"
+                if not m.startswith(DISCRETE_PREFIX):
+                    out.append(FlowEntry(base, m, None, p))
+                    continue
+                etas = self.discrete.etas() if self.discrete is not None else np.zeros(0)
+                for eta in etas:
+                    label = base if etas.size == 1 else f"{base} eta={float(eta)!r}"
+                    out.append(FlowEntry(label, m.removeprefix(DISCRETE_PREFIX), float(eta), p))
         return out
 
     def init_pattern(self, d: int) -> "np.ndarray | None":
         """The (depth, d) init pattern of `[init]` (multiplied by alpha in each cell), or None."""
         return None if self.init is None else self.init.pattern(self.depth, d)
+
+
+class FlowEntry(NamedTuple):
+    """One entry of a sweep's `flow` axis (`SweepConfig.flow_entries`): its `label`
+    (the coordinate value), the `method` run ("gd", "l2", "lp", ...; without the
+    "discrete_" prefix for a discrete one), the step size `eta` (None for a flow)
+    and the exponent `p` of "lp" / "discrete_lp" (None for the other methods)."""
+
+    label: str
+    method: str
+    eta: "float | None"
+    p: "float | None"
+
+
+def _short(x: float) -> str:
+    """A number as a label writes it: 3.0 -> "3", 1.5 -> "1.5" (repr otherwise, exact)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:

@@ -17,6 +17,7 @@ and a theory-vs-simulation report that checks each claim numerically:
 | `discrete_gap` | discrete SAM vs its flow as eta shrinks | first-order gap |
 | `banded` | dominant band over (t, alpha) on banded data, GD / l2-SAM, diagonal, two-layer and conv nets | GD flat at the major band; the diagonal net climbs bands; what the other nets do |
 | `generic_models` | autodiff flows (`samflow.models`) against the hand-written diagonal net; two-layer and conv trajectories | same trajectories and collapse times; the two-layer collapse point |
+| `lp_family` | lp-SAM regimes over (alpha/rho, p), depth 2, with the collapse, major-first and major-death edges as curves in p | major-first edge = closed form; p = 2 is l2; p -> inf tends to linf's a = 1 |
 
 Data flow: config (configs/figures/*.toml) -> batched solves (`samflow.sweep.solve_grid`)
 -> measurements (`samflow.analysis`) and predictions (`samflow.theory`) -> figures
@@ -98,6 +99,10 @@ from ._generic_models import (
     GenericModelsConfig as GenericModelsConfig,
     generic_models as generic_models,
 )
+from ._lp_family import (
+    LpFamilyConfig as LpFamilyConfig,
+    lp_family as lp_family,
+)
 from ._runner import (
     FIGURES as FIGURES,
     GROUPS as GROUPS,
@@ -120,6 +125,7 @@ __all__ = [
     "discrete_gap",
     "banded_heatmaps",
     "generic_models",
+    "lp_family",
     "run_all",
     "report_table",
     "write_index",

@@ -176,7 +176,7 @@ def cost_key(W0, rho) -> np.ndarray:
         return np.log(np.maximum(scale, 1e-300)) - np.log(np.asarray(rho, dtype=np.float64))
 
 
-def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str) -> Trajectory:
+def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str, p: "float | None" = None) -> Trajectory:
     """`solve_grid` with the run's chunk size, the batch padded to whole chunks,
     the cells sorted by `cost_key` into batches (results in the original order).
 
@@ -184,7 +184,8 @@ def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str)
     the compilation is shared by all solves of a (method, clock, depth, data shape).
     The sort changes no bit (a cell's result depends on the batch width only,
     `solve_grid`); it cuts the lockstep work: the regime chart's grid took 6x
-    less CPU time sorted (docs/benchmarks.md, "What was tried").
+    less CPU time sorted (docs/benchmarks.md, "What was tried"). `p`: lp-SAM's
+    exponent (method "lp" only; traced, so every p shares the compilation).
     """
     ts = np.asarray(ts, dtype=np.float64)
     if ts.shape != (ctx.common.n_save,):
@@ -195,7 +196,7 @@ def _solve(ctx: Context, method: str, data: Dataset, W0, rho, ts, *, clock: str)
     c = ctx.common.chunk
     idx = np.minimum(np.arange(B + (-B) % c), B - 1)
     tr = solve_grid(method, data, W0[idx], rho[idx], ts, clock=clock, settings=SETTINGS, batch_size=c,
-                    sort_key=cost_key(W0[idx], rho[idx]))
+                    sort_key=cost_key(W0[idx], rho[idx]), **({} if p is None else {"p": p}))
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[:B], tr)
 
 

@@ -19,6 +19,7 @@ from ._usam_ablation import UsamConfig, usam_ablation
 from ._discrete_gap import DiscreteGapConfig, discrete_gap
 from ._banded import BandedConfig, banded_heatmaps
 from ._generic_models import GenericModelsConfig, generic_models
+from ._lp_family import LpFamilyConfig, lp_family
 
 
 # --- running everything: groups, report, index ------------------------------------
@@ -33,6 +34,7 @@ FIGURES: dict[str, Callable[..., FigureResult]] = {
     "discrete_gap": discrete_gap,
     "banded": banded_heatmaps,
     "generic_models": generic_models,
+    "lp_family": lp_family,
 }
 
 # Figures that share compilations run in one process, in this order (the real-time
@@ -43,6 +45,7 @@ GROUPS: list[list[str]] = [
     ["linf_limit"],
     ["regime_chart"],
     ["discrete_gap"],
+    ["lp_family"],
 ]
 
 
@@ -66,6 +69,7 @@ FIGURE_CONFIGS: dict[str, type[BaseModel]] = {
     "discrete_gap": DiscreteGapConfig,
     "banded": BandedConfig,
     "generic_models": GenericModelsConfig,
+    "lp_family": LpFamilyConfig,
 }
 
 

@@ -58,7 +58,8 @@ def partial_mismatch(folder: "str | Path", key: str, stamp: "str | None") -> "st
 
 
 class ChunkCheckpoint:
-    """Finished chunks of a sweep, one `.npz` per (method, chunk), in a folder.
+    """Finished chunks of a sweep, one `.npz` per (method, chunk), in a folder
+    (per (method, p, chunk) for lp-SAM: "lp-p=3.0-000000.npz", each exponent its own).
 
     Each chunk is written atomically (temporary name, then rename), so a run
     killed at any moment leaves only whole chunks. `key` identifies the sweep
@@ -103,11 +104,13 @@ class ChunkCheckpoint:
             atomic_write_text("".join(f"{line}\n" for line in have + [self.stamp]), self.folder / _STAMP_FILE)
         return have
 
-    def _path(self, method: Method, k: int) -> Path:
-        return self.folder / f"{method.value}-{k:06d}.npz"
+    def _path(self, method: Method, k: int, p: "float | None" = None) -> Path:
+        tag = "" if p is None else f"-p={float(p)!r}"
+        return self.folder / f"{method.value}{tag}-{k:06d}.npz"
 
-    def load(self, method: Method, k: int) -> "Trajectory | Summary | None":
-        """The stored chunk k of `method` (a `Trajectory`, or a `Summary` for a
+    def load(self, method: Method, k: int, p: "float | None" = None) -> "Trajectory | Summary | None":
+        """The stored chunk k of `method` (with lp-SAM's exponent `p`: of that
+        exponent only) (a `Trajectory`, or a `Summary` for a
         `summary` solve), or None when it was not finished, or when its file is
         damaged (truncated, unreadable: a one-line note names it, and the chunk
         is recomputed and rewritten).
@@ -116,7 +119,7 @@ class ChunkCheckpoint:
         carries another config key than this run's, or another code stamp (not
         accepted): another run wrote into this folder.
         """
-        path = self._path(method, k)
+        path = self._path(method, k, p)
         if not agree_same(path.exists()):
             raise ConfigError(
                 f"{self.folder}: the processes of this jax.distributed run see different finished chunks; "
@@ -157,8 +160,8 @@ class ChunkCheckpoint:
         if stamp not in self.other_stamps:
             self.other_stamps.append(stamp)
 
-    def save(self, method: Method, k: int, piece: Trajectory) -> None:
-        """Store chunk k of `method` atomically, with this run's config key and code
+    def save(self, method: Method, k: int, piece: Trajectory, p: "float | None" = None) -> None:
+        """Store chunk k of `method` (and exponent `p`) atomically, with this run's config key and code
         stamp (only in process 0 of a jax.distributed run). A folder deleted during
         the run (by hand) is made again, with one note."""
         if not self.writer:
@@ -168,7 +171,7 @@ class ChunkCheckpoint:
                   "(this run's results stay whole)", file=sys.stderr)
             self.folder.mkdir(parents=True, exist_ok=True)
             self._mark()
-        path = self._path(method, k)
+        path = self._path(method, k, p)
         arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
         arrays["__config_key__"] = np.asarray(self.key)
         if self.stamp is not None:

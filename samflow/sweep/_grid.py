@@ -90,7 +90,7 @@ def solve_grid(
     - `p`: the exponent of method "lp" in (1, inf), required for "lp" and
       refused for the other methods (`samflow._methods.check_p`); traced, so
       every p shares one compiled program. `checkpoint` chunks are keyed by
-      the method alone: give each p its own checkpoint.
+      (method, p): several p share one checkpoint folder.
     - `chunk_size`: cells per chunk. When given it wins; otherwise it is derived
       from `memory_budget_mb` (`samflow.sweep.chunk_cells`: one chunk's
       outputs plus the calls in flight, per `samflow.sweep.cell_bytes`, stay
@@ -186,6 +186,7 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
     B = perm.size
     result: dict[str, np.ndarray] = {}
     in_flight: collections.deque = collections.deque()
+    p_key = None if p is None or np.isnan(float(p)) else float(p)  # the checkpoint's key of lp's exponent
 
     def put(rows: np.ndarray, fields: dict) -> None:
         """Write the cells of `fields` (arrays with leading axis len(rows)) into the result."""
@@ -207,7 +208,7 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
     for k, start in enumerate(range(0, B, size)):
         n_real = min(size, B - start)
         rows = perm[start : start + n_real]
-        piece = checkpoint.load(method, k) if checkpoint is not None else None
+        piece = checkpoint.load(method, k, p_key) if checkpoint is not None else None
         if piece is not None:
             if int(np.shape(piece.status)[0]) != n_real:
                 raise ConfigError(
@@ -234,7 +235,7 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
             fields = {name: arr[rows] for name, arr in result.items()}
             if not summary:
                 fields["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
-            checkpoint.save(method, k, cls(**fields))
+            checkpoint.save(method, k, cls(**fields), p_key)
     return result
 
 

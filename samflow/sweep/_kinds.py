@@ -49,15 +49,21 @@ def _nan(*shape) -> np.ndarray:
     return np.full(shape, np.nan)
 
 
+def p_keyword(p: "float | None") -> dict:
+    """The keyword `p` of the solvers for an lp entry of the flow axis, none for the
+    other methods (which refuse it)."""
+    return {} if p is None else {"p": float(p)}
+
+
 def solve_other(
     cfg, method: str, eta: "float | None", data: Dataset, W0: np.ndarray, rho: np.ndarray, ts: np.ndarray,
-    *, width: int, summary: bool, on_batch: "Callable[[int], None] | None" = None,
+    *, width: int, summary: bool, on_batch: "Callable[[int], None] | None" = None, p: "float | None" = None,
 ) -> "Trajectory | Summary":
     """The cells (W0 (B, L, d), rho (B,)) of one entry of the `flow` axis that
     `solve_grid` does not solve: a discrete method (`eta` the step size) of any
     model, or a flow (`eta` None) of a generic model (`cfg.model`). For a generic
     model, W0[:, 0, 0] is each cell's alpha (its init is `model.init(1, seed)`
-    times alpha).
+    times alpha). `p`: the exponent of "lp" (None for the other methods).
 
     **Returns:** a `Trajectory` with leading axis B (a `Summary` with `summary`).
     """
@@ -72,10 +78,11 @@ def solve_other(
         def fn(scale, r):
             theta0 = jax.tree_util.tree_map(lambda x: scale.reshape((-1,) + (1,) * x.ndim) * x[None], unit)
             if eta is None:
-                out = solve_model(method, model, theta0, r, data, ts, settings, theta0_batched=True)
+                out = solve_model(method, model, theta0, r, data, ts, settings, theta0_batched=True, **p_keyword(p))
                 return dict(t=np.broadcast_to(ts, (r.size, n)), beta=out.beta, loss=out.loss, status=out.status,
                             event_time=out.event_time, num_steps=out.num_steps)
-            out = run_model_discrete(method, model, theta0, r, eta, ts, data, loss, theta0_batched=True)
+            out = run_model_discrete(method, model, theta0, r, eta, ts, data, loss, theta0_batched=True,
+                                     **p_keyword(p))
             return dict(t=out.t, beta=out.beta, loss=out.loss, status=out.status,
                         event_time=_nan(r.size), num_steps=out.steps[:, -1])
 
@@ -83,7 +90,7 @@ def solve_other(
         f["W"] = np.zeros((B, n, 0, d))  # no (layer, coord) weights (output.save_weights is refused)
     else:
         def fn(w, r):
-            out = run_discrete(method, data, w, r, eta, ts, depth=L, loss=loss, alpha_batched=True)
+            out = run_discrete(method, data, w, r, eta, ts, depth=L, loss=loss, alpha_batched=True, **p_keyword(p))
             return dict(t=out.t, W=out.W, beta=out.beta, loss=out.loss, status=out.status,
                         event_time=out.event_t, num_steps=out.steps[:, -1])
 

@@ -26,7 +26,7 @@ from . import _devices
 from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
 from ._devices import batch_width
 from ._grid import grid_chunk_size, solve_grid
-from ._kinds import solve_other
+from ._kinds import p_keyword, solve_other
 from ._slices import slice_cells
 
 
@@ -176,7 +176,7 @@ def run_sweep(
     summary = cfg.output.save == "summary"
     total = len(cfg.flow_entries()) * W0.shape[0]
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
-        for label, method, eta in cfg.flow_entries():
+        for label, method, eta, p in cfg.flow_entries():
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
             if eta is None and not cfg.model.generic:
@@ -184,12 +184,12 @@ def run_sweep(
                     method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                     chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                     memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                    sort_key=rank, summary=summary,
+                    sort_key=rank, summary=summary, **p_keyword(p),
                 )
             else:
                 results[label] = solve_other(
                     cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
-                    summary=summary, on_batch=bar.update,
+                    summary=summary, on_batch=bar.update, p=p,
                 )
             timings[label] = time.perf_counter() - t0
     if cells is not None:
@@ -214,8 +214,7 @@ def _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, 
     t0 = time.perf_counter()
     # Only the flows of the diagonal net have an engine to re-solve with the switch
     # event; discrete methods and generic models keep NaN / -1 and switch_ok False.
-    flows = {Method.parse(method): results[label] for label, method, eta in cfg.flow_entries()
-             if eta is None and not cfg.model.generic}
+    flows = {e: results[e.label] for e in cfg.flow_entries() if e.eta is None and not cfg.model.generic}
     sw = sweep_switches(flows, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                         width=batch_width(cfg.solver.batch_size, n_cells), n_real=n_real)
     ds = store.add_switch_times(ds, sw, cells=cells)
@@ -254,7 +253,7 @@ def chunk_count(
 def _n_checkpointed(cfg: SweepConfig) -> int:
     """Methods solved by `solve_grid` in chunks (the flows of the diagonal net); the
     other kinds (`samflow.sweep._kinds`) are recomputed on `--resume`."""
-    return 0 if cfg.model.generic else len(cfg.flow_methods)
+    return 0 if cfg.model.generic else sum(e.eta is None for e in cfg.flow_entries())
 
 
 def memory_preflight(
