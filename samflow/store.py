@@ -84,6 +84,7 @@ import datetime
 import hashlib
 import importlib.metadata
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,9 +106,14 @@ _PACKAGES = ("samflow", *STAMP_PACKAGES, "xarray")
 
 
 def package_versions() -> dict[str, str]:
-    """Installed versions of samflow and the packages its numbers depend on."""
+    """Versions of samflow (the code running: `samflow.__version__`, not the installed
+    metadata, which an editable install or a checkout on PYTHONPATH can leave stale) and
+    of the installed packages its numbers depend on."""
     out = {}
     for p in _PACKAGES:
+        if p == "samflow":  # the package is imported whenever this module is (it is its parent)
+            out[p] = sys.modules["samflow"].__version__
+            continue
         try:
             out[p] = importlib.metadata.version(p)
         except importlib.metadata.PackageNotFoundError:

@@ -89,6 +89,15 @@ def _killed_after_first_chunks(cfg: Path, out: Path, stamp: str, keep: int = 1) 
 # ---------------------------------------------------------------- the stamp itself
 
 
+def test_the_stamp_names_the_version_of_the_code_running_not_the_installed_metadata(monkeypatch):
+    """A checkout run on PYTHONPATH beside an older editable install stamped its results
+    'samflow 0.1.0' while its code was 0.2.0 (the metadata is written at install time)."""
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda p: "0.0.1" if p == "samflow" else real(p))
+    assert store.code_stamp().startswith(f"samflow {samflow.__version__} git ")
+    assert store.package_versions()["samflow"] == samflow.__version__ != "0.0.1"
+
+
 def test_code_stamp_names_version_commit_sources_and_packages():
     s = store.code_stamp()
     assert s.startswith(f"samflow {samflow.__version__} git ")
