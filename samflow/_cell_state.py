@@ -42,6 +42,9 @@ class CellState(eqx.Module):
     t_detect: Float[Array, ""]
     W_stop: Float[Array, "L d"]
     slide_time: Float[Array, "L d"]
+    # lp: where each held weight was captured before its arrival at 0 (NaN: never).
+    t_arrive_capture: Float[Array, "L d"]
+    W_arrive_capture: Float[Array, "L d"]
     t_untracked: Float[Array, ""]
     # Statistics and loop control.
     steps: Int[Array, ""]

@@ -16,11 +16,11 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float
 
-from .flows import Clock
+from .flows import Clock, Method
 from .diagonal_net import beta as beta_of
 from .diagonal_net import residual
 from ._field import SamField, _rsurface_parts
-from ._singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active
+from ._singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
 
 
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
@@ -68,11 +68,17 @@ def _critical_condition(ev, t, y, args):
 
 
 def _cross_condition(ev, t, y, args):
-    """linf: the smallest w_lj memory_lj / rho over the weights not held at 0."""
+    """linf: the smallest w_lj memory_lj / rho over the weights not held at 0;
+    lp: the smallest `arrival_margin` / rho (a weight reaching 0 with p > 2 is
+    captured a clock time ARRIVAL_CAPTURE before, at u = |w|^k's rate)."""
     active = ~args.frozen & (args.memory != 0)
     rho = args.rho
     scale = jnp.where(rho > 0, rho, 1.0)
-    value = y[0] * args.memory / scale
+    if ev.field.method is Method.LP:
+        dW, _ = ev.field(t, y, args)
+        value = arrival_margin(y[0], dW, args.memory, ev.field.p, ev.capture_radius * rho, t) / scale
+    else:
+        value = y[0] * args.memory / scale
     if args.rmem is not None:
         # A weight that a decision sent the wrong way (a field the one-sided
         # limits misjudged) fires at once instead of masking every later event.

@@ -35,9 +35,11 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
   takes sign(G) from the sign memory inside a step, the weight is set to 0 at
   the event and held there when its velocity at 0 is 0 (status `SLID`,
   `slide_time`), else it crosses. The arrival is tangential (w ~ (T - t)^(1/(2-q))),
-  so its time is located to about 1e-5 at the default rtol = 1e-8 (about
-  1e-6 at rtol = 1e-12), not to the 1e-13 of the bisection. For p <= 2 the
-  event only restarts a segment where a weight changes sign.
+  so the root of w is poorly conditioned: the event captures the weight when
+  its time left at the rate of u = |w|^(2-q) falls to 1e-4 min(1, t), and the
+  arrival time is extrapolated to second order in u (`arrival_time`; 1e-9
+  to 1e-8 relative at the default rtol = 1e-8, the solve's own error; 5e-11 at
+  rtol = 1e-12, docs/theory.md s.4.3). For p <= 2 the event only restarts a segment where a weight changes sign.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
@@ -87,6 +89,8 @@ from ._singular import (
     _r_scale,
     _rsurface_step,
     _slide_decision,
+    arrival_fill,
+    arrival_time,
     extrapolate_collapse,
 )
 from ._solution import Trajectory
@@ -181,6 +185,8 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
         t_detect=jnp.where(start_collapsed | start_critical, 0.0, jnp.nan).astype(dtype),
         W_stop=W0,
         slide_time=jnp.where(frozen0, 0.0, jnp.nan).astype(dtype),
+        t_arrive_capture=jnp.full((L, d), jnp.nan, dtype),
+        W_arrive_capture=jnp.zeros((L, d), dtype),
         t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
         steps=jnp.asarray(0),
         done=~finite | start_stop,
@@ -254,9 +260,19 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
         dt_crit, W_crit = jnp.zeros((), W_end.dtype), W_end
 
     W_next, memory, frozen, col_mixed = _cross_or_slide(
-        field, c, args, W_end, Y_end, s_end, hit.get("cross", false), multi
+        field, c, args, W_end, Y_end, s_end, hit.get("cross", false), multi, dW_end, events.capture_radius * rho, t_end
     )
-    slide_time = jnp.where(frozen & ~c.frozen, t_end, c.slide_time)
+    # lp: a weight captured before reaching 0 arrives a little later (`arrival_time`).
+    held = frozen & ~c.frozen
+    t_capture, W_capture = c.t_arrive_capture, c.W_arrive_capture
+    if field.method is Method.LP:
+        ddW_end = jax.jvp(lambda Y, s: field.velocity_W(Y, s, args)[0], (Y_end, s_end), (dW_end, ds_end))[1]
+        t_arrive = t_end + arrival_time(W_end, dW_end, ddW_end, c.memory, field.p)
+        t_capture = jnp.where(held, t_end, t_capture)
+        W_capture = jnp.where(held, W_end, W_capture)
+    else:
+        t_arrive = t_end
+    slide_time = jnp.where(held, t_arrive, c.slide_time)
     rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
     if multi:
         W_next, memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
@@ -303,6 +319,8 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
         t_detect=jnp.where(collapsed | critical, t_end, c.t_detect),
         W_stop=jnp.where(critical, W_crit, c.W_stop),
         slide_time=slide_time,
+        t_arrive_capture=t_capture,
+        W_arrive_capture=W_capture,
         t_untracked=jnp.where(untracked, t_end, c.t_untracked),
         steps=c.steps + sol.stats["num_steps"],
         done=done,
@@ -333,6 +351,8 @@ def _finish(field: SamField, c: CellState, ts, data) -> Trajectory:
     out_W = jnp.where(approach[:, None, None], frac[:, None, None] * c.W_detect, out_W)
     is_crit = status == int(Status.CRITICAL)
     out_W = _hold_critical(out_W, is_crit & after, is_crit & (ts > c.t_detect) & ~after, frac, c.W_detect, c.W_stop)
+    if field.method is Method.LP:
+        out_W = arrival_fill(out_W, ts, c.t_arrive_capture, c.slide_time, c.W_arrive_capture, field.p)
     if field.clock is Clock.TAU:
         rate0 = jnp.exp(loss.log_inv_slope(0.0))
         t_real = jnp.expm1(c.out_s)

@@ -149,7 +149,9 @@ class SolverSettings:
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
-      critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius.
+      critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius;
+      lp with p > 2 captures a weight arriving at 0 only below capture_radius *
+      rho / sqrt(L d) (docs/theory.md s.4.3).
     - `blowup_log10`: in the tau clock a cell stops as blown up when max_j |beta_j|
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
       when it nears a pole: relative growth rate x tau > 1e10 (finite-time

@@ -14,6 +14,7 @@ from .flows import Method
 from .diagonal_net import beta as beta_of
 from .diagonal_net import grad_loss, loss_value, residual
 from ._cell_state import CellState
+from ._methods import dual_exponent
 from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 
@@ -219,6 +220,65 @@ def zero_time(R, dR):
     return jnp.where(dR < 0, R / jnp.where(dR < 0, -dR, 1.0), 0.0)
 
 
+# lp with p > 2 (docs/theory.md s.4.3): a column of equal weights reaches 0 like
+# w ~ (T - t)^(1/k), k = 1 - (L - 1)(q - 1) (2 - q at depth 2), tangentially, so
+# the root of w on the solver's interpolant is off by ~(atol / c)^k. u = |w|^k
+# falls to 0 at a finite rate: the `cross` event fires when the time left at that
+# rate, |w| / (k |dw|), falls to ARRIVAL_CAPTURE x min(1, t) (clock units: the
+# time scale of the flow near 0 is at most the time since the start), and the
+# arrival is extrapolated to second order in u (`arrival_time`).
+ARRIVAL_CAPTURE = 1e-4
+
+
+def _arrival_power(p, depth):
+    """k = 1 - (L - 1)(q - 1): u = |w|^k falls to 0 at a finite rate where a
+    column of equal weights reaches 0 under lp with q < 1 + 1/(L - 1); 0 where
+    it does not (p <= 2 at depth 2)."""
+    return jnp.maximum(1.0 - (depth - 1) * (dual_exponent(p) - 1.0), 0.0)
+
+
+def arrival_margin(W, dW, memory, p, capture, t):
+    """(L, d): w m - min(h k (-dw m), capture / sqrt(L d)), m the sign memory,
+    h = ARRIVAL_CAPTURE x min(1, |t|) at clock time `t`, `capture` =
+    capture_radius x rho: positive until the weight's time left to 0 at
+    u = |w|^k's rate (`_arrival_power`) falls to h and |w| to capture /
+    sqrt(L d) (so that a cell's last weights reach the collapse capture
+    first); w m where k = 0 (a plain crossing of 0)."""
+    k = _arrival_power(p, W.shape[0])
+    h = ARRIVAL_CAPTURE * jnp.minimum(1.0, jnp.abs(t))
+    near = jnp.minimum(h * k * (-dW * memory), capture / jnp.sqrt(W.size))
+    return W * memory - jnp.where(k > 0, near, 0.0)
+
+
+def arrival_time(W, dW, ddW, memory, p):
+    """(L, d): the clock time left to w = 0, from u = |w|^k (`_arrival_power`)
+    and its first two clock derivatives (from dW, ddW = dW/dclock,
+    d^2W/dclock^2): the linear time s0 = |w| / (k (-dw m)) (`zero_time`) less
+    (u''/2u') s0^2, so the error is O(ARRIVAL_CAPTURE^3); 0 where k = 0 or the
+    weight does not fall."""
+    k = _arrival_power(p, W.shape[0])
+    R, R1, R2 = W * memory, dW * memory, ddW * memory
+    s0 = zero_time(R, k * R1)
+    falls = (k > 0) & (s0 > 0)
+    R_s, R1_s = jnp.where(falls, R, 1.0), jnp.where(falls, R1, -1.0)
+    curv = (R2 + (k - 1.0) * R1_s**2 / R_s) / R1_s  # u'' / u'
+    return jnp.where(falls, s0 - 0.5 * curv * s0**2, 0.0)
+
+
+def arrival_fill(out_W, ts, t_capture, t_arrive, W_capture, p):
+    """Saved weights (n_save, L, d) with the weights held at 0 under lp
+    replaced between their capture (clock time `t_capture`, value `W_capture`,
+    (L, d); NaN: none) and their arrival `t_arrive` (L, d) by the path that
+    `arrival_time` assumes, u = |w|^k linear in time: W_capture x ((t_arrive -
+    t) / (t_arrive - t_capture))^(1/k)."""
+    k = _arrival_power(p, W_capture.shape[0])
+    t = ts[:, None, None]
+    span = t_arrive - t_capture
+    inside = (t > t_capture) & (t < t_arrive) & (span > 0) & (k > 0)
+    frac = jnp.clip((t_arrive - t) / jnp.where(span > 0, span, 1.0), 0.0, 1.0)
+    return jnp.where(inside, W_capture * frac ** (1.0 / jnp.where(k > 0, k, 1.0)), out_W)
+
+
 def extrapolate_to_zero(R_fn, theta, v, moving=True):
     """The remaining clock time dt to R_fn = 0 along the velocity `v` (a pytree
     like theta), from R and its rate dR = d R_fn(theta)[v] (`zero_time`;
@@ -278,16 +338,23 @@ def _beta_direction(field: SamField, Y, W):
     return b / jnp.where(b_norm > 0, b_norm, 1.0)
 
 
-def _cross_or_slide(field: SamField, c: CellState, args: SegmentArgs, W_end, Y_end, s_end, crossed, multi):
+def _cross_or_slide(
+    field: SamField, c: CellState, args: SegmentArgs, W_end, Y_end, s_end, crossed, multi,
+    dW_end=None, capture=None, t_end=None,
+):
     """linf sign event: the weights that reached 0 are set to exactly 0, then
     slide or cross (`_slide_decision`; at even depth on multi-sample data a
-    whole column at 0 is decided jointly, `_column_decision`). Returns
+    whole column at 0 is decided jointly, `_column_decision`). Under lp the
+    weights inside their arrival capture (`arrival_margin`, with `dW_end` =
+    dW/dclock at the event time `t_end`, `capture` = capture_radius x rho) are
+    the ones set to 0. Returns
     (W_next, memory, frozen, col_mixed); W_next is the next segment's state."""
     method, clock, loss = field.method, field.clock, field.loss
     rho, data = args.rho, args.data
     L = W_end.shape[0]
     active = ~c.frozen & (c.memory != 0)
-    at_zero = crossed & active & (W_end * c.memory <= 1e-9 * rho)
+    dist = arrival_margin(W_end, dW_end, c.memory, field.p, capture, t_end) if method is Method.LP else W_end * c.memory
+    at_zero = crossed & active & (dist <= 1e-9 * rho)
     W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
     col_mixed = jnp.asarray(False)
     if multi and L % 2 == 0:
