@@ -325,8 +325,8 @@ def test_a_checkpoint_folder_deleted_during_the_run_is_made_again(cfg, tmp_path,
     fresh = run_sweep(load_config(cfg), progress=False, checkpoint_dir=tmp_path / "fresh")
     save, seen = ChunkCheckpoint.save, []
 
-    def save_then_delete(self, method, k, piece):
-        save(self, method, k, piece)
+    def save_then_delete(self, method, k, piece, p=None):
+        save(self, method, k, piece, p)
         seen.append(sorted(p.name for p in self.folder.iterdir()))
         if k == 0:
             shutil.rmtree(self.folder)  # by hand, between two chunks
