@@ -229,7 +229,6 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     sol = run(c.t0, t_final, (c.Y, c.s), args, jnp.clip(ts, c.t0, t_final))
     (Y_seg, s_seg), (Y_end, s_end) = sol.ys
     Y_end, s_end = Y_end[0], s_end[0]
-    W_end = field.to_W(Y_end)
     ok = sol.result == diffrax.RESULTS.successful
     is_event = sol.result == diffrax.RESULTS.event_occurred
     healthy = ok | is_event
@@ -244,6 +243,27 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
     inside = (ts >= c.t0) & jnp.where(
         ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
     )
+    c = _after_event(
+        c, field=field, events=events, args=args, rho=rho, data=data, multi=multi, t_final=t_final,
+        t_end=t_end, Y_end=Y_end, s_end=s_end, ok=ok, is_event=is_event, max_steps=max_steps,
+        t_stall=t_stall, steps=sol.stats["num_steps"],
+    )
+    return eqx.tree_at(
+        lambda c: (c.out_Y, c.out_s),
+        c,
+        (jnp.where(inside[:, None, None], Y_seg, c.out_Y), jnp.where(inside, s_seg, c.out_s)),
+    )
+
+
+def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final, t_end, Y_end, s_end, ok,
+                 is_event, max_steps, t_stall, steps) -> CellState:
+    """The cell's record after a run of steps that ended at `t_end` in state
+    (`Y_end`, `s_end`): on its event (collapse, critical point, sign switch,
+    r_j surface, blow-up, t range), at the horizon (`ok`), out of steps
+    (`max_steps`, stalled at `t_stall`) or on a failure. The saved outputs
+    (`out_Y`, `out_s`) are left as they are. `steps`: the steps the run took."""
+    W_end = field.to_W(Y_end)
+    healthy = ok | is_event
     hit = events.fired(t_end, (Y_end, s_end), args, is_event)
     false = jnp.asarray(False)
     collapsed, critical = hit.get("collapse", false), hit.get("critical", false)
@@ -309,8 +329,8 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
         rmem=rmem,
         rslide=rslide,
         roff=roff,
-        out_Y=jnp.where(inside[:, None, None], Y_seg, c.out_Y),
-        out_s=jnp.where(inside, s_seg, c.out_s),
+        out_Y=c.out_Y,
+        out_s=c.out_s,
         status=status,
         event_time=jnp.where(stops, t_stop + dt_stop, c.event_time),
         event_s=jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s),
@@ -322,7 +342,7 @@ def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellS
         t_arrive_capture=t_capture,
         W_arrive_capture=W_capture,
         t_untracked=jnp.where(untracked, t_end, c.t_untracked),
-        steps=c.steps + sol.stats["num_steps"],
+        steps=c.steps + steps,
         done=done,
     )
 
