@@ -32,14 +32,24 @@ the issue's 1e-6, or samflow's own error where that is worse. The last line is
     BENCH cells_per_s=... speedup_vs_scipy=... speedup_vs_numpy_rk4=... grid256_s=... peak_mem_mb=...
           floor_ratio=... d50_cells_per_s=... d200_cells_per_s=... l3_vs_scipy=... l4_vs_scipy=...
           n4_vs_scipy=... warm_sweep_s=... figures_s=... first_compile_s=...
-          d50_log_cells_per_s=... d200_log_cells_per_s=...
+          d50_log_cells_per_s=... d200_log_cells_per_s=... cold_sweep_s=...
+          first_python_solve_s=... lane_efficiency=...
 
 (one line; `nan` where a mode does not measure it: tiny skips the other charts, only
---full runs the figure script). `warm_sweep_s` is the wall of a second
-`python -m samflow.sweep configs/default.toml` process with the compile cache warm
-(tiny: a 2-cell config); `figures_s` the wall of `scripts/reproduce_figures.py`
-with a cold cache; `first_compile_s` the chart solver's cold compilation (this
-process keeps no persistent cache); `*_vs_scipy` the l2 charts at depth 3, depth 4
+--full runs the figure script, and `lane_efficiency` is nan until the lane engine
+of issue 26 provides it). Above it, the targets of issue 26, one line each: the
+measured value, the target, met or MISSED. `cold_sweep_s` is the wall of
+`python -m samflow.sweep configs/default.toml` as a whole process on an empty
+compile cache and stored-programs folder (a fresh `SAMFLOW_COMPILATION_CACHE`,
+`samflow._cache`), output to a temporary folder (tiny: a 2-cell config);
+`warm_sweep_s` the wall of the same command run again right after, on that cache;
+`first_python_solve_s` the import of samflow and one `sf.solve` (l2, one cell, 64
+save times), timed inside a fresh Python process, after an earlier process made the
+same call on the same cache folder (a library process does not turn samflow's
+compile cache on today, so this one compiles again: the bench says so);
+`figures_s` the wall of `scripts/reproduce_figures.py` with a cold cache;
+`first_compile_s` the chart solver's cold compilation (this process keeps no
+persistent cache); `*_vs_scipy` the l2 charts at depth 3, depth 4
 and on n = 4 samples against their scipy loops at equal accuracy; `d50_log_*`,
 `d200_log_*` the d = 50 and d = 200 charts again under the best documented
 setting for large d (`LARGE_D_LOG`: log coordinates, rtol 1e-10, batch width 16).
@@ -572,9 +582,13 @@ def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _reached(value: float, goal: float, higher: bool) -> bool:
+    return value >= goal if higher else value <= goal
+
+
 def _goal(value: float, goal: float, unit: str, *, higher: bool) -> str:
     """Where a measured number stands against a design goal, in words (no pass/fail)."""
-    reached = value >= goal if higher else value <= goal
+    reached = _reached(value, goal, higher)
     side = ("at or above" if higher else "at or below") if reached else ("below" if higher else "above")
     return f"goal {'>=' if higher else '<='} {goal:g}{unit}: {side} it"
 
@@ -668,7 +682,7 @@ def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
 
 
 # ----------------------------------------------------------------------------
-# Whole processes: the sweep twice (compile cache warm), the figure script
+# Whole processes: the sweep twice (cold, then warm), a first solve, the figure script
 # ----------------------------------------------------------------------------
 
 TINY_SWEEP = """name = "bench"
@@ -684,19 +698,35 @@ num = 8
 """
 
 
-def _process_seconds(cmd: list, cache: Path, cwd: Path) -> float:
+def _process(cmd: list, cache: Path, cwd: Path) -> tuple:
+    """Run `cmd` as a fresh process with samflow's compile cache in `cache` (JAX's own
+    cache variable dropped, so that no cache of the caller's takes part): (wall s, stdout),
+    or (nan, None) after one error line when it fails."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), SAMFLOW_COMPILATION_CACHE=str(cache))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         say(f"  error: {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
-        return float("nan")
-    return time.perf_counter() - t0
+        return float("nan"), None
+    return time.perf_counter() - t0, proc.stdout
 
 
-def warm_sweep(mode: str) -> float:
+def _process_seconds(cmd: list, cache: Path, cwd: Path) -> float:
+    return _process(cmd, cache, cwd)[0]
+
+
+def _cache_files(cache: Path) -> int:
+    """How many files a process left in the compile cache folder (JAX's entries and
+    samflow's stored programs)."""
+    return sum(1 for f in cache.rglob("*") if f.is_file()) if cache.is_dir() else 0
+
+
+def sweep_runs(mode: str) -> tuple:
     """`python -m samflow.sweep configs/default.toml` (tiny mode: a 2-cell config)
-    run twice in fresh processes with a fresh compile cache: wall of the second run."""
+    run twice in fresh processes on one fresh, empty compile cache (JAX's entries and
+    the stored programs, `samflow._cache`), output to a temporary folder: the walls
+    (cold_sweep_s, warm_sweep_s) of the first run (cold) and of the second (warm)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -708,11 +738,55 @@ def warm_sweep(mode: str) -> float:
         cmd = [sys.executable, "-m", "samflow.sweep", str(config), "--out", str(tmp / "out"), "--overwrite",
                "--quiet"]
         cold = _process_seconds(cmd, tmp / "cache", ROOT)
+        files = _cache_files(tmp / "cache")
         warm = _process_seconds(cmd, tmp / "cache", ROOT)
-    say(f"  python -m samflow.sweep {config.name}: first run {cold:.1f} s (cold compile cache), "
-        f"second run {warm:.1f} s (warm), whole processes; load avg now "
+    say(f"  python -m samflow.sweep {config.name}: first run {cold:.1f} s (empty compile cache; it left "
+        f"{files} files there), second run {warm:.1f} s (that cache warm), whole processes; load avg now "
         + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    return warm
+    return cold, warm
+
+
+# A user's first solve in a fresh Python process: the import and one l2 cell, timed inside it.
+FIRST_SOLVE = """import time
+t0 = time.perf_counter()
+import numpy as np
+import samflow as sf
+import jax
+jax.config.update("jax_enable_x64", True)
+out = sf.solve("l2", sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1,
+               ts=np.geomspace(1e-2, 1e4, 64))
+jax.block_until_ready(out)
+print("FIRST_SOLVE_S", time.perf_counter() - t0)
+"""
+
+
+def first_python_solve() -> float:
+    """The import of samflow and one `sf.solve` (l2, one cell, 64 save times) in a fresh
+    Python process whose compile cache a first process doing the same call filled:
+    seconds from before the import to the result (interpreter start-up left out).
+    A library process does not turn samflow's compile cache on (only
+    `samflow._x64.prepare_process`, the entry points, does), so today this second
+    process compiles again; the line says how many files the first one cached."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "cache"
+        cmd = [sys.executable, "-c", FIRST_SOLVE]
+        _, first = _process(cmd, cache, ROOT)
+        files = _cache_files(cache)
+        wall, second = _process(cmd, cache, ROOT)
+    if first is None or second is None:
+        return float("nan")
+    secs = [float(ln.split()[1]) for ln in (first + second).splitlines() if ln.startswith("FIRST_SOLVE_S ")]
+    if len(secs) != 2:
+        say("  error: the first-solve process printed no FIRST_SOLVE_S line")
+        return float("nan")
+    cached = (f"it left {files} files in the compile cache" if files else
+              "it left the compile cache empty: import samflow does not turn the cache on, so this "
+              "process compiled again")
+    say(f"  import samflow + sf.solve('l2', one cell, 64 saves) in a fresh process: {secs[1]:.1f} s "
+        f"(whole process {wall:.1f} s); the same in the process before it: {secs[0]:.1f} s ({cached})")
+    return secs[1]
 
 
 def figures_run() -> float:
@@ -724,6 +798,30 @@ def figures_run() -> float:
                               str(Path(tmp) / "figures")], Path(tmp) / "cache", ROOT)
     say(f"  python scripts/reproduce_figures.py (full, cold compile cache): {s:.1f} s")
     return s
+
+
+# The targets of issue 26 ("One pass, every cell its own lane"): BENCH key, target,
+# unit, whether higher is better.
+ISSUE26_TARGETS = [("grid256_s", 2, " s", False), ("speedup_vs_scipy", 400, "x", True),
+                   ("d50_cells_per_s", 5000, " cells/s", True), ("d200_cells_per_s", 2000, " cells/s", True),
+                   ("lane_efficiency", 0.9, "", True), ("cold_sweep_s", 15, " s", False),
+                   ("warm_sweep_s", 4, " s", False), ("figures_s", 60, " s", False),
+                   ("first_compile_s", 2, " s", False), ("first_python_solve_s", 3, " s", False)]
+
+
+def targets_lines(bench: dict, notes: dict) -> None:
+    """The issue 26 targets, one line each: the measured value (`bench`, by BENCH key),
+    the target, met or MISSED (`not measured` for a nan); `notes[key]` qualifies a value."""
+    say("issue 26 targets (measured here | target | verdict):")
+    for key, goal, unit, higher in ISSUE26_TARGETS:
+        value = bench[key]
+        op = ">=" if higher else "<="
+        if value != value:
+            verdict = "not measured"
+        else:
+            verdict = "met" if _reached(value, goal, higher) else "MISSED"
+        note = f" ({notes[key]})" if key in notes else ""
+        say(f"  {key:<22} {fmt(value):>10}{unit}{note} | {op} {goal:g}{unit} | {verdict}")
 
 
 def summary_lines(rows: dict, first_compile_s: float, warm_s: float, figures_s: float, mode: str) -> None:
@@ -842,6 +940,7 @@ def main(argv=None) -> int:
             scipy_at_own = (len(res) / dt, rtol, e)
         if scipy_rate is not None and (scipy_at_own is not None or samflow_err >= target):
             break
+    speedup_met = scipy_rate is not None  # else the speed-up is a lower bound
     if scipy_rate is None:
         scipy_rate, scipy_rtol, scipy_err = rate, rtol, e
         say(f"  target not reached by rtol {rtol:.0e}: using it, one run (speedup is then a LOWER bound)")
@@ -942,21 +1041,34 @@ def main(argv=None) -> int:
         f"{'measured' if measured_256 else 'extrapolated'} ({_goal(grid256_s, 4, ' s', higher=False)})")
     say("")
     say("== compilation, the whole sweep, the figures ==")
-    warm_s = warm_sweep(mode)
+    cold_s, warm_s = sweep_runs(mode)
+    first_solve_s = first_python_solve()
     figures_s = figures_run() if mode == "full" else float("nan")
     first_compile_s = results[0]["compile_s"]
     summary_lines(rows, first_compile_s, warm_s, figures_s, mode)
     say(f"total wall time {time.perf_counter() - t_all:.0f} s; final peak RSS {peak_rss_mb():.0f} MB; "
         f"load avg at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     nan = (float("nan"), float("nan"))
-    say(f"BENCH cells_per_s={fmt(big['cells_per_s'])} speedup_vs_scipy={fmt(speedup_scipy)} "
-        f"speedup_vs_numpy_rk4={fmt(speedup_rk4)} grid256_s={fmt(grid256_s)} "
-        f"peak_mem_mb={fmt(chart_peak_mb)} floor_ratio={fmt(floor_ratio)} "
-        f"d50_cells_per_s={fmt(rows.get('d50', nan)[0])} d200_cells_per_s={fmt(rows.get('d200', nan)[0])} "
-        f"l3_vs_scipy={fmt(rows.get('l3', nan)[1])} l4_vs_scipy={fmt(rows.get('l4', nan)[1])} "
-        f"n4_vs_scipy={fmt(rows.get('n4', nan)[1])} warm_sweep_s={fmt(warm_s)} figures_s={fmt(figures_s)} "
-        f"first_compile_s={fmt(first_compile_s)} d50_log_cells_per_s={fmt(rows.get('d50_log', nan)[0])} "
-        f"d200_log_cells_per_s={fmt(rows.get('d200_log', nan)[0])}")
+    bench = dict(
+        cells_per_s=big["cells_per_s"], speedup_vs_scipy=speedup_scipy, speedup_vs_numpy_rk4=speedup_rk4,
+        grid256_s=grid256_s, peak_mem_mb=chart_peak_mb, floor_ratio=floor_ratio,
+        d50_cells_per_s=rows.get("d50", nan)[0], d200_cells_per_s=rows.get("d200", nan)[0],
+        l3_vs_scipy=rows.get("l3", nan)[1], l4_vs_scipy=rows.get("l4", nan)[1], n4_vs_scipy=rows.get("n4", nan)[1],
+        warm_sweep_s=warm_s, figures_s=figures_s, first_compile_s=first_compile_s,
+        d50_log_cells_per_s=rows.get("d50_log", nan)[0], d200_log_cells_per_s=rows.get("d200_log", nan)[0],
+        cold_sweep_s=cold_s, first_python_solve_s=first_solve_s,
+        # nan until the lane engine of issue 26 provides it (`lane_efficiency_of(result)` on the
+        # chart's result, wired in with the engine).
+        lane_efficiency=float("nan"),
+    )
+    notes = {"lane_efficiency": "the lane engine of issue 26 provides it"}
+    if not measured_256:
+        notes["grid256_s"] = "extrapolated"
+    if not speedup_met:
+        notes["speedup_vs_scipy"] = "a lower bound: scipy missed the accuracy target"
+    say("")
+    targets_lines(bench, notes)
+    say("BENCH " + " ".join(f"{k}={fmt(v)}" for k, v in bench.items()))
     return 0
 
 

@@ -11,10 +11,17 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH_KEYS = ["cells_per_s", "speedup_vs_scipy", "speedup_vs_numpy_rk4", "grid256_s",
               "peak_mem_mb", "floor_ratio", "d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy",
               "l4_vs_scipy", "n4_vs_scipy", "warm_sweep_s", "figures_s", "first_compile_s",
-              "d50_log_cells_per_s", "d200_log_cells_per_s"]
-# Not measured in tiny mode (the other charts; the figure script runs only under --full).
+              "d50_log_cells_per_s", "d200_log_cells_per_s", "cold_sweep_s", "first_python_solve_s",
+              "lane_efficiency"]
+# Not measured in tiny mode (the other charts; the figure script runs only under --full;
+# lane_efficiency until the lane engine of issue 26 provides it).
 TINY_NAN = {"d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy", "l4_vs_scipy", "n4_vs_scipy", "figures_s",
-            "d50_log_cells_per_s", "d200_log_cells_per_s"}
+            "d50_log_cells_per_s", "d200_log_cells_per_s", "lane_efficiency"}
+# The targets of issue 26, one line each above the BENCH line: key, target.
+TARGETS = {"grid256_s": "<= 2 s", "speedup_vs_scipy": ">= 400x", "d50_cells_per_s": ">= 5000 cells/s",
+           "d200_cells_per_s": ">= 2000 cells/s", "lane_efficiency": ">= 0.9", "cold_sweep_s": "<= 15 s",
+           "warm_sweep_s": "<= 4 s", "figures_s": "<= 60 s", "first_compile_s": "<= 2 s",
+           "first_python_solve_s": "<= 3 s"}
 NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan)"
 
 
@@ -32,6 +39,23 @@ def test_bench_tiny_prints_a_bench_line_with_positive_numbers():
     values = dict(zip(BENCH_KEYS, (float(v) for v in m.groups())))
     assert all(v > 0 and v < float("inf") for k, v in values.items() if k not in TINY_NAN), last
     assert all(v != v for k, v in values.items() if k in TINY_NAN), last  # nan: not measured in tiny mode
+    # Each target line: the BENCH value, the target, and the verdict that follows from the two.
+    lines = proc.stdout.splitlines()
+    raw = dict(zip(BENCH_KEYS, m.groups()))
+    for key, target in TARGETS.items():
+        (line,) = [ln for ln in lines if ln.split()[:1] == [key]]
+        cells = [c.strip() for c in line.split("|")]
+        assert cells[0].split()[1].removesuffix("x") == raw[key], line  # "6.5x": a speed-up
+        op, goal = target.split()[0], float(target.split()[1].rstrip("x"))
+        assert cells[1] == target, line
+        value = values[key]
+        if value != value:
+            assert cells[2] == "not measured", line
+        else:
+            met = value >= goal if op == ">=" else value <= goal
+            assert cells[2] == ("met" if met else "MISSED"), line
     # The machine, the extrapolation note and the baselines' accuracy are in the text.
     assert "cpu:" in proc.stdout and "jax " in proc.stdout
     assert "EXTRAPOLATED" in proc.stdout
+    # The first-solve line says whether the earlier process left a warm cache for it.
+    assert "files in the compile cache" in proc.stdout or "left the compile cache empty" in proc.stdout
