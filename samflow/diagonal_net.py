@@ -41,7 +41,10 @@ def prod_excl(W: Float[Array, "L d"]) -> Float[Array, "L d"]:
 
 def margins(W: Float[Array, "L d"], data: Dataset) -> Float[Array, " n"]:
     """Margins z_i = y_i <beta(W), x_i>, shape (n,)."""
-    return data.y * (data.X @ beta(W))
+    # A product and a sum, not a matrix product: XLA picks a dot kernel by the
+    # batch shape, and a vmapped dot gave other last bits at other batch widths
+    # (the lane engine's results must depend on the cell alone).
+    return data.y * jnp.sum(data.X * beta(W)[None, :], axis=1)
 
 
 def loss_value(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, ""]:
@@ -52,7 +55,7 @@ def loss_value(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Flo
 def residual(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, " d"]:
     """r(W) = (1/n) sum_i slope(z_i) y_i x_i, so that -grad L = r * prod_excl(W)."""
     c = loss.slope(margins(W, data))
-    return (data.X.T @ (data.y * c)) / data.X.shape[0]
+    return jnp.sum(data.X * (data.y * c)[:, None], axis=0) / data.X.shape[0]  # no dot: see `margins`
 
 
 def grad_loss(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, "L d"]:

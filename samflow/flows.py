@@ -152,7 +152,7 @@ def velocity(
     mu = data.y[0] * data.X[0]
     r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
     W_hat = perturbed_weights(W, r_pert, rho, method, memory, p)
-    z_hat = jnp.dot(beta(W_hat), mu)
+    z_hat = jnp.sum(beta(W_hat) * mu)  # no dot: see `diagonal_net.margins`
     return mu[None, :] * prod_excl(W_hat), loss.log_inv_slope(z_hat)
 
 
