@@ -1,9 +1,14 @@
 """Shared test setup: float64, the Agg backend and the persistent compile cache for
-the whole test process (as the command lines set them; `import samflow` sets none of
+the whole test process, with the CPU arithmetic of the command lines
+(`samflow._x64.exact_cpu_arithmetic`) (as the command lines set them; `import samflow` sets none of
 them), common data sets and a seeded RNG."""
 
-import jax
-import matplotlib
+from samflow._x64 import exact_cpu_arithmetic
+
+exact_cpu_arithmetic()  # before JAX starts: the arithmetic of the command lines (no FMA)
+
+import jax  # noqa: E402
+import matplotlib  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 matplotlib.use("Agg")

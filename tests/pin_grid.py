@@ -23,7 +23,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import jax
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from samflow._x64 import exact_cpu_arithmetic  # noqa: E402
+
+exact_cpu_arithmetic()  # as the command lines (no FMA: bits independent of the lane width)
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
