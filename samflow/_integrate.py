@@ -1,7 +1,10 @@
-"""Integrate one cell (one init, one rho) of a flow with diffrax, singular points included.
+"""The cell's record at its start, at its events and at its end; `solve` and `solve_cell`.
 
-The solve of a cell is a short loop of diffrax solves ("segments"). Each segment
-runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
+A cell (one init, one rho) is integrated by the lane engine (`samflow._lanes`):
+adaptive Runge-Kutta steps in float64 with diffrax's solvers, step-size
+controller and dense interpolation, and a *run* of steps ends at the first event
+(located on the step's interpolant). This module holds what happens there
+(`_initial_state`, `_after_event`, `_finish`); the events:
 
 - **collapse** (l2-SAM, L >= 2): ||W||_2 falls to `capture_radius * rho`. The
   field is bounded near 0, so the remaining time to W = 0 is extrapolated
@@ -53,40 +56,36 @@ runs an adaptive Runge-Kutta solve in float64 that stops at the first event:
 
 A stop condition (collapse, blow-up, pole, critical point) that already holds
 at the start, inside or exactly on its threshold, ends the cell at time 0 with
-that status, without a solve: diffrax events only fire on a down-crossing.
-Every segment saves at the requested times that fall inside it. A cell that
-fails (max_steps, non-finite input) gets its own status and NaNs, never an
-exception, so a vmapped batch survives any one member (`throw=False`).
+that status, without a solve: events only fire on a down-crossing. A run saves
+at the requested times that fall inside it. A cell that fails (max_steps,
+non-finite input) gets its own status and NaNs, never an exception, so a batch
+survives any one member.
 """
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, ArrayLike, Float
 
 from .datasets import Dataset
-from .flows import LOG_NOT_LINF, Clock, Method, rescaled_velocity
+from .flows import Clock, Method, rescaled_velocity
 from ._methods import P_HELP, check_p, p_array
-from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .diagonal_net import init_weights, loss_value
 from .status import Status
-from ._cache import no_runtime_checks
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._cell_state import CellState
 from ._field import SamField, SegmentArgs
-from ._settings import _SOLVERS, STUCK_INIT, TAU_ONE_SAMPLE, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
+from ._settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from ._singular import (
     _beta_direction,
     _critical_target,
     _cross_or_slide,
     _hold_critical,
     _initial_rsurface,
-    _r_scale,
     _rsurface_step,
     _slide_decision,
     arrival_fill,
@@ -97,19 +96,6 @@ from ._solution import Trajectory
 from ._x64 import in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
-
-
-def _sanitize(W0, rho, data):
-    """float64 inputs, with non-finite ones replaced by harmless zeros so that
-    nothing non-finite enters the solver: (W0, rho, data, finite)."""
-    dtype = jnp.result_type(W0.dtype, jnp.float64)
-    W0 = W0.astype(dtype)
-    rho = jnp.asarray(rho, dtype)
-    finite = jnp.all(jnp.isfinite(W0)) & jnp.isfinite(rho) & jnp.all(jnp.isfinite(data.X))
-    W0 = jnp.where(finite, W0, 0.0)
-    rho = jnp.where(finite, rho, 0.0)
-    data = Dataset(X=jnp.where(finite, data.X, 0.0), y=data.y)
-    return W0, rho, data, finite
 
 
 def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite, multi: bool) -> CellState:
@@ -190,68 +176,6 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
         t_untracked=jnp.where(track0, jnp.inf, 0.0).astype(dtype),
         steps=jnp.asarray(0),
         done=~finite | start_stop,
-    )
-
-
-def _segment_solver(field: SamField, events: EventSet, settings: SolverSettings, w_scale):
-    """`run(t0, t1, y0, args, ts_seg)`: one diffrax solve from t0 that stops at
-    the first event, saving at `ts_seg` and at its end (`throw=False`: a failed
-    cell keeps its status, the batch goes on)."""
-    term = diffrax.ODETerm(field)
-    solver = _SOLVERS[settings.solver]()
-    # atol is relative to the init scale: a cell started at 1e-300 is followed
-    # to rtol, not swamped by an absolute tolerance far above its weights.
-    # (Floored at 1e-150: below that the error norms themselves leave the normal
-    # float64 range, and beta = w^L has underflowed anyway.)
-    atol = settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
-    if field.log_coords:
-        atol = settings.rtol  # an absolute error of x is a relative error of W
-    controller = diffrax.PIDController(rtol=settings.rtol, atol=atol)
-    event = events.diffrax_event()
-
-    def run(t0, t1, y0, args, ts_seg):
-        with no_runtime_checks():  # no host callback: the compile cache keeps the program (samflow._cache)
-            return diffrax.diffeqsolve(
-                term, solver, t0, t1, None, y0, args=args,
-                saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts_seg), diffrax.SubSaveAt(t1=True))),
-                stepsize_controller=controller, event=event, max_steps=settings.max_steps, throw=False,
-            )
-
-    return run
-
-
-def _segment(c: CellState, *, field, events, run, ts, rho, data, multi) -> CellState:
-    """One segment: solve to the first event, save what it covers, and act on
-    the event (collapse, critical point, sign switch, r_j surface, blow-up,
-    t range, failure)."""
-    args = c.segment_args(rho, data, multi)
-    t_final = ts[-1]
-    sol = run(c.t0, t_final, (c.Y, c.s), args, jnp.clip(ts, c.t0, t_final))
-    (Y_seg, s_seg), (Y_end, s_end) = sol.ys
-    Y_end, s_end = Y_end[0], s_end[0]
-    ok = sol.result == diffrax.RESULTS.successful
-    is_event = sol.result == diffrax.RESULTS.event_occurred
-    healthy = ok | is_event
-    # The step at which a failure happened is not reported reliably; keep what
-    # was saved strictly before the failure and nothing after it. Out of steps,
-    # the solver stalled at its last accepted step (the t1 save); every save up
-    # to there is valid.
-    saved_ok = jnp.isfinite(Y_seg).all((1, 2)) & (ts >= c.t0)
-    t_stall = sol.ts[1][0]
-    t_end = jnp.where(healthy, t_stall, jnp.max(jnp.where(saved_ok, ts, c.t0)))
-    max_steps = sol.result == diffrax.RESULTS.max_steps_reached
-    inside = (ts >= c.t0) & jnp.where(
-        ok, ts <= t_end, jnp.where(max_steps, saved_ok & (ts <= t_stall), ts < t_end)
-    )
-    c = _after_event(
-        c, field=field, events=events, args=args, rho=rho, data=data, multi=multi, t_final=t_final,
-        t_end=t_end, Y_end=Y_end, s_end=s_end, ok=ok, is_event=is_event, max_steps=max_steps,
-        t_stall=t_stall, steps=sol.stats["num_steps"],
-    )
-    return eqx.tree_at(
-        lambda c: (c.out_Y, c.out_s),
-        c,
-        (jnp.where(inside[:, None, None], Y_seg, c.out_Y), jnp.where(inside, s_seg, c.out_s)),
     )
 
 
@@ -433,28 +357,11 @@ def solve_cell(
     for you).
     """
     require_float64("samflow.solve_cell")
-    method = Method.parse(method)
-    clock = Clock.parse(clock)
-    L, d = W0.shape
-    # linf on multi-sample data: the direction also flips where r_j(W) = 0
-    # (`_linf_multi_field`); on one sample r_j = slope mu_j never changes sign.
-    multi = method.spec.slides and data.X.shape[0] > 1
-    if settings.coords == "log" and not method.spec.log_coords:
-        raise ValueError(LOG_NOT_LINF)  # `solve` checks first (`check_problem`)
-    if multi and clock is Clock.TAU:
-        raise ValueError(TAU_ONE_SAMPLE)
-    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
-    W0, rho, data, finite = _sanitize(W0, rho, data)
-    # Log coordinates: the state is x = log|W| with the signs fixed.
-    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
-    field = SamField(method, clock, get_loss(settings.loss), sign, _field_p(method, p, W0.dtype))
-    w_scale = jnp.max(jnp.abs(W0))
-    events = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
-    run = _segment_solver(field, events, settings, w_scale)
-    init = _initial_state(field, events, W0, rho, data, ts, finite, multi)
-    body = lambda c: _segment(c, field=field, events=events, run=run, ts=ts, rho=rho, data=data, multi=multi)
-    c = jax.lax.while_loop(lambda c: (~c.done) & (c.seg < max_segments), body, init)
-    return _finish(field, c, ts, data)
+    from ._lanes import solve_lanes  # the engine; it builds on this module's record updates
+
+    out, _, _ = solve_lanes(jnp.asarray(W0)[None], jnp.asarray(rho)[None], data, ts, method=Method.parse(method),
+                         clock=Clock.parse(clock), settings=settings, p=p, width=1)
+    return jax.tree_util.tree_map(lambda x: x[0], out)
 
 
 def _field_p(method: Method, p, dtype):
@@ -469,8 +376,11 @@ def _field_p(method: Method, p, dtype):
 
 @eqx.filter_jit
 def _solve_batch(W0, rho, data, ts, method, clock, settings, p=None):
-    fn = lambda W, r: solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings, p=p)
-    return jax.vmap(fn)(W0, rho)
+    from ._lanes import DEFAULT_LANES, solve_lanes
+
+    out, _, _ = solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
+                         width=min(W0.shape[0], DEFAULT_LANES))
+    return out
 
 
 def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_batched: bool = False):

@@ -34,7 +34,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .. import _integrate, _solution
+from .. import _lanes, _solution
 from .._cache import StoredProgram
 from ..flows import Method
 
@@ -315,7 +315,7 @@ def use_cpu_cores(n: "int | None" = None) -> "int | None":
 
 
 @functools.lru_cache(maxsize=64)
-def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False):
+def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False, lanes: int = 128):
     """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
 
     Returns `(fn, sharding)`: `fn(W0, rho, data, ts, p)` with `W0` (n_dev w, L, d)
@@ -336,8 +336,8 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
 
     def per_device(W0, rho, data, ts, p):
         # Looked up at trace time, so that a test can count traces.
-        fn = lambda W, r: _integrate.solve_cell(W, r, data, ts, method=method, clock=clock, settings=settings, p=p)
-        out = jax.vmap(fn)(W0, rho)
+        out, _, _ = _lanes.solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
+                                    width=lanes)
         out = _solution.summarize(out) if summary else out
         return jax.lax.all_gather(out, AXIS, tiled=True) if gather else out
 
@@ -348,7 +348,8 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
         out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )
-    what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), method, clock, settings, summary, gather)
+    what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), method, clock, settings, summary, gather,
+            lanes)
     return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
 
 

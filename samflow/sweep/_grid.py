@@ -32,6 +32,10 @@ from ._devices import (
 )
 
 
+#: Cells per device in one call, in units of its lanes (the queue the lanes work through).
+CALL_QUEUE = 8
+
+
 def grid_chunk_size(
     B: int, L: int, d: int, n_save: int, *, chunk_size: "int | None", batch_size: int,
     memory_budget_mb: float, n_devices: int, summary: bool,
@@ -136,12 +140,16 @@ def solve_grid(
     settings = settings.resolved(method, W0, data, clock, p)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
-    width = batch_width(batch_size, B)
-    per_call = width * n_dev
+    lanes = batch_width(batch_size, B)
     L, d = W0.shape[1:]
     size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
                            memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
-    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary))
+    # A call hands each device a queue of up to CALL_QUEUE x lanes cells; a lane that
+    # finishes its cell takes the next one (samflow._lanes), so no lane waits for another.
+    width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
+    lanes = min(lanes, width)
+    per_call = width * n_dev
+    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary), lanes)
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     cls = Summary if summary else Trajectory

@@ -1,0 +1,565 @@
+"""The lane engine: every cell of a call is solved in its own lane, one step at a time.
+
+A call hands `n` cells to `width` lanes. One `lax.while_loop` runs the call; at
+each of its iterations every busy lane tries ONE adaptive Runge-Kutta step of
+its own cell with its own step size (diffrax's solver `step` and its
+`PIDController.adapt_step_size`, exactly as inside `diffrax.diffeqsolve`), so
+no lane waits for another. Around the step the lane does what the cell needs:
+
+- **saves**: the requested save times inside an accepted step are evaluated on
+  the step's dense interpolant (diffrax's `interpolation_cls`) and written into
+  the call's output at (cell, save index).
+- **events** (`samflow._events.EventSet`, docs/theory.md s.4): the cell's event
+  condition is evaluated at every accepted step's end; a down-crossing is
+  located on the dense interpolant by bisection (`BracketBisection`, an
+  `optimistix` root finder, to 1e-13), and the cell's record is updated there
+  exactly as at the end of a segment of the former engine (`_after_event`:
+  collapse capture and extrapolation, linf sign switches and sliding, the r_j
+  surfaces of multi-sample linf, lp arrivals at 0, critical points, blow-up,
+  poles, the t range). A cell that goes on after its event restarts its
+  solver there (a fresh first-same-as-last stage, a fresh PID state, its last
+  step size as the first guess); a cell that is done hands its lane to the
+  next cell of the queue.
+- **the end of a cell**: the horizon, a stopping event, its step budget
+  (`max_steps` per run between events, `max_segments` runs) or a failure.
+
+Lanes that end a run in the same iteration are processed in a compact batch of
+`slots` lanes (the rest redo the same step in the next iteration, which gives
+the same bits), so the costly event work is paid per event, not per lane.
+Everything a lane computes is a function of its cell alone: the results do not
+depend on the width, the order of the cells or the other cells of the call.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import equinox.internal as eqxi
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+from jaxtyping import Array, Bool, Float, Int
+
+from .datasets import Dataset
+from .flows import Clock, Method
+from .losses import get_loss
+from .status import Status
+from ._cache import no_runtime_checks
+from ._cell_state import CellState
+from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _with_lead
+from ._field import SamField
+from ._integrate import _after_event, _field_p, _finish, _initial_state
+from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
+from ._singular import _r_scale
+from ._solution import Trajectory
+from .flows import LOG_NOT_LINF
+
+__all__ = ["solve_lanes", "DEFAULT_LANES"]
+
+#: Lanes per device when the caller does not say (`solve`, `solve_grid`).
+DEFAULT_LANES = 256
+
+
+class Lane(eqx.Module):
+    """The carry of one lane (a leading lane axis in the loop).
+
+    - `cell`: `()` int, the cell it holds (n: idle).
+    - `rec`: the cell's `CellState` without its saved outputs (`out_Y`,
+      `out_s` are None): where it is (`t0`, `Y`, `s`), its modes (`memory`,
+      `frozen`, `rmem`, `rslide`, `roff`, `track`) and its event record.
+    - `rho`, `sign` (log coordinates, else None), `w_scale`: the cell's constants.
+    - `tnext`: `()` the end of the step to try; `f0`: the field at (`t0`, `Y`,
+      `s`) (the first stage of the next step); `pid`: the PID controller's state.
+    - `v`: `()` the event condition at (`t0`, `Y`, `s`) (a down-crossing through
+      0 is an event). `run_steps`: steps since the run began (its `max_steps`).
+    - `save_idx`: `()` the next save time to write.
+    - `lead`: `()` the leader argmax |beta_j| (0-based) when switches are
+      recorded; `sw`: the cell's switches so far (time, s, from, to: `(K,)`;
+      count: `()`), else None.
+    """
+
+    cell: Int[Array, ""]
+    rec: CellState
+    rho: Float[Array, ""]
+    sign: "Float[Array, 'L d'] | None"
+    w_scale: Float[Array, ""]
+    tnext: Float[Array, ""]
+    f0: tuple
+    pid: tuple
+    v: Float[Array, ""]
+    run_steps: Int[Array, ""]
+    save_idx: Int[Array, ""]
+    lead: Int[Array, ""]
+    sw: "tuple | None"
+
+
+class _Tried(eqx.Module):
+    """What one step of a lane gave (`_Engine.try_step`)."""
+
+    t0: Float[Array, ""]
+    t1: Float[Array, ""]
+    y1: tuple
+    dense: dict
+    keep: Bool[Array, ""]
+    tnext: Float[Array, ""]
+    t_new: Float[Array, ""]
+    pid: tuple
+    f1: tuple
+    v1: Float[Array, ""]
+    event: Bool[Array, ""]
+    horizon: Bool[Array, ""]
+    out_of_steps: Bool[Array, ""]
+    failed: Bool[Array, ""]
+
+
+def _erk_step(tableau, field, t0, t1, y0, args, f0):
+    """One explicit Runge-Kutta step of diffrax's Butcher `tableau` (first same as
+    last), unrolled: (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in
+    diffrax, so `dense_info` feeds the solver's own `interpolation_cls`. The
+    stage sums are written out term by term (no `tensordot`): XLA picks a dot
+    kernel by the batch shape, and the lanes' bits must not depend on the width.
+    """
+    h = t1 - t0
+    add = lambda a, b: jax.tree.map(jnp.add, a, b)
+    scale = lambda c, x: jax.tree.map(lambda v: c * v, x)
+    ks = [scale(h, f0)]
+    for ci, row in zip(tableau.c, tableau.a_lower):
+        yi = y0
+        for aij, kj in zip(row, ks):
+            if aij != 0:
+                yi = add(yi, scale(float(aij), kj))
+        fi = field(t0 + float(ci) * h, yi, args)
+        ks.append(scale(h, fi))
+    if tableau.fsal:  # the last stage is at (t1, y1): its y is the solution
+        y1 = yi
+    else:  # pragma: no cover - every solver of _SOLVERS is FSAL
+        y1 = y0
+        for bi, ki in zip(tableau.b_sol, ks):
+            if bi != 0:
+                y1 = add(y1, scale(float(bi), ki))
+    err = None
+    for ei, ki in zip(tableau.b_error, ks):
+        if ei != 0:
+            term = scale(float(ei), ki)
+            err = term if err is None else add(err, term)
+    k = jax.tree.map(lambda *xs: jnp.stack(xs), *ks)
+    return y1, err, dict(y0=y0, y1=y1, k=k), fi
+
+
+class _Dense(eqx.Module):
+    """The solver's dense interpolant on one step, evaluated with sums written out.
+
+    diffrax's `interpolation_cls` is linear in (y0, y1, k): y(t) = a(t) y0 +
+    b(t) y1 + sum_i c_i(t) k_i. Its coefficients are read by evaluating it on unit
+    vectors (exact: every product is by 0 or 1), and the sum is then formed term
+    by term, because the class's own `tensordot` takes other last bits at other
+    batch widths (see `_erk_step`)."""
+
+    cls: type = eqx.field(static=True)
+    t0: Float[Array, ""]
+    t1: Float[Array, ""]
+    dense: dict
+
+    def evaluate(self, t):
+        k = self.dense["k"]
+        m = jax.tree.leaves(k)[0].shape[0]
+        dtype = jnp.result_type(self.t0)
+        eye = jnp.eye(m + 2, dtype=dtype)
+        probe = self.cls(t0=self.t0, t1=self.t1, y0=eye[0], y1=eye[1], k=eye[2:]).evaluate(t)
+        def combine(y0, y1, ks):
+            # Each product rounded on its own (no fused multiply-add, which XLA's
+            # CPU code uses or not depending on how it vectorizes a batch shape).
+            terms = jax.lax.optimization_barrier([probe[0] * y0, probe[1] * y1] + [probe[2 + i] * ks[i] for i in range(m)])
+            out = terms[0]
+            for term in terms[1:]:
+                out = out + term
+            return out
+        return jax.tree.map(combine, self.dense["y0"], self.dense["y1"], k)
+
+
+def _no_event_value(events: EventSet, t, y, args):
+    return events.value(t, y, args) if events.names else jnp.asarray(1.0, jnp.result_type(t))
+
+
+class _Engine(eqx.Module):
+    """The static parts of a call (method, clock, settings, shapes) and its shared
+    inputs (data, save times, p); builds each lane's field, events and controller."""
+
+    method: Method = eqx.field(static=True)
+    clock: Clock = eqx.field(static=True)
+    settings: SolverSettings = eqx.field(static=True)
+    multi: bool = eqx.field(static=True)
+    log_coords: bool = eqx.field(static=True)
+    L: int = eqx.field(static=True)
+    max_segments: int = eqx.field(static=True)
+    switches: int = eqx.field(static=True)
+    data: Dataset
+    ts: Float[Array, " n_save"]
+    p: "Float[Array, ''] | None"
+    r_scale: "Float[Array, ''] | None"
+
+    @property
+    def solver(self):
+        return _SOLVERS[self.settings.solver]()
+
+    @property
+    def t_final(self):
+        return self.ts[-1]
+
+    def field(self, sign) -> SamField:
+        return SamField(self.method, self.clock, get_loss(self.settings.loss), sign, self.p)
+
+    def events(self, field, w_scale, lead=None) -> EventSet:
+        """The cell's events; with switches recorded, also "a challenger overtakes
+        `lead`" (`samflow._events._with_lead`, docs/theory.md s.5)."""
+        base = EventSet.for_cell(field, self.L, self.multi, self.settings, w_scale, self.r_scale)
+        return _with_lead(base, lead) if self.switches and lead is not None else base
+
+    def controller(self, field, w_scale):
+        # As the former segment solver: atol relative to the init scale (floored
+        # at 1e-150), rtol alone in log coordinates.
+        atol = self.settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+        if field.log_coords:
+            atol = self.settings.rtol
+        return diffrax.PIDController(rtol=self.settings.rtol, atol=atol)
+
+    def args(self, lane_or_rec, rho):
+        return lane_or_rec.segment_args(rho, self.data, self.multi)
+
+    # -- one lane -----------------------------------------------------------------
+
+    def start_run(self, rec: CellState, rho, sign, w_scale, dt, lead=None):
+        """(tnext, f0, pid, v) of a run that starts at the record's (t0, Y, s):
+        the first step is `dt` long (clipped to the horizon)."""
+        field = self.field(sign)
+        args = self.args(rec, rho)
+        y0 = (rec.Y, rec.s)
+        f0 = field(rec.t0, y0, args)
+        v = _no_event_value(self.events(field, w_scale, lead), rec.t0, y0, args)
+        tnext = jnp.minimum(rec.t0 + dt, self.t_final)
+        dtype = rec.t0.dtype
+        pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
+        return tnext, f0, pid, v
+
+    def first_dt(self, rec: CellState, rho, sign, w_scale):
+        """The first step of a cell: diffrax's initial step-size selection."""
+        field = self.field(sign)
+        term = diffrax.ODETerm(field)
+        solver = self.solver
+        ctrl = self.controller(field, w_scale)
+        t1, _ = ctrl.init(term, rec.t0, self.t_final, (rec.Y, rec.s), None, self.args(rec, rho), solver.func,
+                          solver.error_order(term))
+        return t1 - rec.t0
+
+    def try_step(self, lane: Lane, t1_floor) -> _Tried:
+        """One step of `lane` from rec.t0 to lane.tnext, as diffeqsolve's loop body."""
+        rec = lane.rec
+        field = self.field(lane.sign)
+        term = diffrax.ODETerm(field)
+        solver = self.solver
+        args = self.args(rec, lane.rho)
+        t0, t1 = rec.t0, lane.tnext
+        y0 = (rec.Y, rec.s)
+        y1, y_err, dense, f1 = _erk_step(type(solver).tableau, field, t0, t1, y0, args, lane.f0)
+        sres = diffrax.RESULTS.successful
+        y_err = jax.tree.map(lambda x: jnp.where(jnp.isnan(x), jnp.inf, x), y_err)
+        keep, t_new, tnext, _, pid, cres = self.controller(field, lane.w_scale).adapt_step_size(
+            t0, t1, y0, y1, args, y_err, solver.error_order(term), lane.pid
+        )
+        t_final = self.t_final
+        t_new = jnp.minimum(t_new, t_final)
+        tnext = jnp.where(tnext > t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tnext)
+        v1 = _no_event_value(self.events(field, lane.w_scale, lane.lead), t_new, y1, args)
+        v1 = jnp.where(keep, v1, lane.v)
+        event = keep & (lane.v > 0) & (v1 <= 0)
+        failed = (sres != diffrax.RESULTS.successful) | (cres != diffrax.RESULTS.successful)
+        horizon = keep & ~event & (t_new >= t_final)
+        out_of_steps = (lane.run_steps + 1 >= self.settings.max_steps) & ~event & ~horizon
+        return _Tried(
+            t0=t0, t1=t1, y1=y1, dense=dense, keep=keep, tnext=tnext, t_new=t_new,
+            pid=jax.tree.map(jnp.asarray, pid), f1=f1, v1=v1, event=event & ~failed,
+            horizon=horizon & ~failed, out_of_steps=out_of_steps & ~failed, failed=failed,
+        )
+
+    def interp(self, tried: _Tried):
+        return _Dense(self.solver.interpolation_cls, tried.t0, tried.t1, tried.dense)
+
+    def end_run(self, lane: Lane, tried: _Tried):
+        """A lane whose run ended in this step: locate its event, update its record
+        (`_after_event`) and, if its cell goes on, start the next run there.
+        Returns (lane, t_limit, strict): the saves of this step are those up to
+        t_limit (strictly before it for an event)."""
+        rec = lane.rec
+        field = self.field(lane.sign)
+        events = self.events(field, lane.w_scale, lane.lead)
+        args = self.args(rec, lane.rho)
+        interp = self.interp(tried)
+
+        if events.names:
+            def cond(t, _):
+                return events.value(t, interp.evaluate(t), args)
+
+            root = optx.root_find(
+                cond, BracketBisection(rtol=1e-13, atol=1e-13, flip=True), tried.t_new,
+                options=dict(lower=tried.t0, upper=tried.t_new), throw=False,
+            )
+            t_ev = jnp.where(tried.event, root.value, tried.t_new)
+            root_ok = ~tried.event | (root.result == optx.RESULTS.successful)
+            y_ev = interp.evaluate(t_ev)
+        else:
+            t_ev, root_ok, y_ev = tried.t_new, jnp.asarray(True), tried.y1
+        # Out of steps or failed: the run stalls at its last accepted point.
+        t_here = jnp.where(tried.keep, tried.t_new, tried.t0)
+        y_here = jax.tree.map(lambda a, b: jnp.where(tried.keep, a, b), tried.y1, (rec.Y, rec.s))
+        stalled = tried.out_of_steps | tried.failed | ~root_ok
+        t_end = jnp.where(tried.event & root_ok, t_ev, t_here)
+        Y_end, s_end = jax.tree.map(lambda a, b: jnp.where(tried.event & root_ok, a, b), y_ev, y_here)
+        rec = eqx.tree_at(lambda r: r.steps, rec, rec.steps + 1)
+        new = _after_event(
+            rec, field=field, events=events, args=args, rho=lane.rho, data=self.data, multi=self.multi,
+            t_final=self.t_final, t_end=t_end, Y_end=Y_end, s_end=s_end, ok=tried.horizon,
+            is_event=tried.event & root_ok, max_steps=tried.out_of_steps & ~tried.failed,
+            t_stall=t_here, steps=jnp.zeros((), rec.steps.dtype),
+        )
+        new = eqx.tree_at(lambda r: r.status, new, jnp.where(~root_ok & ~tried.failed, int(Status.FAILED), new.status))
+        new = eqx.tree_at(lambda r: r.done, new, new.done | ~root_ok | tried.failed)
+        lead, sw = lane.lead, lane.sw
+        if self.switches:
+            # The lead event ended this run: the state sits on the crossing, and the
+            # fastest growing of the features tied there leads on (`_leader`).
+            lb = _log_abs_beta(field, new.Y)
+            live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > self.L * _LOG_ZERO)
+            fired = tried.event & root_ok & ~new.done & live & (jnp.abs(_lead_value(field, new.Y, lead)) <= 1e-7)
+            to = _leader(field, new, lane.rho, self.data, self.multi, exclude=lead)
+            r_time, r_s, r_from, r_to, count = sw
+            K = r_time.shape[0]
+            slot = jnp.minimum(count, K - 1)
+            put = lambda arr, v: jnp.where(fired & (count < K), arr.at[slot].set(v), arr)
+            sw = (put(r_time, new.t0), put(r_s, new.s), put(r_from, (lead + 1).astype(jnp.int32)),
+                  put(r_to, (to + 1).astype(jnp.int32)), count + fired.astype(jnp.int32))
+            lead = jnp.where(fired, to, lead)
+        # The next run starts at the event with the step size of this one.
+        dt = jnp.maximum(tried.t1 - tried.t0, 0.0)
+        tnext, f0, pid, v = self.start_run(new, lane.rho, lane.sign, lane.w_scale, dt, lead)
+        lane = eqx.tree_at(
+            lambda l: (l.rec, l.tnext, l.f0, l.pid, l.v, l.run_steps, l.lead, l.sw),
+            lane, (new, tnext, f0, pid, v, jnp.zeros_like(lane.run_steps), lead, sw),
+            is_leaf=lambda x: x is None,
+        )
+        t_limit = jnp.where(tried.keep | tried.event, t_end, tried.t0)
+        del stalled
+        return lane, t_limit, tried.event & root_ok
+
+    def advance(self, lane: Lane, tried: _Tried) -> Lane:
+        """A lane whose run goes on: take the step if accepted, else retry smaller."""
+        keep = tried.keep
+        sel = lambda a, b: jax.tree.map(lambda x, y: jnp.where(keep, x, y), a, b)
+        rec = lane.rec
+        Y, s = sel(tried.y1, (rec.Y, rec.s))
+        rec = eqx.tree_at(
+            lambda r: (r.t0, r.Y, r.s, r.steps), rec,
+            (jnp.where(keep, tried.t_new, rec.t0), Y, s, rec.steps + 1),
+        )
+        return eqx.tree_at(
+            lambda l: (l.rec, l.tnext, l.f0, l.pid, l.v, l.run_steps),
+            lane, (rec, tried.tnext, sel(tried.f1, lane.f0), tried.pid, tried.v1, lane.run_steps + 1),
+        )
+
+
+def _where_rows(mask, a, b):
+    """Per-lane select of two pytrees with a leading lane axis."""
+    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
+
+
+def _take(tree, idx):
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+def _put(tree, idx, rows):
+    return jax.tree.map(lambda x, r: x.at[idx].set(r, mode="drop"), tree, rows)
+
+
+def solve_lanes(
+    W0: Float[Array, "n L d"],
+    rho: Float[Array, " n"],
+    data: Dataset,
+    ts: Float[Array, " n_save"],
+    *,
+    method: Method,
+    clock: Clock,
+    settings: SolverSettings,
+    p: "Float[Array, ''] | None" = None,
+    width: int = DEFAULT_LANES,
+    slots: "int | None" = None,
+    switches: int = 0,
+) -> tuple[Trajectory, Int[Array, ""], "tuple | None"]:
+    """Solve `n` cells in `width` lanes; traceable (call it inside `jax.jit`).
+
+    `W0` `(n, L, d)` float64 initial weights, `rho` `(n,)` float64 radii, `ts`
+    `(n_save,)` save times (increasing, `ts[0] >= 0`, the last one the horizon;
+    not checked here: see `samflow.solve`). `p`: lp's exponent (float64 scalar,
+    traced; required for "lp"). `width`: lanes (static); `slots`: lanes whose
+    runs end that are processed per iteration (static; default width // 8,
+    at least 1). `switches`: K > 0 records every switch of the leader argmax_j
+    |beta_j| in the same pass, up to K per cell (static; docs/theory.md s.5):
+    the lead condition is one more event of the cell, located like the others.
+
+    **Returns:** `(trajectory, iterations, switches)`: a `Trajectory` with
+    leading axis n (the same fields and meaning as `samflow.solve`), the number
+    of loop iterations (lane efficiency = sum of `num_steps` / (iterations x
+    width)), and with `switches` > 0 the raw record `(time, t, from_, to,
+    count, first, ok)` (`(n, K)` float64 clock times and real times, 1-based
+    int32 leaders, `(n,)` counts, first leaders and done flags; the check of
+    `samflow.switches` is not applied here), else None.
+
+    **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
+    multi-sample linf data (as `samflow.solve_cell`).
+    """
+    method = Method.parse(method)
+    clock = Clock.parse(clock)
+    n, L, d = W0.shape
+    multi = method.spec.slides and data.X.shape[0] > 1
+    if settings.coords == "log" and not method.spec.log_coords:
+        raise ValueError(LOG_NOT_LINF)
+    if multi and clock is Clock.TAU:
+        raise ValueError(TAU_ONE_SAMPLE)
+    width = int(max(1, min(width, n)))
+    slots = int(slots or max(1, width // 8))
+    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
+    if switches:
+        max_segments += switches + 1  # a run ends at each switch too
+    dtype = jnp.result_type(W0.dtype, jnp.float64)
+    W0 = W0.astype(dtype)
+    rho = jnp.asarray(rho, dtype)
+    ts = jnp.asarray(ts, dtype)
+    data_finite = jnp.all(jnp.isfinite(data.X))
+    data = Dataset(X=jnp.where(data_finite, data.X, 0.0), y=data.y)
+    finite = jnp.all(jnp.isfinite(W0), axis=(1, 2)) & jnp.isfinite(rho) & data_finite
+    W0 = jnp.where(finite[:, None, None], W0, 0.0)
+    rho = jnp.where(finite, rho, 0.0)
+    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if settings.coords == "log" else None
+    w_scale = jnp.max(jnp.abs(W0), axis=(1, 2))
+    eng = _Engine(method, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
+                  _field_p(method, p, dtype), _r_scale(data) if multi else None)
+    n_save = ts.shape[0]
+    t_final = ts[-1]
+    t1_floor = t_final
+    for _ in range(100):  # diffrax rounds a step ending within 100 ULP of t1 to t1
+        t1_floor = eqxi.prevbefore(t1_floor)
+
+    # Every cell's state at time 0 (stop conditions that hold there decided).
+    def init_cell(W, r, sgn, ws, fin):
+        field = eng.field(sgn)
+        events = eng.events(field, ws)
+        c = _initial_state(field, events, W, r, data, ts, fin, multi)
+        lead = _leader(field, c, r, data, multi).astype(jnp.int32) if switches else jnp.zeros((), jnp.int32)
+        dt = eng.first_dt(c, r, sgn, ws)
+        tnext, f0, pid, v = eng.start_run(c, r, sgn, ws, dt, lead)
+        return c, tnext, f0, pid, v, lead
+
+    with no_runtime_checks():
+        c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign if sign is not None else W0 * 0, w_scale, finite) \
+            if sign is not None else jax.vmap(lambda W, r, ws, fin: init_cell(W, r, None, ws, fin))(W0, rho, w_scale, finite)
+    out_Y, out_s = c0.out_Y, c0.out_s
+    K = int(switches)
+    sw0 = (
+        (jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), -1, jnp.int32),
+         jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32)) if K else None
+    )
+    records = eqx.tree_at(lambda c: (c.out_Y, c.out_s), c0, (None, None), is_leaf=lambda x: x is None)
+    # The queue: the cells not already done at time 0, in their order.
+    queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)
+    n_queue = jnp.sum(~c0.done).astype(jnp.int32)
+
+    def load(slot_cells):
+        """Lanes for the given cells (n: idle, with a harmless copy of cell 0)."""
+        i = jnp.minimum(slot_cells, n - 1)
+        return Lane(
+            cell=slot_cells, rec=_take(records, i), rho=rho[i], sign=None if sign is None else sign[i],
+            w_scale=w_scale[i], tnext=tnext0[i], f0=_take(f00, i), pid=_take(pid0, i), v=v0[i],
+            run_steps=jnp.zeros(slot_cells.shape, jnp.int32), save_idx=jnp.zeros(slot_cells.shape, jnp.int32),
+            lead=lead0[i], sw=None if sw0 is None else _take(sw0, i),
+        )
+
+    lane_ids = jnp.arange(width, dtype=jnp.int32)
+    first = jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, n - 1)], n)
+    lanes0 = load(first)
+    next0 = jnp.minimum(n_queue, width).astype(jnp.int32)
+
+    def cond(carry):
+        lanes = carry[0]
+        return jnp.any(lanes.cell < n)
+
+    def body(carry):
+        lanes, records, sw_all, out_Y, out_s, nxt, iters = carry
+        busy = lanes.cell < n
+        tried = jax.vmap(lambda l: eng.try_step(l, t1_floor))(lanes)
+        ends = busy & (tried.event | tried.horizon | tried.out_of_steps | tried.failed)
+        # At most `slots` runs end per iteration; the others redo this step next time.
+        idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
+        chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
+        deferred = ends & ~chosen
+        moving = busy & ~deferred
+        ended_lanes, t_lim, strict = jax.vmap(eng.end_run)(_take(lanes, jnp.minimum(idx, width - 1)),
+                                                           _take(tried, jnp.minimum(idx, width - 1)))
+        t_limit = jnp.where(tried.keep, tried.t_new, tried.t0).at[idx].set(t_lim, mode="drop")
+        strict_all = jnp.zeros((width,), bool).at[idx].set(strict, mode="drop")
+        saving = moving & (tried.keep | chosen)
+
+        # Saves inside this step, on its dense interpolant.
+        def save_cond(s):
+            _, _, save_idx = s
+            t_s = ts[jnp.minimum(save_idx, n_save - 1)]
+            return jnp.any(saving & (save_idx < n_save) & jnp.where(strict_all, t_s < t_limit, t_s <= t_limit))
+
+        def save_body(s):
+            oY, os_, save_idx = s
+            t_s = ts[jnp.minimum(save_idx, n_save - 1)]
+            due = saving & (save_idx < n_save) & jnp.where(strict_all, t_s < t_limit, t_s <= t_limit)
+            Ys, ss = jax.vmap(lambda tr, t: eng.interp(tr).evaluate(t))(tried, t_s)
+            rows = jnp.where(due, lanes.cell, n)
+            oY = oY.at[rows, save_idx].set(Ys, mode="drop")
+            os_ = os_.at[rows, save_idx].set(ss, mode="drop")
+            return oY, os_, save_idx + due
+
+        out_Y, out_s, save_idx = jax.lax.while_loop(save_cond, save_body, (out_Y, out_s, lanes.save_idx))
+        advanced = jax.vmap(eng.advance)(lanes, tried)
+        new = _where_rows(moving, advanced, lanes)
+        new = _put(new, idx, ended_lanes)
+        new = eqx.tree_at(lambda l: l.save_idx, new, save_idx)
+        # Cells that are done (or out of runs) hand their lanes to the queue.
+        finished = busy & chosen[jnp.arange(width)] & (new.rec.done | (new.rec.seg >= max_segments))
+        records = _put(records, jnp.where(finished, new.cell, n), new.rec)
+        if sw_all is not None:
+            sw_all = _put(sw_all, jnp.where(finished, new.cell, n), new.sw)
+        rank = jnp.cumsum(finished) - 1
+        take = nxt + rank
+        cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), new.cell)
+        loaded = load(cells)
+        new = _where_rows(finished, loaded, new)
+        nxt = nxt + jnp.sum(finished).astype(jnp.int32)
+        return new, records, sw_all, out_Y, out_s, nxt, iters + 1
+
+    with no_runtime_checks():
+        _, records, sw_all, out_Y, out_s, _, iters = jax.lax.while_loop(
+            cond, body, (lanes0, records, sw0, out_Y, out_s, next0, jnp.zeros((), jnp.int32))
+        )
+    c_all = eqx.tree_at(lambda c: (c.out_Y, c.out_s), records, (out_Y, out_s), is_leaf=lambda x: x is None)
+
+    def finish(c, sgn):
+        return _finish(eng.field(sgn), c, ts, data)
+
+    if sign is None:
+        traj = jax.vmap(lambda c: finish(c, None))(c_all)
+    else:
+        traj = jax.vmap(finish)(c_all, sign)
+    if not K:
+        return traj, iters, None
+    r_time, r_s, r_from, r_to, count = sw_all
+    if clock is Clock.TAU:
+        # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
+        untracked = records.t_untracked[:, None]
+        t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < untracked, jnp.expm1(r_s), jnp.inf))
+    else:
+        t_real = r_time
+    return traj, iters, (r_time, t_real, r_from, r_to, count, lead0 + 1, finite & records.done)
