@@ -8,13 +8,15 @@ one fired (docs/theory.md s.4).
 
 from __future__ import annotations
 
+import dataclasses
+
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
 from .flows import Clock, Method
 from .diagonal_net import beta as beta_of
@@ -223,3 +225,52 @@ def _start_events(values, start_collapsed, finite):
     blown = (hits.get("blowup", false) | hits.get("pole", false)) & ~start_collapsed
     critical = hits.get("critical", false) & ~start_collapsed & ~blown
     return start_collapsed, blown, critical
+
+
+# The lead condition of the switch times (docs/theory.md s.5, `samflow.switches`).
+_OFFSET = 1e-12  # the lead condition's offset (module docstring)
+_TIE = 1e-9  # relative tie of |beta| (as `samflow.analysis.tied`)
+_LOG_ZERO = -1.0e4  # log|w| of a weight that is exactly 0
+
+
+def _log_abs_beta(field: SamField, Y) -> Float[Array, " d"]:
+    """log|beta_j| = sum_l log|w_lj| (a weight at 0 counts as e^-10000)."""
+    if field.log_coords:
+        return jnp.sum(Y, axis=0)
+    a = jnp.abs(Y)
+    return jnp.sum(jnp.where(a > 0, jnp.log(jnp.where(a > 0, a, 1.0)), _LOG_ZERO), axis=0)
+
+
+def _lead_value(field: SamField, Y, lead) -> Float[Array, ""]:
+    lb = _log_abs_beta(field, Y)
+    others = jnp.where(jnp.arange(lb.shape[0]) == lead, -jnp.inf, lb)
+    return lb[lead] - jnp.max(others) + _OFFSET
+
+
+class _LeadEvents(EventSet):
+    """The cell's `EventSet` plus the "lead" condition (last in `names`)."""
+
+    lead: Int[Array, ""]
+
+    def values(self, t, y, args):
+        base = [_CONDITIONS[k](self, t, y, args) for k in self.names if k != "lead"]
+        return jnp.stack(base + [_lead_value(self.field, y[0], self.lead)])
+
+
+def _with_lead(events: EventSet, lead) -> _LeadEvents:
+    kw = {f.name: getattr(events, f.name) for f in dataclasses.fields(events)}
+    kw["names"] = events.names + ("lead",)
+    return _LeadEvents(**kw, lead=lead)
+
+
+def _leader(field: SamField, c, rho, data, multi, exclude=None):
+    """argmax |beta_j| (j != `exclude`); among those tied with it to _TIE, the
+    fastest growing (largest d log|beta_j|/dt): the leader just after now."""
+    lb = _log_abs_beta(field, c.Y)
+    if exclude is not None:
+        lb = jnp.where(jnp.arange(lb.shape[0]) == exclude, -jnp.inf, lb)
+    dW, _ = field.velocity_W(c.Y, c.s, c.segment_args(rho, data, multi))
+    W = field.to_W(c.Y)
+    rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
+    near = lb >= jnp.max(lb) + jnp.log1p(-_TIE)
+    return jnp.argmax(jnp.where(near, rate, -jnp.inf))

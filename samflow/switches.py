@@ -63,24 +63,18 @@ from jaxtyping import Array, Bool, Float, Int
 from ._cache import StoredProgram, programs_dir
 from .datasets import Dataset
 from .flows import Clock, Method
-from .losses import get_loss
-from ._events import _CONDITIONS, EventSet
-from ._field import SamField
-from ._integrate import _field_p, _initial_state, _sanitize, _segment, _segment_solver, batch_cells
+from ._events import _TIE
+from ._integrate import batch_cells
+from ._lanes import DEFAULT_LANES, solve_lanes
 from ._methods import check_p, p_array
-from ._lead import dominant_index, tied
 from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
-from ._singular import _r_scale
 from ._x64 import in_float64, require_float64
 
-__all__ = ["SwitchTimes", "locate_switches", "switch_horizon", "switch_times", "switches_of", "REFINE_RTOL"]
+__all__ = ["SwitchTimes", "locate_switches", "switch_times", "switches_of", "REFINE_RTOL"]
 
 # The re-solve's tolerance: tighter than the main solve's default 1e-8, so that
 # the switch times meet 1e-6 relative with margin (tests/test_switches.py).
 REFINE_RTOL = 1e-10
-_OFFSET = 1e-12  # the lead condition's offset (module docstring)
-_TIE = 1e-9  # relative tie of |beta| (as `samflow.analysis.tied`)
-_LOG_ZERO = -1.0e4  # log|w| of a weight that is exactly 0
 
 
 class SwitchTimes(eqx.Module):
@@ -111,100 +105,6 @@ class SwitchTimes(eqx.Module):
     ok: Bool[Array, ""]
 
 
-def _log_abs_beta(field: SamField, Y) -> Float[Array, " d"]:
-    """log|beta_j| = sum_l log|w_lj| (a weight at 0 counts as e^-10000)."""
-    if field.log_coords:
-        return jnp.sum(Y, axis=0)
-    a = jnp.abs(Y)
-    return jnp.sum(jnp.where(a > 0, jnp.log(jnp.where(a > 0, a, 1.0)), _LOG_ZERO), axis=0)
-
-
-def _lead_value(field: SamField, Y, lead) -> Float[Array, ""]:
-    lb = _log_abs_beta(field, Y)
-    others = jnp.where(jnp.arange(lb.shape[0]) == lead, -jnp.inf, lb)
-    return lb[lead] - jnp.max(others) + _OFFSET
-
-
-class _LeadEvents(EventSet):
-    """The cell's `EventSet` plus the "lead" condition (last in `names`)."""
-
-    lead: Int[Array, ""]
-
-    def values(self, t, y, args):
-        base = [_CONDITIONS[k](self, t, y, args) for k in self.names if k != "lead"]
-        return jnp.stack(base + [_lead_value(self.field, y[0], self.lead)])
-
-
-def _with_lead(events: EventSet, lead) -> _LeadEvents:
-    kw = {f.name: getattr(events, f.name) for f in dataclasses.fields(events)}
-    kw["names"] = events.names + ("lead",)
-    return _LeadEvents(**kw, lead=lead)
-
-
-def _leader(field: SamField, c, rho, data, multi, exclude=None):
-    """argmax |beta_j| (j != `exclude`); among those tied with it to _TIE, the
-    fastest growing (largest d log|beta_j|/dt): the leader just after now."""
-    lb = _log_abs_beta(field, c.Y)
-    if exclude is not None:
-        lb = jnp.where(jnp.arange(lb.shape[0]) == exclude, -jnp.inf, lb)
-    dW, _ = field.velocity_W(c.Y, c.s, c.segment_args(rho, data, multi))
-    W = field.to_W(c.Y)
-    rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
-    near = lb >= jnp.max(lb) + jnp.log1p(-_TIE)
-    return jnp.argmax(jnp.where(near, rate, -jnp.inf))
-
-
-def _switch_cell(W0, rho, data, ts, *, method, clock, settings, K, p=None):
-    """One cell: (SwitchTimes before the save-time check, W at the save times,
-    solver steps, segments)."""
-    require_float64("samflow.switches")
-    L, d = W0.shape
-    multi = method is Method.LINF and data.X.shape[0] > 1
-    max_segments = (settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))) + K + 1
-    W0, rho, data, finite = _sanitize(W0, rho, data)
-    sign = jnp.where(W0 < 0, -1.0, 1.0).astype(W0.dtype) if settings.coords == "log" else None
-    field = SamField(method, clock, get_loss(settings.loss), sign, _field_p(method, p, W0.dtype))
-    w_scale = jnp.max(jnp.abs(W0))
-    base = EventSet.for_cell(field, L, multi, settings, w_scale, _r_scale(data) if multi else None)
-    init = _initial_state(field, base, W0, rho, data, ts, finite, multi)
-    lead0 = _leader(field, init, rho, data, multi)
-    dtype = W0.dtype
-    rec0 = (
-        jnp.full((K,), jnp.nan, dtype), jnp.full((K,), jnp.nan, dtype),
-        jnp.full((K,), -1, jnp.int32), jnp.full((K,), -1, jnp.int32), jnp.asarray(0, jnp.int32),
-    )
-
-    def body(carry):
-        c, lead, (r_time, r_s, r_from, r_to, n) = carry
-        events = _with_lead(base, lead)
-        run = _segment_solver(field, events, settings, w_scale)
-        c2 = _segment(c, field=field, events=events, run=run, ts=ts, rho=rho, data=data, multi=multi)
-        # The lead event ended this segment: the state sits on the crossing.
-        lb = _log_abs_beta(field, c2.Y)
-        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > L * _LOG_ZERO)
-        fired = ~c2.done & live & (jnp.abs(_lead_value(field, c2.Y, lead)) <= 1e-7)
-        # Several features tied at the crossing: the fastest growing one leads on.
-        new = _leader(field, c2, rho, data, multi, exclude=lead)
-        slot = jnp.minimum(n, K - 1)
-        put = lambda arr, v: jnp.where(fired & (n < K), arr.at[slot].set(v), arr)
-        rec = (
-            put(r_time, c2.t0), put(r_s, c2.s),
-            put(r_from, (lead + 1).astype(jnp.int32)), put(r_to, (new + 1).astype(jnp.int32)),
-            n + fired.astype(jnp.int32),
-        )
-        return c2, jnp.where(fired, new, lead), rec
-
-    cond = lambda carry: (~carry[0].done) & (carry[0].seg < max_segments)
-    c, _, (r_time, r_s, r_from, r_to, n) = jax.lax.while_loop(cond, body, (init, lead0, rec0))
-    if clock is Clock.TAU:
-        # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
-        t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < c.t_untracked, jnp.expm1(r_s), jnp.inf))
-    else:
-        t_real = r_time
-    sw = SwitchTimes(r_time, t_real, r_from, r_to, n, (lead0 + 1).astype(jnp.int32), finite & c.done)
-    return sw, field.to_W(c.out_Y), c.steps, c.seg
-
-
 def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     """Refuse (NaN / -1, ok False) a record that disagrees with the re-solve's
     own leader at a save time where the top two |beta_j| are untied, or that
@@ -230,11 +130,12 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
 
 
 def _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p=None):
-    def one(W, r, ts_cell):
-        sw, W_saved, _, _ = _switch_cell(W, r, data, ts_cell, method=method, clock=clock, settings=settings, K=K, p=p)
-        return _check(sw, W_saved, ts_cell)
-
-    return jax.vmap(one)(W0, rho, ts)
+    """B cells solved by the lane engine with their switches recorded in the
+    same pass (`samflow._lanes.solve_lanes`), each record checked (`_check`)."""
+    require_float64("samflow.switches")
+    traj, _, raw = solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
+                               width=min(W0.shape[0], DEFAULT_LANES), switches=K)
+    return jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), traj.W, ts)
 
 
 _switch_batch = eqx.filter_jit(_switch_batch_fn)
@@ -247,32 +148,6 @@ def _stored_switch_batch(method, clock, settings, K):
     instead of tracing it again; same program, same bits."""
     fn = jax.jit(lambda W0, rho, data, ts, p: _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p))
     return StoredProgram(fn, ("samflow.switches", method, clock, settings, K))
-
-
-def switch_horizon(dom, tied, ts) -> np.ndarray:
-    """Where a cell's re-solve may stop, from the leaders of its main solve at
-    the save times: the first save time at which the LAST leader of the save
-    grid is seen (a later switch would have to be undone before the next save,
-    which no dating on the save grid can see either); at least `ts[1]`; the
-    horizon `ts[-1]` for a cell with no valid save (`dom` <= 0 or tied everywhere).
-
-    **Arguments:** `dom` `(B, n)` int (`samflow.analysis.dominant_index`),
-    `tied` `(B, n)` bool (`samflow.analysis.tied`), `ts` `(n,)`.
-
-    **Returns:** float64 `(B,)`.
-    """
-    dom = np.asarray(dom).astype(np.int64)
-    ts = np.asarray(ts, dtype=np.float64)
-    valid = (dom > 0) & ~np.asarray(tied, bool)
-    out = np.full(dom.shape[0], ts[-1])
-    for i in range(dom.shape[0]):
-        k = np.flatnonzero(valid[i])
-        if k.size == 0:
-            continue
-        change = k[1:][dom[i, k[1:]] != dom[i, k[:-1]]]
-        last = change[-1] if change.size else k[0]
-        out[i] = ts[min(max(int(last), 1), ts.size - 1)]
-    return out
 
 
 def refine_settings(settings: SolverSettings, rtol: "float | None" = REFINE_RTOL) -> SolverSettings:
@@ -297,7 +172,6 @@ def locate_switches(
     max_switches: "int | None" = None,
     rtol: "float | None" = REFINE_RTOL,
     chunk: int = 256,
-    t_stop=None,
     p: "float | None" = None,
 ) -> SwitchTimes:
     """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
@@ -311,8 +185,6 @@ def locate_switches(
     relative tolerance (default `REFINE_RTOL` = 1e-10; None keeps
     `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
     the last chunk padded, so the bits do not depend on how a grid is sliced);
-    `t_stop` `(B,)` optional horizons <= `ts[-1]` (`switch_horizon`: the
-    re-solve of a cell ends there, its later save times are clipped to it);
     `p` the exponent of "lp" (as `samflow.solve`: required for "lp", refused
     otherwise; traced).
 
@@ -343,15 +215,11 @@ def locate_switches(
     K = 2 * data.d + 2 if max_switches is None else int(max_switches)
     settings = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
     B = W0.shape[0]
-    t_stop = np.full(B, ts[-1]) if t_stop is None else np.asarray(t_stop, dtype=np.float64)
-    if t_stop.shape != (B,) or not np.all((t_stop > 0) & (t_stop <= ts[-1])):
-        raise ValueError(f"t_stop must be ({B},) horizons in (0, ts[-1]], got shape {t_stop.shape}")
-    ts_cells = np.minimum(ts[None, :], t_stop[:, None])
     width = max(1, min(int(chunk), B))
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts_cells[idx]), p_array(method, p))
+        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p))
         if programs_dir() is None:
             out = _switch_batch(*args[:4], method, clock, settings, K, args[4])
         else:  # the stored program (samflow._cache): no tracing on a second run
@@ -361,10 +229,10 @@ def locate_switches(
 
 
 def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
-    """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells,
-    at the sweep's batch `width` (so a slice gives the bits of the whole grid),
-    each cell re-solved up to its `switch_horizon` read off its main solve
-    (`results[method]`, a Trajectory or a Summary). A key is a `samflow.Method`
+    """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells
+    (`results[method]`, a Trajectory or a Summary, names the flows), each cell
+    solved to the horizon with its switches recorded in the same pass (the
+    results of a cell do not depend on `width`). A key is a `samflow.Method`
     or an entry of a sweep's flow axis (`samflow.config._sweep.FlowEntry`:
     its `method`, its exponent `p` for "lp", returned under its `label`); other
     keys are left out."""
@@ -376,33 +244,22 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
             m, kw, key = Method.parse(key.method), ({} if key.p is None else {"p": key.p}), key.label
         else:
             continue
-        if hasattr(res, "dominant"):
-            dom, tie = np.asarray(res.dominant), np.asarray(res.tied)
-        else:
-            beta = np.asarray(res.beta)
-            dom, tie = dominant_index(beta), tied(beta, 1e-9)
-        t_stop = switch_horizon(dom, tie, ts)
-        # A slice is padded with copies of its last cell (`run_sweep`).
-        t_stop = np.concatenate([t_stop, np.repeat(t_stop[-1:], W0.shape[0] - t_stop.size)])
-        sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, t_stop=t_stop,
-                             **kw)
+        sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, **kw)
         out[key] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
     return out
 
 
 def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
-                 to_end: bool = False, p=None):
+                 p=None):
     """Exact switch times of the dominant feature argmax_j |beta_j| of a
     `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
     dated at save times (`samflow.switches`).
 
     The cell is solved again by the same engine from its first saved state
     (`traj.W[..., 0, :, :]` at `traj.ts[0]`; the init when `ts[0] = 0`) with
-    the event "a challenger overtakes the leader" on, up to the first save time
-    at which the trajectory's last saved leader is seen
-    (`samflow.switches.switch_horizon`; with `to_end`, up to the last save
-    time); the record is checked against that solve's leader at every untied
-    save time.
+    the event "a challenger overtakes the leader" on, up to the last save time;
+    the record is checked against that solve's leader at every untied save
+    time.
 
     **Arguments:** `traj` a `samflow.Trajectory` of one cell or a 1-D batch of
     B cells (a `Summary` has no weights: use `samflow.switches.locate_switches`
@@ -440,11 +297,9 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     if rho_b.shape != (W.shape[0],):
         raise ValueError(f"rho must be a scalar or have shape ({W.shape[0]},) like the batch of traj, got {np.shape(rho)}")
     settings = SolverSettings() if settings is None else settings
-    beta = np.asarray(traj.beta, dtype=np.float64).reshape(W.shape[:2] + W.shape[-1:])
-    t_stop = np.full(W.shape[0], ts[-1]) if to_end else switch_horizon(dominant_index(beta), tied(beta, 1e-9), ts)
     out = locate_switches(
         method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
-        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, t_stop=t_stop - ts[0], p=p,
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, p=p,
     )
     # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
     out = type(out)(

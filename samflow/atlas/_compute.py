@@ -15,7 +15,7 @@ from ..edges import EdgeSearch, collapse_edge, major_first_edge
 from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
-from ..switches import locate_switches, switch_horizon
+from ..switches import locate_switches
 from ._config import AtlasConfig
 
 __all__ = ["compute_atlas", "l2_first_leader_mark", "spectra"]
@@ -318,8 +318,7 @@ def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | No
         dom = np.where(tie, 0, dominant_index(beta))
         collapsed[li] = np.asarray(tr.status) == Status.COLLAPSED
         W0 = np.broadcast_to(a[:, None, None], (a.size, L, sc.d))
-        sw = locate_switches("l2", single_sample(mu), W0, np.ones_like(a), ts, clock="tau", settings=st_settings,
-                             t_stop=switch_horizon(dominant_index(beta), tie, ts))
+        sw = locate_switches("l2", single_sample(mu), W0, np.ones_like(a), ts, clock="tau", settings=st_settings)
         count, ok, times = np.asarray(sw.count), np.asarray(sw.ok), np.asarray(sw.time)
         for i in range(a.size):
             n_sw[li, i] = count[i] if ok[i] else -1

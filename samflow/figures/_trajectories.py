@@ -14,7 +14,7 @@ from ..analysis import Plateau, dominant_index, plateau, regime_label, switching
 from ..plots import feature_colors
 from ..solver import Trajectory
 from ..status import Status
-from ..switches import SwitchTimes, locate_switches, switch_horizon
+from ..switches import SwitchTimes, locate_switches
 from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _one_config_figure, mu_text
 from ._draw import _layout_with_legend, _save
@@ -109,9 +109,8 @@ def _measure_trajectories(ctx: Context, cfg: TrajectoriesConfig) -> _Trajectorie
     W2 = _init(sa * cfg.rho, 2, d)
     c = ctx.common.chunk
     idx = np.minimum(np.arange(sa.size + (-sa.size) % c), sa.size - 1)
-    t_stop = switch_horizon(dominant_index(tr2.beta), tied(tr2.beta, 1e-9), ts2)[idx]
     sw2 = locate_switches("l2", data, W2[idx], np.full(idx.size, cfg.rho), ts2, clock="t", settings=SETTINGS,
-                          chunk=c, t_stop=t_stop)
+                          chunk=c)
     sw2 = jax.tree_util.tree_map(lambda x: np.asarray(x)[: sa.size], sw2)
     seqs = {i: ([int(sw2.first[i])] + [int(v) for v in sw2.to[i, : sw2.count[i]]]) if sw2.ok[i] else []
             for i in np.flatnonzero(reg2 == 2)}
