@@ -544,6 +544,28 @@ TSIT5_EVALS_PER_STEP = 6  # 7 stages, first same as last (FSAL); rejected steps 
 # ----------------------------------------------------------------------------
 
 
+#: Lanes of the lane-efficiency measurement (issue 26: >= 0.9 at >= 1024 lanes per device).
+LANE_WIDTH = 1024
+
+
+def lane_efficiency_of(prob: "Problem", alpha, rho, settings) -> float:
+    """Cell-steps / lane-steps of the chart's cells solved in ONE call of
+    `LANE_WIDTH` lanes of the lane engine (`samflow._lanes.solve_lanes`, the
+    engine's own statistic: the loop's iterations): 1 when no lane ever idles.
+    Saved at two times only (the steps do not depend on the save times)."""
+    from samflow._lanes import solve_lanes
+    from samflow.flows import Clock, Method
+
+    W0 = np.broadcast_to(np.asarray(alpha)[:, None, None], (len(alpha), prob.depth, prob.d))
+    data = prob.dataset()
+    ts = jnp.asarray([0.0, T1])
+    settings = settings.resolved(Method.L2, W0, data, Clock.T, None)
+    fn = jax.jit(lambda W, r: solve_lanes(W, r, data, ts, method=Method.L2, clock=Clock.T, settings=settings,
+                                          width=LANE_WIDTH)[:2])
+    out, iters = fn(jnp.asarray(W0), jnp.asarray(rho))
+    return float(np.sum(np.asarray(out.num_steps))) / (int(iters) * min(LANE_WIDTH, len(alpha)))
+
+
 def machine_lines():
     cpu = "unknown"
     try:
@@ -1039,6 +1061,9 @@ def main(argv=None) -> int:
         f"({_goal(speedup_scipy, 300, 'x', higher=True)})")
     say(f"  256x256 l2-SAM chart after compilation: {grid256_s:.1f} s, "
         f"{'measured' if measured_256 else 'extrapolated'} ({_goal(grid256_s, 4, ' s', higher=False)})")
+    lane_eff = lane_efficiency_of(chart, big["alpha"], big["rho"], settings)
+    say(f"  lane efficiency (cell-steps / lane-steps) of the {big['n']}x{big['n']} chart in one call of "
+        f"{LANE_WIDTH} lanes: {lane_eff:.3f} ({_goal(lane_eff, 0.9, '', higher=True)})")
     say("")
     say("== compilation, the whole sweep, the figures ==")
     cold_s, warm_s = sweep_runs(mode)
@@ -1057,11 +1082,9 @@ def main(argv=None) -> int:
         warm_sweep_s=warm_s, figures_s=figures_s, first_compile_s=first_compile_s,
         d50_log_cells_per_s=rows.get("d50_log", nan)[0], d200_log_cells_per_s=rows.get("d200_log", nan)[0],
         cold_sweep_s=cold_s, first_python_solve_s=first_solve_s,
-        # nan until the lane engine of issue 26 provides it (`lane_efficiency_of(result)` on the
-        # chart's result, wired in with the engine).
-        lane_efficiency=float("nan"),
+        lane_efficiency=lane_eff,
     )
-    notes = {"lane_efficiency": "the lane engine of issue 26 provides it"}
+    notes = {"lane_efficiency": f"{LANE_WIDTH} lanes, the {big['n']}x{big['n']} chart's cells"}
     if not measured_256:
         notes["grid256_s"] = "extrapolated"
     if not speedup_met:
