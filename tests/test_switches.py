@@ -171,8 +171,6 @@ def test_bad_inputs_are_one_line_errors():
     for k in (2.5, True, "3"):  # 2.5 ran as 2 slots, True as 1
         with pytest.raises(ValueError, match=r"max_switches must be an integer >= 1 \(or None: 2 d \+ 2\), got "):
             locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], max_switches=k)
-    with pytest.raises(ValueError, match="t_stop must be"):
-        locate_switches("l2", data, np.ones((2, 2, 5)), np.ones(2), [0.0, 1.0], t_stop=[0.5, 2.0])
     # A negative or non-finite radius and an init no flow can leave are refused as
     # samflow.solve refuses them (a negative rho once ran and returned "no switch").
     with pytest.raises(ValueError, match=r"^rho must be >= 0"):
@@ -184,22 +182,6 @@ def test_bad_inputs_are_one_line_errors():
     summary = types.SimpleNamespace(dominant=np.ones((2,), int), ts=np.array([0.0, 1.0]))  # no W, as a Summary
     with pytest.raises(ValueError, match="Summary has none"):
         analysis.switch_times(summary, "gd", data, 0.0)
-
-
-def test_switch_horizon_is_where_the_last_saved_leader_is_first_seen():
-    from samflow.switches import switch_horizon
-
-    ts = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
-    dom = np.array([
-        [1, 2, 2, 3, 3, 3],    # last change seen at t = 3
-        [1, 5, 5, 5, 5, 5],    # tied at 0 (masked), never changes: the first valid save, t = 1
-        [2, 2, 2, 2, 2, 2],    # untied at 0, never changes: at least ts[1]
-        [0, 0, 0, 0, 0, 0],    # collapsed at once: no valid save, the horizon
-        [1, 2, 1, 1, -1, -1],  # back to 1 at t = 2, then blown up
-    ])
-    tie = np.zeros(dom.shape, bool)
-    tie[1, 0] = True
-    np.testing.assert_array_equal(switch_horizon(dom, tie, ts), [3.0, 1.0, 1.0, 5.0, 2.0])
 
 
 def test_the_sweep_trajectory_figure_marks_the_exact_switch_times(tmp_path, monkeypatch):

@@ -382,8 +382,8 @@ class OutputConfig(_Strict):
     loss and t (`samflow.Summary`, a fifth of the memory: for very large
     grids); the trajectory figure then is not drawn (see `samflow.store`).
     `switch_times`: locate every change of the dominant feature exactly
-    (`samflow.switches`: each flow cell solved again with a switch event, about
-    1.6x the solve's time; the `switch_*` variables); false leaves them out."""
+    (`samflow.switches`: the switch is one more event of each flow cell, recorded
+    in the same pass as the solve; the `switch_*` variables); false leaves them out."""
 
     dir: str = "results"
     """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""

@@ -108,10 +108,11 @@ class ChunkCheckpoint:
         tag = "" if p is None else f"-p={float(p)!r}"
         return self.folder / f"{method.value}{tag}-{k:06d}.npz"
 
-    def load(self, method: Method, k: int, p: "float | None" = None) -> "Trajectory | Summary | None":
+    def load(self, method: Method, k: int, p: "float | None" = None) -> "tuple | None":
         """The stored chunk k of `method` (with lp-SAM's exponent `p`: of that
-        exponent only) (a `Trajectory`, or a `Summary` for a
-        `summary` solve), or None when it was not finished, or when its file is
+        exponent only) as `(piece, switches)`: a `Trajectory` (or a `Summary` for a
+        `summary` solve) and its switch-time fields (name -> array, names with
+        the prefix `switch_`; None when it was stored without them), or None when it was not finished, or when its file is
         damaged (truncated, unreadable: a one-line note names it, and the chunk
         is recomputed and rewritten).
 
@@ -138,7 +139,7 @@ class ChunkCheckpoint:
         if piece is None:
             return None
         self._check_meta(path, meta)
-        return piece
+        return piece, meta.get("switches")
 
     def _check_meta(self, path: Path, meta: dict) -> None:
         """Refuse a chunk whose own config key or code stamp is not this run's (chunks
@@ -160,8 +161,10 @@ class ChunkCheckpoint:
         if stamp not in self.other_stamps:
             self.other_stamps.append(stamp)
 
-    def save(self, method: Method, k: int, piece: Trajectory, p: "float | None" = None) -> None:
-        """Store chunk k of `method` (and exponent `p`) atomically, with this run's config key and code
+    def save(self, method: Method, k: int, piece: Trajectory, p: "float | None" = None,
+             switches: "dict | None" = None) -> None:
+        """Store chunk k of `method` (and exponent `p`) atomically, with its switch-time
+        fields (`switches`: name -> array, names prefixed `switch_`) if given, this run's config key and code
         stamp (only in process 0 of a jax.distributed run). A folder deleted during
         the run (by hand) is made again, with one note."""
         if not self.writer:
@@ -173,6 +176,7 @@ class ChunkCheckpoint:
             self._mark()
         path = self._path(method, k, p)
         arrays = {f.name: np.asarray(getattr(piece, f.name)) for f in dataclasses.fields(piece)}
+        arrays.update({name: np.asarray(v) for name, v in (switches or {}).items()})
         arrays["__config_key__"] = np.asarray(self.key)
         if self.stamp is not None:
             arrays["__code_stamp__"] = np.asarray(self.stamp)
@@ -189,6 +193,8 @@ def _read_chunk(path: Path) -> "tuple[Trajectory | Summary | None, dict]":
         with np.load(path) as f:
             meta = {name: str(f[name]) for name in _CHUNK_META if name in f.files}
             fields = {name: f[name] for name in f.files if name not in _CHUNK_META}
+        switches = {name: fields.pop(name) for name in list(fields) if name.startswith("switch_")}
+        meta["switches"] = switches or None
         cls = Summary if "dominant" in fields else Trajectory
         return cls(**fields), meta
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, TypeError) as err:  # any damage

@@ -315,7 +315,8 @@ def use_cpu_cores(n: "int | None" = None) -> "int | None":
 
 
 @functools.lru_cache(maxsize=64)
-def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False, lanes: int = 128):
+def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False, lanes: int = 128,
+                   switches: int = 0):
     """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
 
     Returns `(fn, sharding)`: `fn(W0, rho, data, ts, p)` with `W0` (n_dev w, L, d)
@@ -326,7 +327,13 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     clock, settings, summary, w, L, d, n_save). With the compile cache on (the
     command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
     loads the compiled program instead of tracing it again, same bits.
+
+    `lanes`: lanes per device (`samflow._lanes.solve_lanes`). `switches` K > 0:
+    the switches of the leader are recorded in the same pass and checked
+    (`samflow.switches`); `fn` then returns `(result, SwitchTimes)`.
     """
+    from ..switches import SwitchTimes, _check
+
     mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
     P = PartitionSpec
     # Devices of other processes (jax.distributed): the outputs are gathered onto every
@@ -336,9 +343,11 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
 
     def per_device(W0, rho, data, ts, p):
         # Looked up at trace time, so that a test can count traces.
-        out, _, _ = _lanes.solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
-                                    width=lanes)
+        out, _, raw = _lanes.solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
+                                         width=lanes, switches=switches)
+        sw = jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), out.W, ts) if switches else None
         out = _solution.summarize(out) if summary else out
+        out = (out, sw) if switches else out
         return jax.lax.all_gather(out, AXIS, tiled=True) if gather else out
 
     body = jax.shard_map(
@@ -349,7 +358,7 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
         check_vma=False,  # diffrax's loops are not vma-typed
     )
     what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), method, clock, settings, summary, gather,
-            lanes)
+            lanes, switches)
     return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
 
 

@@ -70,7 +70,8 @@ def solve_grid(
     checkpoint: "ChunkCheckpoint | None" = None,
     sort_key: "np.ndarray | None" = None,
     p: "float | None" = None,
-) -> "Trajectory | Summary":
+    switches: int = 0,
+) -> "Trajectory | Summary | tuple":
     """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
     The cells are sorted by `sort_key` and cut into *chunks* (the unit of
@@ -111,10 +112,14 @@ def solve_grid(
     - `on_chunk(n)`: called with the number of cells finished after each call.
     - `checkpoint`: a `ChunkCheckpoint` that stores each finished chunk on disk
       and supplies the chunks a previous, interrupted run already finished.
-    - `sort_key` (B,): groups cells of similar cost into the same batch (a
-      vmapped batch runs in lockstep until its slowest cell is done), e.g.
-      alpha / rho, which decides the regime; results come back in the original
-      order.
+    - `sort_key` (B,): the order in which the cells are handed to the lanes
+      (e.g. alpha / rho, which decides the regime and the cost); results come
+      back in the original order and do not depend on it.
+    - `switches`: K > 0 also records the switches of the leader argmax_j
+      |beta_j| of every cell in the same pass, K slots per cell
+      (`samflow.switches`, docs/theory.md s.5); the return value is then
+      `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
+      carry them; a chunk stored without them is solved again.
 
     **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
@@ -149,15 +154,20 @@ def solve_grid(
     width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
     lanes = min(lanes, width)
     per_call = width * n_dev
-    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary), lanes)
+    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary), lanes, int(switches))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     cls = Summary if summary else Trajectory
     result = _solve_chunks(fn, sharding, method, data, W0, rho, ts, ts_np, perm, size=size, width=width,
                            n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
-                           checkpoint=checkpoint, p=p_array(method, p))
+                           checkpoint=checkpoint, p=p_array(method, p), switches=int(switches))
+    sw = {name[len(SWITCH_PREFIX):]: result.pop(name) for name in list(result) if name.startswith(SWITCH_PREFIX)}
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
+    if switches:
+        from ..switches import SwitchTimes
+
+        return cls(**result), SwitchTimes(**sw)
     return cls(**result)
 
 
@@ -188,7 +198,7 @@ def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batc
 def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, rho: np.ndarray, ts, ts_np: np.ndarray,
                   perm: np.ndarray, *, size: int, width: int, n_dev: int, per_call: int, summary: bool, cls,
                   on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None",
-                  p=None) -> dict[str, np.ndarray]:
+                  p=None, switches: int = 0) -> dict[str, np.ndarray]:
     """Solve the cells (already sorted by `perm`) chunk by chunk, `IN_FLIGHT` calls of `fn` dispatched at a
     time; each chunk taken from or stored in `checkpoint`. Returns the output fields, in the original order."""
     B = perm.size
@@ -217,6 +227,14 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
         n_real = min(size, B - start)
         rows = perm[start : start + n_real]
         piece = checkpoint.load(method, k, p_key) if checkpoint is not None else None
+        if piece is not None and switches:
+            piece, sw_fields = piece
+            if sw_fields is None:  # stored by a run without switch times: solved again
+                piece = None
+            else:
+                put(rows, sw_fields)
+        elif piece is not None:
+            piece = piece[0]
         if piece is not None:
             if int(np.shape(piece.status)[0]) != n_real:
                 raise ConfigError(
@@ -240,12 +258,22 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
         while in_flight:
             finish_oldest()
         if checkpoint is not None:
-            fields = {name: arr[rows] for name, arr in result.items()}
+            fields = {name: arr[rows] for name, arr in result.items() if not name.startswith(SWITCH_PREFIX)}
+            sw_fields = {name: arr[rows] for name, arr in result.items() if name.startswith(SWITCH_PREFIX)}
             if not summary:
                 fields["ts"] = np.broadcast_to(ts_np, (n_real, ts_np.size))
-            checkpoint.save(method, k, cls(**fields), p_key)
+            checkpoint.save(method, k, cls(**fields), p_key, switches=sw_fields or None)
     return result
 
 
+#: Prefix of the switch-time fields among a call's outputs and in a stored chunk.
+SWITCH_PREFIX = "switch_"
+
+
 def _fields(piece) -> dict:
+    """name -> array of a solver output: a `Trajectory` / `Summary`, or a pair of
+    one and its `SwitchTimes` (names prefixed with `SWITCH_PREFIX`)."""
+    if isinstance(piece, tuple):
+        main, sw = piece
+        return {**_fields(main), **{SWITCH_PREFIX + name: v for name, v in _fields(sw).items()}}
     return {f.name: getattr(piece, f.name) for f in dataclasses.fields(piece)}

@@ -172,8 +172,10 @@ def run_sweep(
         if checkpoint_dir
         else None
     )
-    results, timings = {}, {}
+    results, timings, switches = {}, {}, {}
     summary = cfg.output.save == "summary"
+    # The switch times of the diagonal net's flows are recorded in the same pass (K = 2 d + 2 slots).
+    K = 2 * data.d + 2 if cfg.output.switch_times else 0
     total = len(cfg.flow_entries()) * W0.shape[0]
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         for label, method, eta, p in cfg.flow_entries():
@@ -184,8 +186,10 @@ def run_sweep(
                     method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                     chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                     memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                    sort_key=rank, summary=summary, **p_keyword(p),
+                    sort_key=rank, summary=summary, switches=K, **p_keyword(p),
                 )
+                if K:
+                    results[label], switches[label] = results[label]
             else:
                 results[label] = solve_other(
                     cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
@@ -194,32 +198,17 @@ def run_sweep(
             timings[label] = time.perf_counter() - t0
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
+        switches = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in switches.items()}
     ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
     if cfg.output.switch_times:
-        ds = _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress)
+        # Discrete methods and generic models have no switch record: NaN / -1 and switch_ok False.
+        ds = store.add_switch_times(ds, switches, cells=cells)
     ds.attrs["config_key"] = config_key(cfg)
     ds.attrs["code_stamp"] = code_stamp
     if checkpoint is not None and checkpoint.other_stamps:
         ds.attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
     if grid_slice is not None:
         ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
-    return ds
-
-
-def _add_switches(ds, cfg, data, W0, rho, ts, settings, n_cells, n_real, cells, results, progress):
-    """The exact switch times of every flow (`samflow.switches`; a re-solve of
-    each cell with a switch event), stored as the `switch_*` variables."""
-    from ..switches import sweep_switches
-
-    t0 = time.perf_counter()
-    # Only the flows of the diagonal net have an engine to re-solve with the switch
-    # event; discrete methods and generic models keep NaN / -1 and switch_ok False.
-    flows = {e: results[e.label] for e in cfg.flow_entries() if e.eta is None and not cfg.model.generic}
-    sw = sweep_switches(flows, data, W0, rho, ts, clock=cfg.clock, settings=settings,
-                        width=batch_width(cfg.solver.batch_size, n_cells), n_real=n_real)
-    ds = store.add_switch_times(ds, sw, cells=cells)
-    if progress:
-        print(f"switch times: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return ds
 
 
