@@ -4,21 +4,21 @@ The dominant index D = argmax_j |beta_j| changes where the leader a and a
 challenger b have |beta_a| = |beta_b|. A save grid only dates such a switch to
 the next save time; `locate_switches` locates it to the solver's accuracy.
 
-**How.** Each cell is solved again by the same engine (`samflow._integrate`:
-the same field, segments and events, so the linf sign switches, the l2
-collapse, blow-up and the other singular points are handled exactly as in the
-main solve), with one more event condition, "lead":
+**How.** Each cell is solved by the lane engine (`samflow._lanes`: the same
+field, runs and events, so the linf sign switches, the l2 collapse, blow-up
+and the other singular points are handled exactly as in a plain solve), with
+one more event condition, "lead" (`samflow._events._with_lead`):
 
     v = log|beta_lead| - max_{j != lead} log|beta_j| + 1e-12
 
 (log|beta_j| = sum_l log|w_lj|, no underflow; dimensionless), which falls
 through 0 the moment any challenger overtakes the leader. diffrax's root finder
-locates it to 1e-13 relative in time (`EventSet`'s bisection); the segment
-ends there, the switch (time, leader, challenger) is recorded, the challenger
-becomes the leader and the next segment starts at the event: several switches
-between two save times, and a switch in a segment that also ends on another
-event, are all found. The offset 1e-12 keeps the new leader's condition
-positive at the start of its segment; it dates a switch late by
+locates it to 1e-13 relative in time (`EventSet`'s bisection on the step's
+dense interpolant); the run ends there, the switch (time, leader, challenger)
+is recorded, the challenger becomes the leader and the next run starts at the
+event: several switches between two save times, and a switch in a run that
+also ends on another event, are all found. The offset 1e-12 keeps the new
+leader's condition positive at the start of its run; it dates a switch late by
 1e-12 / |d log(|beta_b| / |beta_a|) / dt| (1e-8 at a rate gap of 1e-4).
 
 The leader at the start is the argmax of |beta_j|; among the features tied
@@ -29,19 +29,19 @@ At a switch the new leader is chosen by the same rule among the challengers
 other two). A cell whose beta is 0 (collapse) or not finite (blow-up) ends its
 record there.
 
-**Horizon.** With the main solve's leaders at the save times at hand (the
-sweep, `analysis.switch_times`), a cell is re-solved only up to the first save
-time at which its last saved leader is seen (`switch_horizon`): a switch after
-it would have to be undone before the next save. On a 64 x 64 l2 grid (d = 5,
-t to 1e4, 64 save times) this costs 1.6 x the main solve, against 10 x to the
-end (docs/benchmarks.md, "What was tried"): the vmapped segments run in lockstep, so each
-switch adds a pass over the rest of the horizon for the whole batch.
+**Horizon.** Every cell is solved to the last save time: a detour of the lead
+(d -> k -> d) between two save times is recorded wherever it happens. (Before
+the lane engine a cell was re-solved only up to the first save time of its
+last saved leader, and such a detour went unseen with `ok` True; issue 26.) A
+sweep records the switches in the same pass as its solve (`solve_grid(...,
+switches=K)`), at the solve's own rtol; `locate_switches` and `switch_times`
+solve at `REFINE_RTOL`.
 
 **Check.** Diffrax tests the event at the end of each step, so a switch and its
-undoing inside ONE step (a near tangency) would go unseen. Each re-solve saves at
+undoing inside ONE step (a near tangency) would go unseen. The solve saves at
 the cell's save times too; at every save where the top two |beta_j| differ by
 more than 1e-9 relative, the leader the record implies must equal the argmax
-of the re-solve's beta. A cell that fails this (or has more switches than
+of the solve's beta. A cell that fails this (or has more switches than
 `max_switches`) is refused: `ok` False and every time NaN, never a wrong time.
 
 Both clocks: `time` is in the clock of the solve; `t` is real time (equal to

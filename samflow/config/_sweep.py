@@ -320,10 +320,11 @@ class SolverConfig(_Strict):
     or "log": the state integrated, see `samflow.SolverSettings`); and how the
     grid is batched (`samflow.sweep.solve_grid`):
 
-    - `batch_size`: cells each device solves in lockstep (one vmapped while
-      loop, one compilation). The results depend, in their last bits, on this
-      value (XLA's code depends on the batch shape) and on nothing else of the
-      batching: not on the chunks, the budget or the number of devices.
+    - `batch_size`: lanes per device (one compilation): each lane steps one
+      cell at a time and takes the next cell of its queue when that cell ends
+      (`samflow._lanes`). A cell's results do not depend on it, nor on the
+      chunks, the budget or the number of devices (with the command lines' CPU
+      arithmetic, `samflow._x64.exact_cpu_arithmetic`).
     - `memory_budget_mb`: bound on the solver's working memory (the outputs of
       one chunk plus the temporaries of the running batches,
       `samflow.sweep.cell_bytes`), from which the chunk size is derived.
@@ -352,8 +353,8 @@ class SolverConfig(_Strict):
     suppressed coordinates, and the fast choice for l2 charts at d >= 50 (with rtol = 1e-10 and batch_size
     = 16)."""
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
-    """Cells each device solves in lockstep (one vmapped solve, one compilation). The results depend on it in
-    their last bits, and on nothing else of the batching."""
+    """Lanes per device (one compilation; each lane solves one cell at a time and takes the next when it ends).
+    A cell's results do not depend on it."""
     memory_budget_mb: Annotated[float, Field(gt=0, le=1e9)] = 1024.0
     """Bound on the solver's working memory (outputs of one chunk plus the running batches' temporaries),
     from which the chunk size is derived."""

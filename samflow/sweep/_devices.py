@@ -3,17 +3,17 @@ depend on either.
 
 A grid of B cells is solved as a sequence of *calls* of one compiled program.
 Each call hands `n_dev * width` cells to a 1-D device mesh (axis "cells") with
-`jax.shard_map`: every device runs its own vmapped while loop over its `width`
-cells, independently of the other devices (no collective, so no device waits
-for another's slowest cell inside a call; a `jit` over `NamedSharding` inputs
-would instead synchronize the vmapped loop's condition at every step).
+`jax.shard_map`: every device runs its own lane loop (`samflow._lanes`) over its
+`width` cells with `lanes` lanes, independently of the other devices (no
+collective, so no device waits for another inside a call; a `jit` over
+`NamedSharding` inputs would instead synchronize the loop's condition at every
+step).
 
-**Why a fixed width.** XLA's CPU code for a vmapped batch depends on the batch
-shape (vectorization, loop tiling, dot kernels), and so do the last bits of its
-results: the same cell solved in a batch of 9, of 32 or of 512 can differ by an
-ulp. The per-device batch `width` is therefore the one knob that sets the bits;
-chunking (`chunk_size`, the memory budget), the device count and the order in
-which calls are made change nothing. `width = min(batch_size, B)`.
+**Bits.** A lane's arithmetic does not depend on the number of lanes or on the
+other cells (no dot products, no fused multiply-adds with
+`samflow._x64.exact_cpu_arithmetic`): the lanes, the call size, chunking
+(`chunk_size`, the memory budget), the device count and the order in which
+calls are made change no bit of a cell (tests/test_lanes.py).
 
 **Memory.** The device memory of a call is measured by XLA's buffer assignment
 (`compiled.memory_analysis()`: outputs + temporaries). `cell_bytes` is the
@@ -90,10 +90,7 @@ def resolve_devices(devices: "Sequence[jax.Device] | int | None" = None) -> tupl
 
 
 def batch_width(batch_size: int, n_cells: int) -> int:
-    """Cells per device in one vmapped solve: `min(batch_size, n_cells)`.
-
-    Results depend (in their last bits) on this width and on nothing else of the
-    batching; a slice of a grid must be solved at the width of the whole grid.
+    """Lanes per device: `min(batch_size, n_cells)` (a cell's results do not depend on it).
 
     **Raises:** `ValueError` if either argument is < 1.
     """

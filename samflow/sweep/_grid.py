@@ -76,17 +76,17 @@ def solve_grid(
 
     The cells are sorted by `sort_key` and cut into *chunks* (the unit of
     memory and of `checkpoint`); each chunk is solved by calls of one compiled
-    program that hand `width` cells to each device (`jax.shard_map` over a 1-D
-    mesh: every device runs its own vmapped while loop, no device waits for
-    another inside a call), with `width = min(batch_size, B)`; the last call is
-    padded by repeating the last cell. For given cells and settings the
-    results depend, bit for bit, on `width` alone (XLA's code depends on the
-    batch shape): not on `chunk_size`, the memory budget, the devices, the
-    sort or `checkpoint` (see `samflow.sweep._devices`); a slice of a grid solved on
-    its own must use the width of the whole grid. Each cell keeps its own
-    adaptive step size and status; no cell can stop or NaN another. One
-    compilation per (method, clock, settings, devices, width, L, d, n_save,
-    summary).
+    program that hand up to `CALL_QUEUE x lanes` cells to each device
+    (`jax.shard_map` over a 1-D mesh: every device runs its own lane loop,
+    `samflow._lanes`, no device waits for another inside a call), with
+    `lanes = min(batch_size, B)`; the last call is padded by repeating the
+    last cell. For given cells and settings the results of a cell depend on
+    the cell alone: not on `batch_size`, `chunk_size`, the memory budget, the
+    devices, the sort or `checkpoint` (with the command lines' CPU arithmetic,
+    `samflow._x64.exact_cpu_arithmetic`). Each cell keeps its own adaptive
+    step size and status; no cell can stop or NaN another. One compilation
+    per (method, clock, settings, devices, lanes, call size, L, d, n_save,
+    summary, switches).
 
     **Arguments:**
 
@@ -101,7 +101,8 @@ def solve_grid(
       outputs plus the calls in flight, per `samflow.sweep.cell_bytes`, stay
       under the budget). The budget bounds the solver's working memory, not the
       returned arrays (B rows of outputs, see `summary`).
-    - `batch_size`: cells per device per vmapped solve (the lockstep batch).
+    - `batch_size`: lanes per device (`samflow._lanes`); a call hands each device
+      up to `CALL_QUEUE` x lanes cells, which the lanes work through.
     - `devices`: the devices to shard over (a list, or a count of local
       devices); default all local devices. One CPU device per core:
       `samflow.sweep.use_cpu_cores()` before JAX starts (the CLI does it),
