@@ -81,6 +81,7 @@ logger = logging.getLogger(__name__)
 
 # Set by `enable_compilation_cache`: the folder of the stored programs, or None (off).
 _programs: "Path | None" = None
+_programs_decided = False  # enable_compilation_cache has set `_programs` for this process
 #: Programs that compile faster than this are not written (tiny element-wise jits).
 MIN_COMPILE_TIME_S = 0.1
 
@@ -111,8 +112,8 @@ def enable_compilation_cache(path: "str | os.PathLike | None" = None, *, program
     or the folder cannot be made (the run goes on, compiling as before).
     """
     folder = Path(path).expanduser() if path is not None else cache_dir()
-    global _programs
-    _programs = None
+    global _programs, _programs_decided
+    _programs, _programs_decided = None, True
     if folder is None:
         return None
     try:
@@ -128,9 +129,19 @@ def enable_compilation_cache(path: "str | os.PathLike | None" = None, *, program
 
 
 def programs_dir() -> "Path | None":
-    """The folder of the stored programs (`StoredProgram`), or None when they are off
-    (the default in a library process: only `enable_compilation_cache` turns them on)."""
-    return _programs
+    """The folder of the stored programs (`StoredProgram`), or None when they are off.
+
+    After `enable_compilation_cache` (every entry point), its choice. In a library
+    process (`import samflow` and calls from Python, which change no JAX setting):
+    on when `$SAMFLOW_COMPILATION_CACHE` names a folder (the user's opt-in; then the
+    first `samflow.solve` of a session loads its program from there instead of
+    tracing and compiling it), off otherwise or with `SAMFLOW_STORED_PROGRAMS=off`."""
+    if _programs_decided:
+        return _programs
+    if os.environ.get(CACHE_ENV) is None or os.environ.get(PROGRAMS_ENV, "on").strip().lower() in _OFF:
+        return None
+    folder = cache_dir()
+    return None if folder is None else folder / PROGRAMS_SUBDIR
 
 
 @contextlib.contextmanager
@@ -259,7 +270,7 @@ class StoredProgram:
         return getattr(self.jitted, name)
 
     def __call__(self, *args):
-        folder = _programs
+        folder = programs_dir()
         if folder is None or jax.process_count() > 1:
             return self.jitted(*args)
         key = program_key(self.what, args)

@@ -64,6 +64,8 @@ survives any one member.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -76,6 +78,7 @@ from ._methods import P_HELP, check_p, p_array
 from .diagonal_net import beta as beta_of
 from .diagonal_net import init_weights, loss_value
 from .status import Status
+from ._cache import StoredProgram, programs_dir
 from ._events import _LOG_T_MAX, EventSet, _start_events
 from ._cell_state import CellState
 from ._field import SamField, SegmentArgs
@@ -383,6 +386,13 @@ def _solve_batch(W0, rho, data, ts, method, clock, settings, p=None):
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _stored_solve(method: Method, clock: Clock, settings: SolverSettings) -> StoredProgram:
+    """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`."""
+    fn = jax.jit(lambda W0, rho, data, ts, p: _solve_batch(W0, rho, data, ts, method, clock, settings, p))
+    return StoredProgram(fn, ("samflow.solve", method, clock, settings))
+
+
 def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_batched: bool = False):
     """The cells of a `solve`-style call: `(W0, rho_b, batched)` with `W0`
     float64 `(B, L, d)`, `rho_b` float64 `(B,)` and `batched` (rho was a vector).
@@ -501,6 +511,9 @@ def solve(
 
     Compiles once per (method, clock, settings, depth, d, batch size, number of
     save times); new values of alpha, rho, p, data or ts reuse the compilation.
+    With `$SAMFLOW_COMPILATION_CACHE` naming a folder, the compiled program is
+    stored there and a later Python process loads it instead of tracing and
+    compiling it (`samflow._cache.programs_dir`; no JAX setting is changed).
     """
     method = Method.parse(method)
     p = check_p(method, p)
@@ -512,7 +525,10 @@ def solve(
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     settings = settings.resolved(method, np.asarray(W0), data, clock, p)
-    out = _solve_batch(W0, rho_b, data, ts, method, clock, settings, p_array(method, p))
+    if programs_dir() is None:
+        out = _solve_batch(W0, rho_b, data, ts, method, clock, settings, p_array(method, p))
+    else:  # a stored program (samflow._cache): loaded, not traced, when a session has made it before
+        out = _stored_solve(method, clock, settings)(W0, rho_b, data, ts, p_array(method, p))
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out

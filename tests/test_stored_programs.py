@@ -197,3 +197,34 @@ def test_default_sweep_second_run_equals_traced_run(tmp_path):
         assert sorted(ds.variables) == sorted(traced.variables)
         for name in traced.variables:
             assert np.array_equal(_bits(traced[name].values), _bits(ds[name].values)), name
+
+
+FIRST_SOLVE = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import samflow as sf
+from samflow import _cache, _integrate
+before = jax.config.jax_compilation_cache_dir
+tr = sf.solve("l2", sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1, ts=np.geomspace(1e-2, 1e4, 8))
+assert jax.config.jax_compilation_cache_dir == before  # no JAX setting changed
+print("STATUS", int(tr.status), "BETA", np.asarray(tr.beta).tobytes().hex()[:64])
+"""
+
+
+def test_first_solve_from_python_loads_the_stored_program(tmp_path):
+    """With $SAMFLOW_COMPILATION_CACHE set (the user's opt-in), `samflow.solve` in a plain
+    Python process stores its program, and the next process loads it (not traced again)
+    with equal bits; `import samflow` and the solve change no JAX setting."""
+    env = {k: v for k, v in os.environ.items() if k not in (_cache.PROGRAMS_ENV, "JAX_COMPILATION_CACHE_DIR")}
+    env.update(SAMFLOW_COMPILATION_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    runs = [subprocess.run([sys.executable, "-c", FIRST_SOLVE], capture_output=True, text=True, env=env, timeout=900)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    files = sorted((tmp_path / "cache" / _cache.PROGRAMS_SUBDIR).iterdir())
+    assert len(files) == 1 and files[0].suffix == ".jaxexe"
+    stamp = files[0].stat().st_mtime_ns
+    assert runs[0].stdout.split("STATUS")[1] == runs[1].stdout.split("STATUS")[1]
+    # The second process loaded the file rather than writing it again.
+    third = subprocess.run([sys.executable, "-c", FIRST_SOLVE], capture_output=True, text=True, env=env, timeout=900)
+    assert third.returncode == 0 and files[0].stat().st_mtime_ns == stamp
