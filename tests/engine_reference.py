@@ -45,6 +45,7 @@ solving again.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import time
@@ -138,6 +139,15 @@ def _fields(tr, names=FIELDS) -> dict[str, np.ndarray]:
     return {f: np.asarray(getattr(tr, f)) for f in names}
 
 
+def _switches(tr, method, data, rho, **kw):
+    """`switch_times` to the last save time: `to_end=True` for the segment
+    engine, whose default stops at a horizon; the lane engine always runs to
+    the end and has no `to_end`."""
+    if "to_end" in inspect.signature(switch_times).parameters:
+        kw["to_end"] = True
+    return _fields(switch_times(tr, method, data, rho, **kw), SWITCH_FIELDS)
+
+
 def hidden_cases(**settings) -> dict[str, dict[str, np.ndarray]]:
     """The paths the pinned grid does not reach: name -> {field: array}.
 
@@ -181,14 +191,13 @@ def hidden_cases(**settings) -> dict[str, dict[str, np.ndarray]]:
     # the depth-3 detour, with its exact switch times
     detour = sf.single_sample(DETOUR_MU)
     tr = run("l2-t-depth3-detour", "l2", detour, DETOUR_A * DETOUR_RHO, DETOUR_RHO, DETOUR_TS, depth=3)
-    sw = switch_times(tr, "l2", detour, np.full(DETOUR_A.size, DETOUR_RHO), settings=default, to_end=True, rtol=sw_rtol)
-    out["switches-depth3-detour"] = _fields(sw, SWITCH_FIELDS)
+    out["switches-depth3-detour"] = _switches(tr, "l2", detour, np.full(DETOUR_A.size, DETOUR_RHO), settings=default,
+                                              rtol=sw_rtol)
     # the default README cell (docs/python-api.md: 2 -> 3 -> 4 -> 5 at 6.18, 12.24, 16.39), one cell
     ts = np.linspace(0.1, 60.0, 600)
     tr = sf.solve("l2", data, alpha=0.0042, rho=0.01, ts=ts, depth=2, settings=default)
     out["l2-t-readme"] = _fields(tr)
-    out["switches-readme"] = _fields(switch_times(tr, "l2", data, 0.01, settings=default, to_end=True, rtol=sw_rtol),
-                                     SWITCH_FIELDS)
+    out["switches-readme"] = _switches(tr, "l2", data, 0.01, settings=default, rtol=sw_rtol)
     return out
 
 
