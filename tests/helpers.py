@@ -1,7 +1,8 @@
 """Independent reference computations shared by the tests.
 
 Nothing here calls samflow's flow or solver code: these are the second
-implementations the tests compare against.
+implementations the tests compare against (and `run_check_script`, which runs
+a reference script of tests/ in its own process).
 """
 
 import jax
@@ -132,3 +133,17 @@ def sym_depth2_l2_real_time(mu, alpha, rho, taus):
                     rtol=1e-12, atol=1e-14)
     assert sol.success
     return sol.y[-1]
+
+
+def run_check_script(script, expect: str, timeout: float) -> str:
+    """Run `python script --check` in its own process (a fresh JAX: no
+    compilation cache or settings left by earlier tests of the worker) and
+    assert it exits 0 and prints `expect`; returns its stdout. For the
+    reference scripts tests/pin_grid.py and tests/engine_reference.py."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert expect in out.stdout, out.stdout
+    return out.stdout

@@ -55,8 +55,14 @@ def _cells():
     return alpha, rho
 
 
-def cases() -> dict[str, dict[str, np.ndarray]]:
-    """Every pinned run: name -> {field: array}."""
+def cases(engine_only: bool = False, **settings) -> dict[str, dict[str, np.ndarray]]:
+    """Every pinned run: name -> {field: array}.
+
+    `engine_only` leaves out the discrete algorithm and the generic-model engine
+    (the runs that do not go through `samflow.solve`); `settings` are
+    `SolverSettings` fields applied to every solve (e.g. rtol=1e-11), as
+    `tests/engine_reference.py` uses them. The defaults make the pinned grid.
+    """
     data = sf.single_sample(MU)
     alpha, rho = _cells()
     out = {}
@@ -66,20 +72,26 @@ def cases() -> dict[str, dict[str, np.ndarray]]:
                 if coords == "log" and method == "linf":
                     continue
                 tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
-                              settings=sf.SolverSettings(coords=coords), alpha_batched=True)
+                              settings=sf.SolverSettings(coords=coords, **settings), alpha_batched=True)
                 out[f"{method}-{clock}-{coords}"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     # a depth-3 pole (blow-up in tau) and linf at depth 1 (zero hits, sliding)
-    tr = sf.solve("l2", data, alpha=alpha, rho=rho, ts=TS["tau"], depth=3, clock="tau", alpha_batched=True)
+    default = sf.SolverSettings(**settings)  # equal to SolverSettings() when settings is empty: the same compilation
+    tr = sf.solve("l2", data, alpha=alpha, rho=rho, ts=TS["tau"], depth=3, clock="tau", settings=default,
+                  alpha_batched=True)
     out["l2-tau-depth3"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
-    tr = sf.solve("linf", data, alpha=alpha, rho=rho, ts=TS["t"], depth=1, clock="t", alpha_batched=True)
+    tr = sf.solve("linf", data, alpha=alpha, rho=rho, ts=TS["t"], depth=1, clock="t", settings=default,
+                  alpha_batched=True)
     out["linf-t-depth1"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     # multi-sample data, mixed labels (issue 12 case 10: a critical point that is not 0)
     multi = sf.Dataset.from_arrays(
         [[0.2, 0.4, 0.6, 0.8, 1.0], [0.1, 0.5, 0.5, 0.9, 1.1], [0.3, 0.3, 0.7, 0.7, 0.9]], [1.0, 1.0, -1.0]
     )
     for method in ("l2", "linf"):
-        tr = sf.solve(method, multi, alpha=alpha, rho=rho, ts=TS["t"], depth=2, clock="t", alpha_batched=True)
+        tr = sf.solve(method, multi, alpha=alpha, rho=rho, ts=TS["t"], depth=2, clock="t", settings=default,
+                      alpha_batched=True)
         out[f"{method}-t-multi"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
+    if engine_only:
+        return out
     # the discrete algorithm and the generic-model engine
     from samflow.discrete import run_discrete
     from samflow.models import diagonal_network, solve_model

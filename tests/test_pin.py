@@ -12,17 +12,14 @@ with no compilation cache or other settings left by earlier tests of the same
 pytest worker (XLA once crashed compiling in a worker that had run other files).
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_check_script
 
 PIN = Path(__file__).resolve().parent / "pin_grid.py"
 
 
 @pytest.mark.slow  # about 20 compilations; `pytest -m slow`, which CI runs
 def test_pinned_grid_unchanged():
-    out = subprocess.run([sys.executable, str(PIN), "--check"], capture_output=True, text=True, timeout=1500)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    assert ": equal" in out.stdout, out.stdout
+    run_check_script(PIN, ": equal", timeout=1500)
