@@ -366,7 +366,7 @@ class SamflowRunner:
         steps, statuses, peak RSS, and the error on a random subset of cells."""
         prob = self.prob
         alpha, rho = grid_cells(n, n)
-        size = min(self.chunk, alpha.size)
+        size = min(self.chunk, alpha.size)  # lanes per device
         runs = []  # (wall s, cpu s, out)
 
         def timed(a, r, chunk):
@@ -377,30 +377,24 @@ class SamflowRunner:
             ru1 = resource.getrusage(resource.RUSAGE_SELF)
             return wall, (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime), out
 
-        if size not in self.compiled_shapes:
-            # First call on the chunk shape (compiles), then a second, warm one on the
-            # same cells. When the grid is one chunk the second call is a warm run of it.
-            first = timed(alpha[:size], rho[:size], size)
-            second = timed(alpha[:size], rho[:size], size)
-            self.compiled_shapes[size] = (first[0], second[0])
-            if size == alpha.size:
-                runs.append(second)
-        first_s, second_s = self.compiled_shapes[size]
+        # A call's shape (lanes, the queue each device works through) follows from the
+        # grid's size, so each chart compiles its own program: a first solve of the
+        # whole chart (compiles and runs), then warm ones; compile = first - second.
+        first = timed(alpha, rho, self.chunk)
+        second = timed(alpha, rho, self.chunk)
+        runs.append(second)
+        first_s, second_s = first[0], second[0]
         while len(runs) < repeats:
             runs.append(timed(alpha, rho, self.chunk))
         run_s, cpu_s, out = min(runs, key=lambda x: x[0])
         rss = peak_rss_mb()
         steps = np.asarray(out.num_steps)
-        # A vmapped while loop runs each chunk until its slowest cell is done.
-        pad = (-alpha.size) % size
-        chunks = np.concatenate([steps, np.repeat(steps[-1:], pad)]).reshape(-1, size)
-        lockstep = int(np.sum(np.max(chunks, axis=1)) * size)
         slow = int(np.argmax(steps))
         res = dict(n=n, cells=alpha.size, chunk=size, first_s=first_s, second_s=second_s,
                    compile_s=first_s - second_s, run_s=run_s, cpu_s=cpu_s, repeats=len(runs),
                    cells_per_s=alpha.size / run_s,
                    steps_sum=int(np.sum(steps)), steps_mean=float(np.mean(steps)),
-                   steps_max=int(np.max(steps)), lockstep_steps=lockstep,
+                   steps_max=int(np.max(steps)),
                    status=np.bincount(np.asarray(out.status), minlength=7),
                    out_bytes=int(sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(out))),
                    rss_mb=rss, out=out, alpha=alpha, rho=rho)
@@ -427,7 +421,7 @@ class SamflowRunner:
                 f" (best of {len(runs)}; cpu {cpu_s:.1f} s) = {res['cells_per_s']:9.1f} cells/s")
             say(f"       steps/cell mean {res['steps_mean']:.0f}, max {res['steps_max']} (alpha "
                 f"{alpha[slow]:.3g}, rho {rho[slow]:.3g}, {sf.Status(int(out.status[slow])).name.lower()});"
-                f" lockstep work {lockstep / max(res['steps_sum'], 1):.1f}x the steps taken | {st}"
+                f" | {st}"
                 f" | peak RSS so far {rss:.0f} MB")
             say(f"       {acc}")
         return res
@@ -1049,10 +1043,8 @@ def main(argv=None) -> int:
         f"{t_byte * 1e3:.2f} ms ({big['out_bytes'] / 1e6:.1f} MB of results written)")
     say(f"  measured {big['run_s']:.3f} s = {floor_ratio:.0f}x the floor "
         f"({big['run_s'] / max(flops / elementwise, t_byte):.0f}x at the elementwise rate)")
-    say(f"  (the floor counts neither RK stage arithmetic, error control nor event checks; a "
-        f"vmapped while loop also runs every chunk until its slowest cell is done: "
-        f"{big['lockstep_steps']:.3e} cell-steps executed for {big['steps_sum']:.3e} taken, "
-        f"{big['lockstep_steps'] / big['steps_sum']:.1f}x)")
+    say("  (the floor counts neither RK stage arithmetic, error control nor event checks; the lanes' "
+        "idle share is the lane efficiency below)")
 
     say("")
     say("design goals of samflow (what it aims for on a 2-core CPU; informational, not a test "
