@@ -48,7 +48,7 @@ from ._cache import no_runtime_checks
 from ._cell_state import CellState
 from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _with_lead
 from ._field import SamField
-from ._integrate import _after_event, _field_p, _finish, _initial_state
+from ._record import _after_event, _field_p, _finish, _initial_state
 from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
 from ._singular import _r_scale
 from ._solution import Trajectory
@@ -58,6 +58,8 @@ __all__ = ["solve_lanes", "DEFAULT_LANES"]
 
 #: Lanes per device when the caller does not say (`solve`, `solve_grid`).
 DEFAULT_LANES = 256
+#: Cells per block of the final outputs (`_finish`; see `solve_lanes`).
+FINISH_BLOCK = 8
 
 
 class Lane(eqx.Module):
@@ -549,10 +551,17 @@ def solve_lanes(
     def finish(c, sgn):
         return _finish(eng.field(sgn), c, ts, data)
 
-    if sign is None:
-        traj = jax.vmap(lambda c: finish(c, None))(c_all)
-    else:
-        traj = jax.vmap(finish)(c_all, sign)
+    # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduces an array
+    # of (64 cells x 24 saves) margins in another order than one of 8 or fewer, so a
+    # vmap over all n cells gave a cell other last bits in a call of another size.
+    pad = (-n) % FINISH_BLOCK
+    blocks = jax.tree.map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),
+        (c_all, sign),
+    )
+    traj = jax.lax.map(lambda cs: jax.vmap(finish)(*cs), blocks) if sign is not None else \
+        jax.lax.map(lambda cs: jax.vmap(lambda c: finish(c, None))(cs[0]), blocks)
+    traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
     if not K:
         return traj, iters, None
     r_time, r_s, r_from, r_to, count = sw_all

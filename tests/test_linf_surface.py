@@ -84,15 +84,20 @@ def test_sliding_agrees_with_discrete_sam(grid):
     # the discrete iterates themselves converge to it at O(eta)
     err2 = np.max(np.abs(flow - b2), axis=1) / np.max(np.abs(b2), axis=1)
     assert np.all(err2 < 5e-5), err2
-    np.testing.assert_allclose(flow[2], [0.0, 0.142922843, 0.0, 0.341386941, 0.525190275], rtol=1e-8, atol=1e-12)
+    # The flow at t = 100 from a solve at rtol 1e-11 (the segment engine's 9 digits were
+    # 2e-8 off it); the default rtol 1e-8 is within 2e-8 of it.
+    np.testing.assert_allclose(flow[2], [0.0, 0.1429228441, 0.0, 0.3413869474, 0.5251902767], rtol=3e-8, atol=1e-12)
 
 
 def test_small_alpha_agrees_with_discrete_sam(grid):
     """alpha/rho = 0.518: only feature 1 (r_1 ~ 0 near beta = 0) is left; before, the
     solver chattered on sign(r_1) at the rounding level (MAX_STEPS)."""
     flow = grid["beta"][3, [1, 5]]
-    disc = np.asarray(run_discrete("linf", MIXED, alpha=ALPHA_OVER_RHO[3] * RHO, rho=RHO, eta=1e-3, ts=TS[[1, 5]]).beta)
-    err = np.max(np.abs(flow - disc), axis=1) / np.max(np.abs(disc), axis=1)
+    # Against discrete SAM at t = 10 only: later its iterates near r_1 = 0 follow one path
+    # or another by the rounding of r_1 (with or without fused multiply-adds they end
+    # 8% apart at t = 1000, each path stable in eta), so they are no reference there.
+    disc = np.asarray(run_discrete("linf", MIXED, alpha=ALPHA_OVER_RHO[3] * RHO, rho=RHO, eta=1e-3, ts=TS[[1]]).beta)
+    err = np.max(np.abs(flow[:1] - disc), axis=1) / np.max(np.abs(disc), axis=1)
     assert np.all(err < 5e-5), err  # O(eta): 1e-5 at eta = 1e-3
     np.testing.assert_allclose(flow[:, 0], [2.68073654e-05, 2.43489432e-05], rtol=1e-7)
     np.testing.assert_array_equal(flow[1, 1:], 0.0)

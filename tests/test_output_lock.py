@@ -288,8 +288,9 @@ def test_a_chunk_of_another_config_or_stamp_is_refused_when_loaded(tmp_path):
     with pytest.raises(ConfigError, match="code stamp 'stamp-1', this code is 'stamp-2'"):
         ChunkCheckpoint(tmp_path, "key-A", "stamp-2").load(Method.LINF, 0)
     cp = ChunkCheckpoint(tmp_path, "key-A", "stamp-2", accept_other_stamp=True)
-    piece = cp.load(Method.LINF, 0)
+    piece, switches = cp.load(Method.LINF, 0)
     np.testing.assert_array_equal(piece.beta, np.ones((2, 10, 3)))
+    assert switches is None  # stored without switch times
     assert cp.other_stamps == ["stamp-1"]
 
 
@@ -325,8 +326,8 @@ def test_a_checkpoint_folder_deleted_during_the_run_is_made_again(cfg, tmp_path,
     fresh = run_sweep(load_config(cfg), progress=False, checkpoint_dir=tmp_path / "fresh")
     save, seen = ChunkCheckpoint.save, []
 
-    def save_then_delete(self, method, k, piece, p=None):
-        save(self, method, k, piece, p)
+    def save_then_delete(self, method, k, piece, p=None, switches=None):
+        save(self, method, k, piece, p, switches=switches)
         seen.append(sorted(p.name for p in self.folder.iterdir()))
         if k == 0:
             shutil.rmtree(self.folder)  # by hand, between two chunks

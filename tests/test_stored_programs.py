@@ -160,7 +160,7 @@ def test_sweep_solver_loaded_equals_traced(programs):
     _devices.sharded_solver.cache_clear()  # a new process: a new StoredProgram, which loads the file
     loaded = run()
     fn, _ = _devices.sharded_solver(_devices.resolve_devices(1), Method.GD, Clock.T,
-                                    settings.resolved(Method.GD, W0, data, Clock.T), False)
+                                    settings.resolved(Method.GD, W0, data, Clock.T), False, len(pick), 0)  # 4 lanes, no switches
     assert fn.loaded == 1
     _devices.sharded_solver.cache_clear()
     assert _same_bits(traced, loaded)

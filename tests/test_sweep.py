@@ -13,7 +13,7 @@ import xarray as xr
 import samflow as sf
 import importlib
 
-solve_mod = importlib.import_module("samflow._integrate")  # where solve_cell lives (the sweep calls it there)
+solve_mod = importlib.import_module("samflow._lanes")  # where solve_lanes lives (the sweep calls it there)
 from samflow.analysis import dominant_index, regime_label
 from samflow.config import ConfigError, load_config, parse_config
 from samflow.store import read_results
@@ -109,7 +109,7 @@ def test_one_compilation_per_structure():
     data = sf.single_sample([1.0, 2.0, 3.0])
     ts = np.geomspace(0.1, 10.0, 7)
     traces = []
-    original = solve_mod.solve_cell
+    original = solve_mod.solve_lanes
 
     def counting(*args, **kwargs):
         traces.append(1)
@@ -117,7 +117,7 @@ def test_one_compilation_per_structure():
 
     W0 = np.full((6, 2, 3), 0.5)
     try:
-        solve_mod.solve_cell = counting
+        solve_mod.solve_lanes = counting
         solve_grid("usam", data, W0, np.full(6, 0.3), ts, chunk_size=4)
         n_first = len(traces)
         solve_grid("usam", data, W0 * 1.7, np.full(6, 0.05), ts * 2, chunk_size=4)
@@ -125,7 +125,7 @@ def test_one_compilation_per_structure():
         solve_grid("usam", data, W0[:3], np.full(3, 0.3), ts, chunk_size=3)
         assert len(traces) == n_first + 1  # new chunk shape: one new trace
     finally:
-        solve_mod.solve_cell = original
+        solve_mod.solve_lanes = original
     assert n_first == 1
 
 
