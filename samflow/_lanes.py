@@ -238,6 +238,10 @@ class _Engine(eqx.Module):
         y0 = (rec.Y, rec.s)
         f0 = field(rec.t0, y0, args)
         v = _no_event_value(self.events(field, w_scale, lead), rec.t0, y0, args)
+        # A first step that underflowed to 0 (an init near 1e-300: diffrax's selection
+        # scales it with the weights) would never move: start at 1e-12 of the horizon,
+        # and let the controller shrink it.
+        dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(self.t_final))
         tnext = jnp.minimum(rec.t0 + dt, self.t_final)
         dtype = rec.t0.dtype
         pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
@@ -325,32 +329,47 @@ class _Engine(eqx.Module):
         )
         new = eqx.tree_at(lambda r: r.status, new, jnp.where(~root_ok & ~tried.failed, int(Status.FAILED), new.status))
         new = eqx.tree_at(lambda r: r.done, new, new.done | ~root_ok | tried.failed)
-        lead, sw = lane.lead, lane.sw
+        lead, sw, fired = lane.lead, lane.sw, jnp.asarray(False)
         if self.switches:
-            # The lead event ended this run: the state sits on the crossing, and the
+            # A switch of the leader: the lead condition (last of `events`) is the one
+            # nearest 0 at the event (a run that ends on another event, a weight sliding,
+            # while features are tied is no switch). It is dated at the root, and the
             # fastest growing of the features tied there leads on (`_leader`).
             lb = _log_abs_beta(field, new.Y)
             live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > self.L * _LOG_ZERO)
-            fired = tried.event & root_ok & ~new.done & live & (jnp.abs(_lead_value(field, new.Y, lead)) <= 1e-7)
+            lead_hit = jnp.argmin(events.values(t_end, (Y_end, s_end), args)) == len(events.names) - 1
+            fired = (tried.event & root_ok & lead_hit & ~new.done & live
+                     & (jnp.abs(_lead_value(field, new.Y, lead)) <= 1e-7))
             to = _leader(field, new, lane.rho, self.data, self.multi, exclude=lead)
             r_time, r_s, r_from, r_to, count = sw
             K = r_time.shape[0]
             slot = jnp.minimum(count, K - 1)
             put = lambda arr, v: jnp.where(fired & (count < K), arr.at[slot].set(v), arr)
-            sw = (put(r_time, new.t0), put(r_s, new.s), put(r_from, (lead + 1).astype(jnp.int32)),
+            sw = (put(r_time, t_end), put(r_s, s_end), put(r_from, (lead + 1).astype(jnp.int32)),
                   put(r_to, (to + 1).astype(jnp.int32)), count + fired.astype(jnp.int32))
-            lead = jnp.where(fired, to, lead)
+            lead = jnp.where(fired, to, lead).astype(lane.lead.dtype)
         # The next run starts at the event with the step size of this one.
         dt = jnp.maximum(tried.t1 - tried.t0, 0.0)
         tnext, f0, pid, v = self.start_run(new, lane.rho, lane.sign, lane.w_scale, dt, lead)
-        lane = eqx.tree_at(
+        restarted = eqx.tree_at(
             lambda l: (l.rec, l.tnext, l.f0, l.pid, l.v, l.run_steps, l.lead, l.sw),
             lane, (new, tnext, f0, pid, v, jnp.zeros_like(lane.run_steps), lead, sw),
             is_leaf=lambda x: x is None,
         )
         t_limit = jnp.where(tried.keep | tried.event, t_end, tried.t0)
+        strict = tried.event & root_ok
         del stalled
-        return lane, t_limit, tried.event & root_ok
+        if not self.switches:
+            return restarted, t_limit, strict
+        # The field does not change at a switch: when no other condition falls through 0
+        # later in the step, the run goes on with the step taken whole (the steps, and so
+        # the numbers, are those of a solve that records no switches).
+        v_to = _no_event_value(self.events(field, lane.w_scale, lead), tried.t_new, tried.y1, args)
+        whole = fired & (v_to > 0)
+        stepped = self.advance(lane, tried)
+        stepped = eqx.tree_at(lambda l: (l.v, l.lead, l.sw), stepped, (v_to, lead, sw))
+        lane = jax.tree.map(lambda a, b: jnp.where(whole, a, b), stepped, restarted)
+        return lane, jnp.where(whole, tried.t_new, t_limit), strict & ~whole
 
     def advance(self, lane: Lane, tried: _Tried) -> Lane:
         """A lane whose run goes on: take the step if accepted, else retry smaller."""

@@ -339,6 +339,13 @@ def _bisect(outcome, P: int, search: EdgeSearch, which: str):
         mid = np.where(active, np.sqrt(np.where(active, lo * hi, 1.0)), grid[0])
         o = outcome(mid)
         n_solves += active
+        # A midpoint exactly on the edge can be an equilibrium that decides nothing (linf
+        # at alpha = rho: w - rho sign(w) = 0 exactly): look again just beside it.
+        retry = active & (o == _UNDECIDED)
+        if retry.any():
+            mid = np.where(retry, mid * (1.0 + rtol), mid)
+            o = np.where(retry, outcome(mid), o)
+            n_solves += retry
         stalled |= active & (o == _UNDECIDED)
         go_lo = active & (o == below_val)
         go_hi = active & (o != below_val) & (o != _UNDECIDED)
