@@ -86,9 +86,14 @@ def test_1024_lanes_take_the_same_steps_to_the_last_bits():
     out, _, _ = _run("l2", alpha, rho, width=1024)
     same = _same(ref, out)
     assert same["num_steps"] and same["num_segments"] and same["status"]
-    for f in ("beta", "event_time", "slide_time"):
-        a, b = np.asarray(getattr(ref, f)), np.asarray(getattr(out, f))
-        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-300, equal_nan=True)
+    a, b = np.asarray(ref.beta), np.asarray(out.beta)
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+    scale = np.nanmax(np.abs(a), axis=-1, keepdims=True)  # relative to the largest |beta_j| then
+    with np.errstate(invalid="ignore"):
+        assert np.nanmax(np.abs(b - a) / np.where(scale > 0, scale, 1.0)) < 1e-10
+    for f in ("event_time", "slide_time"):
+        np.testing.assert_allclose(np.asarray(getattr(out, f)), np.asarray(getattr(ref, f)), rtol=1e-10,
+                                   equal_nan=True)
 
 
 def test_switches_in_the_same_pass_match_the_trajectory():
