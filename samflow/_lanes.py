@@ -317,7 +317,6 @@ class _Engine(eqx.Module):
         # Out of steps or failed: the run stalls at its last accepted point.
         t_here = jnp.where(tried.keep, tried.t_new, tried.t0)
         y_here = jax.tree.map(lambda a, b: jnp.where(tried.keep, a, b), tried.y1, (rec.Y, rec.s))
-        stalled = tried.out_of_steps | tried.failed | ~root_ok
         t_end = jnp.where(tried.event & root_ok, t_ev, t_here)
         Y_end, s_end = jax.tree.map(lambda a, b: jnp.where(tried.event & root_ok, a, b), y_ev, y_here)
         rec = eqx.tree_at(lambda r: r.steps, rec, rec.steps + 1)
@@ -358,7 +357,6 @@ class _Engine(eqx.Module):
         )
         t_limit = jnp.where(tried.keep | tried.event, t_end, tried.t0)
         strict = tried.event & root_ok
-        del stalled
         if not self.switches:
             return restarted, t_limit, strict
         # The field does not change at a switch: when no other condition falls through 0
@@ -479,8 +477,7 @@ def solve_lanes(
         return c, tnext, f0, pid, v, lead
 
     with no_runtime_checks():
-        c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign if sign is not None else W0 * 0, w_scale, finite) \
-            if sign is not None else jax.vmap(lambda W, r, ws, fin: init_cell(W, r, None, ws, fin))(W0, rho, w_scale, finite)
+        c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign, w_scale, finite)  # sign None: linear
     out_Y, out_s = c0.out_Y, c0.out_s
     K = int(switches)
     sw0 = (
@@ -578,8 +575,7 @@ def solve_lanes(
         lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),
         (c_all, sign),
     )
-    traj = jax.lax.map(lambda cs: jax.vmap(finish)(*cs), blocks) if sign is not None else \
-        jax.lax.map(lambda cs: jax.vmap(lambda c: finish(c, None))(cs[0]), blocks)
+    traj = jax.lax.map(lambda cs: jax.vmap(finish)(*cs), blocks)  # sign None (linear) maps as no leaves
     traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
     if not K:
         return traj, iters, None
