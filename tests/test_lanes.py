@@ -135,3 +135,11 @@ def test_depth3_detour_between_two_save_times_is_recorded():
         assert int(sw.count[i]) == 2
         assert list(sw.from_[i, :2]) == [5, 4] and list(sw.to[i, :2]) == [4, 5]
         np.testing.assert_allclose(sw.time[i, :2], expected[i], rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "3"])
+def test_solve_grid_refuses_a_bad_switch_count_in_one_line(bad):
+    from samflow.sweep import solve_grid
+
+    with pytest.raises(ValueError, match=r"^switches must be an integer >= 0 \(0: no switch times\), got "):
+        solve_grid("l2", sf.single_sample(MU), np.full((2, 2, 5), 0.1), np.full(2, 0.1), TS, switches=bad)

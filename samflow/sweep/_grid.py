@@ -118,7 +118,8 @@ def solve_grid(
       back in the original order and do not depend on it.
     - `switches`: K > 0 also records the switches of the leader argmax_j
       |beta_j| of every cell in the same pass, K slots per cell
-      (`samflow.switches`, docs/theory.md s.5); the return value is then
+      (`samflow.switches`, docs/theory.md s.5; `ValueError` for anything but an
+      integer >= 0); the return value is then
       `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
       carry them; a chunk stored without them is solved again.
 
@@ -136,6 +137,8 @@ def solve_grid(
     method = Method.parse(method)
     p = check_p(method, p)
     clock = Clock.parse(clock)
+    if isinstance(switches, (bool, np.bool_)) or not isinstance(switches, (int, np.integer)) or switches < 0:
+        raise ValueError(f"switches must be an integer >= 0 (0: no switch times), got {switches!r}")
     W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
     rho = float_array(rho, "rho")
     ts_np = check_save_times(ts)
