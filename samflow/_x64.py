@@ -19,7 +19,10 @@ import os
 
 import jax
 
-__all__ = ["EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64", "in_float64", "prepare_process", "require_float64", "use_float64"]
+__all__ = [
+    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64", "in_float64",
+    "prepare_process", "require_float64", "use_float64",
+]
 
 HOW = 'call jax.config.update("jax_enable_x64", True) at the start of your program'
 
@@ -32,7 +35,8 @@ def use_float64() -> None:
 def prepare_process() -> None:
     """What every command line and script does first, for its own process only:
     exact CPU arithmetic (`exact_cpu_arithmetic`: no fused multiply-add and
-    XLA's own reductions, so that a cell's bits do not depend on the lane width), float64 in JAX (`use_float64`), JAX's persistent compilation cache
+    XLA's own reductions, so that a cell's bits do not depend on the lane
+    width), float64 in JAX (`use_float64`), JAX's persistent compilation cache
     (`samflow._cache.enable_compilation_cache`: a second run loads its compiled
     programs; `SAMFLOW_COMPILATION_CACHE=off` disables it) and matplotlib's Agg
     backend (files, no display). Library modules set none of these on import."""
