@@ -27,7 +27,9 @@ Lanes that end a run in the same iteration are processed in a compact batch of
 `slots` lanes (the rest redo the same step in the next iteration, which gives
 the same bits), so the costly event work is paid per event, not per lane.
 Everything a lane computes is a function of its cell alone: the results do not
-depend on the width, the order of the cells or the other cells of the call.
+depend on the width, the order of the cells or the other cells of the call (with
+`samflow._x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
+which XLA uses for large arrays and which add in another order).
 """
 
 from __future__ import annotations
@@ -567,9 +569,10 @@ def solve_lanes(
     def finish(c, sgn):
         return _finish(eng.field(sgn), c, ts, data)
 
-    # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduces an array
-    # of (64 cells x 24 saves) margins in another order than one of 8 or fewer, so a
-    # vmap over all n cells gave a cell other last bits in a call of another size.
+    # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduced an array
+    # of (64 cells x 24 saves) margins in another order than one of 8 or fewer (its
+    # YNNPACK reductions, off with `samflow._x64.EXACT_REDUCE_FLAG`), so a vmap over
+    # all n cells gave a cell other last bits in a call of another size.
     pad = (-n) % FINISH_BLOCK
     blocks = jax.tree.map(
         lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),

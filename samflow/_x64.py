@@ -19,7 +19,10 @@ import os
 
 import jax
 
-__all__ = ["EXACT_CPU_FLAG", "exact_cpu_arithmetic", "float64", "in_float64", "prepare_process", "require_float64", "use_float64"]
+__all__ = [
+    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64", "in_float64",
+    "prepare_process", "require_float64", "use_float64",
+]
 
 HOW = 'call jax.config.update("jax_enable_x64", True) at the start of your program'
 
@@ -31,8 +34,9 @@ def use_float64() -> None:
 
 def prepare_process() -> None:
     """What every command line and script does first, for its own process only:
-    exact CPU arithmetic (`exact_cpu_arithmetic`: no fused multiply-add, so that
-    a cell's bits do not depend on the lane width), float64 in JAX (`use_float64`), JAX's persistent compilation cache
+    exact CPU arithmetic (`exact_cpu_arithmetic`: no fused multiply-add and
+    XLA's own reductions, so that a cell's bits do not depend on the lane
+    width), float64 in JAX (`use_float64`), JAX's persistent compilation cache
     (`samflow._cache.enable_compilation_cache`: a second run loads its compiled
     programs; `SAMFLOW_COMPILATION_CACHE=off` disables it) and matplotlib's Agg
     backend (files, no display). Library modules set none of these on import."""
@@ -52,22 +56,73 @@ def prepare_process() -> None:
 #: width; with it every lane computes with the same roundings (samflow._lanes).
 EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
 
+#: The XLA flag that keeps XLA's CPU code from handing reductions to its YNNPACK
+#: library. XLA does so for arrays of about 4,096 elements and more, and YNNPACK adds
+#: the entries of a row in another order than XLA's own loop: a lane's sums over its d
+#: weights (the margins, the l2 norm of G, the controller's error norm, ...) got
+#: other last bits at 1,024 lanes than at 64 (at d = 50 already at 256 lanes, at
+#: d = 200 already at 64 lanes than at 1). Its matrix products (`dot`) stay with
+#: YNNPACK: the lane engine forms none (`samflow.diagonal_net.margins`). An
+#: experimental flag: it is added only where the installed jaxlib has it
+#: (`_jaxlib_has`), since XLA ends the process on a flag it does not know.
+EXACT_REDUCE_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
+
+
+def _flag_name(flag: str) -> str:
+    return flag.split("=", 1)[0].lstrip("-")
+
+
+@functools.cache
+def _jaxlib_has(*needles: bytes) -> bool:
+    """Whether the installed jaxlib's shared libraries contain every byte string
+    of `needles` (how a flag of its XLA is told apart from one it lacks, without
+    starting JAX's backend: XLA ends the process on an unknown flag or value)."""
+    import importlib.util
+    import mmap
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or spec.origin is None:
+        return False
+    libs = [f for f in Path(spec.origin).parent.iterdir() if f.suffix in (".so", ".dylib", ".pyd") and f.is_file()]
+    for lib in sorted(libs, key=lambda f: f.stat().st_size, reverse=True):  # the big one (XLA) first
+        try:
+            with open(lib, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                if all(m.find(n) >= 0 for n in needles):
+                    return True
+        except (OSError, ValueError):  # unreadable, or empty (mmap refuses 0 bytes)
+            continue
+    return False
+
+
+def exact_flags() -> tuple[str, ...]:
+    """The XLA flags of `exact_cpu_arithmetic` that this jaxlib has: `EXACT_CPU_FLAG`,
+    and `EXACT_REDUCE_FLAG` where its XLA has that flag with the sign-prefix form of
+    its value (jaxlib 0.10.2 has)."""
+    reduce_known = _jaxlib_has(_flag_name(EXACT_REDUCE_FLAG).encode(), b"LIBRARY_FUSION_TYPE_REDUCE", b"'-' prefix")
+    return (EXACT_CPU_FLAG, EXACT_REDUCE_FLAG) if reduce_known else (EXACT_CPU_FLAG,)
+
 
 def exact_cpu_arithmetic() -> bool:
-    """Add `EXACT_CPU_FLAG` to XLA_FLAGS for this process, before JAX's backend
-    starts (then a cell's results do not depend on the lane width, the batch or
-    the order of the cells, docs/running.md). Returns whether the flag is in
-    effect: False when the backend has already started without it, or when
-    XLA_FLAGS sets another `xla_cpu_max_isa` (the user's choice wins)."""
+    """Add the flags of `exact_flags` to XLA_FLAGS for this process, before JAX's
+    backend starts: no fused multiply-add (`EXACT_CPU_FLAG`) and XLA's own
+    reductions (`EXACT_REDUCE_FLAG`), so that a cell's results do not depend on
+    the lane width, the batch or the order of the cells (docs/running.md). A flag
+    whose name XLA_FLAGS already sets is left as the user set it. Returns
+    whether every flag is in effect: False when the backend has already started
+    without them, or when XLA_FLAGS sets one of them otherwise (the user's
+    choice wins)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_max_isa" in flags:
-        return EXACT_CPU_FLAG in flags.split()
-    from jax._src import xla_bridge
+    wanted = exact_flags()
+    missing = [f for f in wanted if _flag_name(f) not in flags]
+    if missing:
+        from jax._src import xla_bridge
 
-    if xla_bridge.backends_are_initialized():
-        return False
-    os.environ["XLA_FLAGS"] = (flags + " " + EXACT_CPU_FLAG).strip()
-    return True
+        if xla_bridge.backends_are_initialized():
+            return False
+        flags = " ".join([flags] + missing).strip()
+        os.environ["XLA_FLAGS"] = flags
+    return all(f in flags.split() for f in wanted)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ them), common data sets and a seeded RNG."""
 
 from samflow._x64 import exact_cpu_arithmetic
 
-exact_cpu_arithmetic()  # before JAX starts: the arithmetic of the command lines (no FMA)
+exact_cpu_arithmetic()  # before JAX starts: the arithmetic of the command lines (no FMA, XLA's own sums)
 
 import jax  # noqa: E402
 import matplotlib  # noqa: E402

@@ -83,3 +83,37 @@ sf.solve_cell(W0, jnp.asarray(0.01), sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0])
     last = p.stderr.strip().splitlines()[-1]
     assert last.startswith("RuntimeError: samflow.solve_cell needs float64 in JAX")
     assert 'jax.config.update("jax_enable_x64", True)' in last
+
+
+def test_exact_cpu_arithmetic_adds_only_flags_this_jaxlib_has_and_leaves_the_users(monkeypatch):
+    """XLA ends the process on a flag it does not know, and the reduce flag is
+    experimental: it is added only where jaxlib's XLA has it. A flag the user set in
+    XLA_FLAGS is left as set (then the call says the arithmetic is not exact)."""
+    from jax._src import xla_bridge
+
+    from samflow import _x64
+
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: False)
+    assert _x64.exact_flags() == (_x64.EXACT_CPU_FLAG,)
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: True)
+    assert _x64.exact_flags() == (_x64.EXACT_CPU_FLAG, _x64.EXACT_REDUCE_FLAG)
+    for flags, exact in [
+        (f"--xla_force_host_platform_device_count=2 {_x64.EXACT_CPU_FLAG} {_x64.EXACT_REDUCE_FLAG}", True),
+        (f"{_x64.EXACT_CPU_FLAG} --xla_cpu_experimental_ynn_fusion_type=dot,reduce", False),
+        (f"--xla_cpu_max_isa=AVX2 {_x64.EXACT_REDUCE_FLAG}", False),
+    ]:
+        monkeypatch.setenv("XLA_FLAGS", flags)
+        assert _x64.exact_cpu_arithmetic() is exact
+        assert os.environ["XLA_FLAGS"] == flags
+    # A flag missing once JAX's backend has started: too late, nothing is changed.
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
+    monkeypatch.setenv("XLA_FLAGS", _x64.EXACT_CPU_FLAG)
+    assert _x64.exact_cpu_arithmetic() is False
+    assert os.environ["XLA_FLAGS"] == _x64.EXACT_CPU_FLAG
+
+
+def test_jaxlib_has_finds_the_flags_of_this_jaxlib_only():
+    from samflow._x64 import _jaxlib_has
+
+    assert _jaxlib_has(b"xla_cpu_max_isa")  # a flag every supported jaxlib has
+    assert not _jaxlib_has(b"xla_cpu_max_isa", b"xla_no_such_flag_\x01")

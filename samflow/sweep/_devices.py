@@ -10,7 +10,7 @@ collective, so no device waits for another inside a call; a `jit` over
 step).
 
 **Bits.** A lane's arithmetic does not depend on the number of lanes or on the
-other cells (no dot products, no fused multiply-adds with
+other cells (no dot products; no fused multiply-adds and no YNNPACK reductions with
 `samflow._x64.exact_cpu_arithmetic`): the lanes, the call size, chunking
 (`chunk_size`, the memory budget), the device count and the order in which
 calls are made change no bit of a cell (tests/test_lanes.py).
