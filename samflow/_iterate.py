@@ -104,33 +104,45 @@ def finite_prefix(thetas: Pytree, ok_in) -> tuple[Pytree, Array]:
     return masked, rows
 
 
-def iterate(step: Callable, theta0: Pytree, ks: Int[Array, " n_save"], ok_in) -> tuple[Pytree, Array, Array, Array]:
+def iterate(
+    step: Callable, theta0: Pytree, ks: Int[Array, " n_save"], ok_in, *, watch: "Callable | None" = None
+) -> tuple[Pytree, Array, Array, Array, Array]:
     """Iterate theta_{k+1} = step(theta_k) from `theta0` (one cell) and save
     theta_k at the iterations `ks` (non-decreasing, >= 0).
 
-    **Returns:** (thetas, rows, status, k_bad): the saved states, a pytree like
+    `watch(theta_k, theta_{k+1})`, if given, returns a () bool marking an event of
+    the step (e.g. `samflow.discrete`'s landing on the absorbing w = 0 of
+    linf-SAM); its first iteration k + 1 is returned as `k_watch`.
+
+    **Returns:** (thetas, rows, status, k_bad, k_watch): the saved states, a pytree like
     theta0 with a leading (n_save,) axis, NaN from the first non-finite one on
     (`finite_prefix`); rows (n_save,) bool, the saved states kept; status ()
     int `Status`: FINISHED, FAILED (an iterate became non-finite) or
     NONFINITE_INPUT (`ok_in` False, from `safe_inputs`); k_bad () the first
-    non-finite iteration, -1 if none.
+    non-finite iteration, -1 if none; k_watch () the first iteration at which
+    `watch` was True, -1 if none (always -1 without `watch`).
     """
 
+    def first(k_seen, hit, k):
+        return jnp.where(hit & (k_seen < 0), k, k_seen)
+
     def body(carry):
-        theta, k, k_bad = carry
-        theta = step(theta)
+        theta, k, k_bad, k_watch = carry
+        new = step(theta)
         k = k + 1
-        bad = ~all_finite(theta)
-        return theta, k, jnp.where(bad & (k_bad < 0), k, k_bad)
+        if watch is not None:
+            k_watch = first(k_watch, watch(theta, new), k)
+        return new, k, first(k_bad, ~all_finite(new), k), k_watch
 
     def advance(carry, k_target):
         carry = jax.lax.while_loop(lambda c: c[1] < k_target, body, carry)
         return carry, carry[0]
 
     k0 = jnp.zeros((), ks.dtype)
-    (_, _, k_bad), thetas = jax.lax.scan(advance, (theta0, k0, -jnp.ones_like(k0)), ks)
+    none = -jnp.ones_like(k0)
+    (_, _, k_bad, k_watch), thetas = jax.lax.scan(advance, (theta0, k0, none, none), ks)
     thetas, rows = finite_prefix(thetas, ok_in)
     status = jnp.where(
         ~ok_in, int(Status.NONFINITE_INPUT), jnp.where(jnp.all(rows), int(Status.FINISHED), int(Status.FAILED))
     )
-    return thetas, rows, status, k_bad
+    return thetas, rows, status, k_bad, k_watch

@@ -374,7 +374,7 @@ def _run_model_cell(method, f, theta0, rho, eta, data, ts, ks, loss, predictor, 
     loss_fn = loss_obj(loss)
     theta0, rho, data, ok_in = safe_inputs(theta0, rho, data)
     step = lambda th: model_sam_step(method, f, th, rho, eta, data, loss_fn, p)
-    thetas, _, status, _ = iterate(step, theta0, ks, ok_in)
+    thetas, _, status, _, _ = iterate(step, theta0, ks, ok_in)
     outs, losses, beta = _saved_outputs(f, thetas, data, loss_fn, predictor)
     return ModelDiscreteTrajectory(ts=ts, theta=thetas, outputs=outs, loss=losses, beta=beta, status=status,
                                    t=ks * eta, steps=ks)

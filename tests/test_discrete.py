@@ -6,6 +6,8 @@ Runs share shapes (N_SAVE save times, batches of 2 cells) so that each method
 compiles few times.
 """
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +75,8 @@ def test_runs_report_times_and_status(runs):
     np.testing.assert_allclose(tr.t[0], ETA * np.arange(N_SAVE), rtol=1e-15)
     np.testing.assert_array_equal(tr.status, Status.FINISHED)
     assert np.all(tr.finite) and np.all(np.isnan(tr.event_t))
+    for m in runs:  # no weight of these runs lands on 0 (linf's watch raises no false flag)
+        assert np.all(np.isnan(np.asarray(runs[m].absorbed_t))), m
     np.testing.assert_allclose(tr.beta, np.prod(np.asarray(tr.W), axis=-2), rtol=1e-15)
 
 
@@ -190,3 +194,56 @@ def test_relative_gap_without_overflow_or_underflow():
     assert np.isnan(relative_gap(np.array([np.nan, 1.0]), np.ones(2)))
     rows = relative_gap(np.array([[3.0, 4.0], [1.0, 1.0]]) * 1e180, np.array([[0.0, 5.0], [1.0, 1.0]]) * 1e180)
     np.testing.assert_allclose(rows, [np.sqrt(10.0) / 5.0, 0.0], rtol=1e-15)
+
+
+# --------------------------------------------------------------------------- linf's absorbing w = 0
+
+# Figure 7's linf cell (configs/figures/discrete_gap.toml): coordinates 2 and 4 start
+# below rho and chatter around 0 with kicks of O(eta rho).
+GAP_DATA = sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0])
+GAP_RHO = 0.5
+GAP_ALPHA = np.array([1.5, 0.5, 1.2, 0.7, 1.1]) * GAP_RHO
+K_LAND = 3169  # eta = 0.0125: coordinate 4 cancels to 0.0 in both layers (t = 39.6125)
+
+
+def test_linf_landing_on_absorbing_zero_is_flagged():
+    """Without fused multiply-adds (the flag every entry point sets) the chatter of
+    coordinate 4 at eta = 0.0125 cancels to exactly 0 in both layers at iterate 3169;
+    with sign(0) = 0 it never moves again, and the iterates drift 0.4% off the
+    chattering ones (before: nothing said so, and flow_gap measured that drift as a
+    gap of 7.7e-3 at eta = 0.00625 against 1.4e-3 with FMA, figure 7's check failing)."""
+    from samflow._x64 import EXACT_CPU_FLAG
+
+    assert EXACT_CPU_FLAG in os.environ.get("XLA_FLAGS", "").split()  # tests/conftest.py
+    eta = 0.0125
+    k = np.arange(K_LAND - 40, K_LAND + 40)
+    tr = run_discrete("linf", GAP_DATA, GAP_ALPHA, GAP_RHO, eta, eta * k)
+    assert float(tr.absorbed_t) == K_LAND * eta
+    W = np.asarray(tr.W)
+    # independently, from the saved iterates: the first one with both layers of a column 0
+    both = np.all(W == 0.0, axis=1)  # (n_save, d)
+    assert k[np.argmax(np.any(both, axis=1))] == K_LAND and both[k == K_LAND, 3]
+    chatter = W[k < K_LAND, :, 3]
+    assert np.all(chatter != 0.0) and np.any(chatter > 0) and np.any(chatter < 0)  # it did chatter
+    assert np.all(both[k >= K_LAND, 3])  # absorbing: stays 0 in both layers
+    assert np.all(np.diff(W[k >= K_LAND, 0, 0]) != 0)  # while the others move on
+    assert int(tr.status) == int(Status.FINISHED)  # the iterates are the algorithm's; only flagged
+    # flow_gap refuses a horizon through the landing, and up to it the gap is O(eta)
+    before = np.arange(1.0, 40.0)  # save times 1..39 < 39.6125, one shape for every call
+    assert np.isnan(flow_gap("linf", GAP_DATA, GAP_ALPHA, GAP_RHO, eta, before + 1.0))
+    gaps = np.array([float(flow_gap("linf", GAP_DATA, GAP_ALPHA, GAP_RHO, e, before)) for e in (2 * eta, eta)])
+    np.testing.assert_allclose(gaps[0] / gaps[1], 2.0, rtol=0.1)
+    assert gaps[1] < 4e-3
+
+
+def test_zero_init_and_other_methods_are_no_landing():
+    """A coordinate that starts on w = 0 (alpha_j = 0) stays there and is not a landing;
+    l2-SAM and depth 1 watch nothing (their sets w = 0 are no rounding artifact)."""
+    alpha = np.array([0.5, 0.0, 0.6, 0.0, 0.4])
+    ts = np.arange(1.0, 40.0)
+    tr = run_discrete("linf", GAP_DATA, alpha, GAP_RHO, 0.1, ts)
+    assert np.isnan(float(tr.absorbed_t))
+    np.testing.assert_array_equal(np.asarray(tr.W)[:, :, [1, 3]], 0.0)
+    assert np.all(np.asarray(tr.beta)[-1, [0, 2, 4]] != 0.0)
+    for method, depth in (("l2", 2), ("linf", 1)):
+        assert np.isnan(float(run_discrete(method, GAP_DATA, alpha, GAP_RHO, 0.1, ts, depth=depth).absorbed_t))
