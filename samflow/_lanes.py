@@ -410,11 +410,15 @@ def _put(tree, idx, rows):
     return jax.tree.map(lambda x, r: x.at[idx].set(r, mode="drop"), tree, rows)
 
 
-def program_family(method: "str | Method", n_samples: int, coords: str = "linear") -> tuple[Method, ...]:
+def program_family(method: "str | Method", n_samples: int, coords: str = "linear", among=None) -> tuple[Method, ...]:
     """The methods that one compiled lane program serves with `method` among them
     (`solve_lanes(..., family=...)`; docs/theory.md s.4): every method whose cells
     have the state structure of `method`'s on data of `n_samples` samples in
-    `coords` ("linear" or "log"), in `Method`'s order.
+    `coords` ("linear" or "log"), in `Method`'s order; with `among` (methods or
+    names) only those of them (and `method`): a caller that knows all its methods
+    (a sweep) compiles no branch it does not run (each costs compile time, and the
+    program's temporaries are those of its largest branch: linf's and lp's grow as
+    d^2).
 
     - linf on multi-sample data: `(LINF,)` alone (its state carries the r_j
       surfaces, `CellState.rmem`, and more segments).
@@ -429,7 +433,8 @@ def program_family(method: "str | Method", n_samples: int, coords: str = "linear
     if coords == "log" and not method.spec.log_coords:
         raise ValueError(LOG_NOT_LINF)
     multi = lambda m: m.spec.slides and n_samples > 1
-    return tuple(m for m in Method if multi(m) == multi(method) and (coords != "log" or m.spec.log_coords))
+    keep = set(Method) if among is None else {Method.parse(m) for m in among} | {method}
+    return tuple(m for m in Method if m in keep and multi(m) == multi(method) and (coords != "log" or m.spec.log_coords))
 
 
 def _switch(index, branches, *operands):

@@ -161,6 +161,10 @@ def test_program_family():
     assert program_family("linf", 3) == (Method.LINF,)
     assert program_family("gd", 3) == rest
     assert program_family("usam", 1, "log") == rest and program_family("lp", 4, "log") == rest
+    # A sweep names its methods: its program holds those of the family only.
+    assert program_family("l2", 1, among=["gd", "linf"]) == (Method.GD, Method.L2, Method.LINF)
+    assert program_family("gd", 3, among=["gd", "l2", "linf"]) == (Method.GD, Method.L2)
+    assert program_family("linf", 3, among=["gd", "l2", "linf"]) == (Method.LINF,)
     with pytest.raises(ValueError, match=f"^{re.escape(LOG_NOT_LINF)}$"):
         program_family("linf", 1, "log")
 

@@ -72,6 +72,7 @@ def solve_grid(
     sort_key: "np.ndarray | None" = None,
     p: "float | None" = None,
     switches: int = 0,
+    program_methods: "Sequence[str | Method] | None" = None,
 ) -> "Trajectory | Summary | tuple":
     """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
@@ -127,6 +128,10 @@ def solve_grid(
       integer >= 0); the return value is then
       `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
       carry them; a chunk stored without them is solved again.
+    - `program_methods`: the methods the compiled program serves
+      (`samflow._lanes.program_family(..., among=program_methods)`); None: every
+      method of the family. A sweep passes its own methods: one program for
+      all of them, with no branch it does not run.
 
     **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
@@ -163,7 +168,7 @@ def solve_grid(
     width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
     lanes = min(lanes, width)
     per_call = width * n_dev
-    family = program_family(method, data.X.shape[0], settings.coords)
+    family = program_family(method, data.X.shape[0], settings.coords, among=program_methods)
     fn, sharding = sharded_solver(devs, family, clock, settings, bool(summary), lanes, int(switches))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
