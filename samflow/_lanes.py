@@ -418,7 +418,7 @@ def program_family(method: "str | Method", n_samples: int, coords: str = "linear
     names) only those of them (and `method`): a caller that knows all its methods
     (a sweep) compiles no branch it does not run (each costs compile time, and the
     program's temporaries are those of its largest branch: linf's and lp's grow as
-    d^2).
+    d^2, docs/theory.md s.4).
 
     - linf on multi-sample data: `(LINF,)` alone (its state carries the r_j
       surfaces, `CellState.rmem`, and more segments).

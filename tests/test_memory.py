@@ -109,7 +109,7 @@ def test_byte_formula_bounds_xla_buffers():
 
     W0, R, _ = _cells("gd")
     settings = SolverSettings().resolved(Method.GD, W0, DATA)
-    family = program_family(Method.GD, DATA.X.shape[0])  # the program of every method of the family
+    family = program_family(Method.GD, DATA.X.shape[0], among=[Method.GD])  # what solve_grid("gd") compiles
     fn, _ = sharded_solver(resolve_devices(1), family, Clock.T, settings, False)
     mem = fn.lower(jnp.asarray(W0[:BATCH]), jnp.asarray(R[:BATCH]), DATA, jnp.asarray(TS), jnp.asarray(jnp.nan),
                    jnp.asarray(family.index(Method.GD), jnp.int32)).compile().memory_analysis()

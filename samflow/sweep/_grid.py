@@ -87,12 +87,12 @@ def solve_grid(
     devices, the sort or `checkpoint` (with the command lines' CPU arithmetic,
     `samflow._x64.exact_cpu_arithmetic`). Each cell keeps its own adaptive
     step size and status; no cell can stop or NaN another. One compilation
-    per (family of methods, clock, settings, devices, lanes, call size, L, d,
-    n_save, summary, switches): the method is data of the program, which
-    serves every method of its family (`samflow._lanes.program_family`: all
-    five on one sample in linear coordinates; linf on multi-sample data apart;
-    no linf in log coordinates; docs/theory.md s.4), so a sweep of several
-    methods compiles one program.
+    per (methods of the program, clock, settings, devices, lanes, call size,
+    L, d, n_save, summary, switches): with `program_methods` the method is
+    data of the program, which serves those methods of `method`'s family
+    (`samflow._lanes.program_family`: linf on multi-sample data apart; no linf
+    in log coordinates; docs/theory.md s.4), so a sweep of several methods
+    compiles one program.
 
     **Arguments:**
 
@@ -128,10 +128,14 @@ def solve_grid(
       integer >= 0); the return value is then
       `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
       carry them; a chunk stored without them is solved again.
-    - `program_methods`: the methods the compiled program serves
-      (`samflow._lanes.program_family(..., among=program_methods)`); None: every
-      method of the family. A sweep passes its own methods: one program for
-      all of them, with no branch it does not run.
+    - `program_methods`: the methods the compiled program serves, the method
+      being data of it (`samflow._lanes.program_family(..., among=program_methods)`:
+      those of them that share `method`'s family); None: `method` alone. A sweep
+      passes its own methods: one program for all of them. A branch costs
+      compile time, about 10% more CPU time per step for the conditional, and
+      the program's temporaries are those of its largest branch (linf's and
+      lp's grow as d^2, beyond `cell_bytes`), so a call of one method compiles
+      that method alone.
 
     **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
@@ -168,7 +172,7 @@ def solve_grid(
     width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
     lanes = min(lanes, width)
     per_call = width * n_dev
-    family = program_family(method, data.X.shape[0], settings.coords, among=program_methods)
+    family = program_family(method, data.X.shape[0], settings.coords, among=program_methods or (method,))
     fn, sharding = sharded_solver(devs, family, clock, settings, bool(summary), lanes, int(switches))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
