@@ -160,7 +160,7 @@ def test_sweep_solver_loaded_equals_traced(programs):
     assert len(list(programs.iterdir())) == 1
     _devices.sharded_solver.cache_clear()  # a new process: a new StoredProgram, which loads the file
     loaded = run()
-    family = program_family(Method.GD, data.X.shape[0])  # the program of every method of the family
+    family = program_family(Method.GD, data.X.shape[0], among=[Method.GD])  # what solve_grid("gd") compiles
     fn, _ = _devices.sharded_solver(_devices.resolve_devices(1), family, Clock.T,
                                     settings.resolved(Method.GD, W0, data, Clock.T), False, len(pick), 0)  # 4 lanes, no switches
     assert fn.loaded == 1
