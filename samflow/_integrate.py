@@ -20,7 +20,7 @@ from .flows import Clock, Method
 from ._methods import check_p, p_array
 from .diagonal_net import init_weights
 from ._cache import StoredProgram, programs_dir
-from ._lanes import DEFAULT_LANES, solve_lanes
+from ._lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from ._solution import Trajectory
 from ._x64 import in_float64, require_float64
@@ -62,17 +62,21 @@ def solve_cell(
 
 
 @eqx.filter_jit
-def _solve_batch(W0, rho, data, ts, method, clock, settings, p=None):
-    out, _, _ = solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
-                         width=min(W0.shape[0], DEFAULT_LANES))
+def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p):
+    """The cells solved by the program of `family` (static), the method `family[index]`
+    (`index` a traced int32: one program serves the family)."""
+    out, _, _ = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
+                            width=min(W0.shape[0], DEFAULT_LANES), family=family)
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _stored_solve(method: Method, clock: Clock, settings: SolverSettings) -> StoredProgram:
-    """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`."""
-    fn = jax.jit(lambda W0, rho, data, ts, p: _solve_batch(W0, rho, data, ts, method, clock, settings, p))
-    return StoredProgram(fn, ("samflow.solve", method, clock, settings))
+def _stored_solve(family: tuple, clock: Clock, settings: SolverSettings) -> StoredProgram:
+    """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`:
+    keyed by the family, not the method, so a later solve of another method of the
+    family (in this process or a new one) runs the same stored program."""
+    fn = jax.jit(lambda W0, rho, data, ts, p, index: _solve_batch(W0, rho, data, ts, family, index, clock, settings, p))
+    return StoredProgram(fn, ("samflow.solve", family, clock, settings))
 
 
 def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_batched: bool = False):
@@ -191,8 +195,12 @@ def solve(
     save times, data that is not a finite `Dataset`, or the tau clock on
     multi-sample data. A cell that fails raises nothing: see its `status`.
 
-    Compiles once per (method, clock, settings, depth, d, batch size, number of
-    save times); new values of alpha, rho, p, data or ts reuse the compilation.
+    Compiles once per (family of methods, clock, settings, depth, d, batch size,
+    number of save times): the method is data of the program, which serves every
+    method of its family (`samflow._lanes.program_family`: all five on one sample
+    in linear coordinates; linf on multi-sample data apart; no linf in log
+    coordinates; docs/theory.md s.4). New values of the method, alpha, rho, p,
+    data or ts reuse the compilation.
     With `$SAMFLOW_COMPILATION_CACHE` naming a folder, the compiled program is
     stored there and a later Python process loads it instead of tracing and
     compiling it (`samflow._cache.programs_dir`; no JAX setting is changed).
@@ -207,10 +215,12 @@ def solve(
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     settings = settings.resolved(method, np.asarray(W0), data, clock, p)
+    family = program_family(method, data.X.shape[0], settings.coords)
+    index = jnp.asarray(family.index(method), jnp.int32)
     if programs_dir() is None:
-        out = _solve_batch(W0, rho_b, data, ts, method, clock, settings, p_array(method, p))
+        out = _solve_batch(W0, rho_b, data, ts, family, index, clock, settings, p_array(method, p))
     else:  # a stored program (samflow._cache): loaded, not traced, when a session has made it before
-        out = _stored_solve(method, clock, settings)(W0, rho_b, data, ts, p_array(method, p))
+        out = _stored_solve(family, clock, settings)(W0, rho_b, data, ts, p_array(method, p), index)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out

@@ -30,6 +30,20 @@ Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call (with
 `samflow._x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
 which XLA uses for large arrays and which add in another order).
+
+**One program per family of methods** (docs/theory.md s.4): the method of a call
+can be data. With `family` (a static tuple of methods, `program_family`) the
+method is an int32 index into it, traced, shared by every lane of the call: the
+per-lane work that depends on the method (the initial state, a step, the end of
+a run, the final outputs) is a `lax.switch` over the members on that unbatched
+index, a real conditional (only the chosen member's code runs), and each branch
+is the code of that method alone. A method's results are those of its program
+alone bit for bit (tests/test_lanes.py, the pinned grid), but for gd in log
+coordinates in the t clock: XLA compiles its step inside the conditional to
+other last bits (5.9e-15 relative at most on the pinned grid). The scaffolding (the lane loop, the saves, the queue) is
+shared. A family holds the methods whose cells have one state structure:
+linf on multi-sample data (its state carries the r_j surfaces) is a family of its
+own, and log coordinates have no linf.
 """
 
 from __future__ import annotations
@@ -56,7 +70,7 @@ from ._singular import _r_scale
 from ._solution import Trajectory
 from .flows import LOG_NOT_LINF
 
-__all__ = ["solve_lanes", "DEFAULT_LANES"]
+__all__ = ["solve_lanes", "program_family", "DEFAULT_LANES"]
 
 #: Lanes per device when the caller does not say (`solve`, `solve_grid`).
 DEFAULT_LANES = 256
@@ -400,26 +414,70 @@ def _put(tree, idx, rows):
     return jax.tree.map(lambda x, r: x.at[idx].set(r, mode="drop"), tree, rows)
 
 
+def program_family(method: "str | Method", n_samples: int, coords: str = "linear", among=None) -> tuple[Method, ...]:
+    """The methods that one compiled lane program serves with `method` among them
+    (`solve_lanes(..., family=...)`; docs/theory.md s.4): every method whose cells
+    have the state structure of `method`'s on data of `n_samples` samples in
+    `coords` ("linear" or "log"), in `Method`'s order; with `among` (methods or
+    names) only those of them (and `method`): a caller that knows all its methods
+    (a sweep) compiles no branch it does not run (each costs compile time, and the
+    program's temporaries are those of its largest branch: linf's and lp's grow as
+    d^2, docs/theory.md s.4).
+
+    - linf on multi-sample data: `(LINF,)` alone (its state carries the r_j
+      surfaces, `CellState.rmem`, and more segments).
+    - log coordinates: the methods that have them (no linf).
+    - otherwise every method that has the structure of `method` (on one sample
+      all five; on several, all but linf).
+
+    **Raises:** `ValueError` for an unknown method, or linf in log coordinates
+    (`LOG_NOT_LINF`).
+    """
+    method = Method.parse(method)
+    if coords == "log" and not method.spec.log_coords:
+        raise ValueError(LOG_NOT_LINF)
+    multi = lambda m: m.spec.slides and n_samples > 1
+    keep = set(Method) if among is None else {Method.parse(m) for m in among} | {method}
+    return tuple(m for m in Method if m in keep and multi(m) == multi(method) and (coords != "log" or m.spec.log_coords))
+
+
+def _switch(index, branches, *operands):
+    """`branches[index](*operands)`: the one branch itself when there is one (the
+    program of a single method is exactly the code of that method), else
+    `lax.switch` on the call's method index (not batched: a real conditional)."""
+    if len(branches) == 1:
+        return branches[0](*operands)
+    return jax.lax.switch(index, branches, *operands)
+
+
 def solve_lanes(
     W0: Float[Array, "n L d"],
     rho: Float[Array, " n"],
     data: Dataset,
     ts: Float[Array, " n_save"],
     *,
-    method: Method,
+    method: "Method | Int[Array, ''] | int",
     clock: Clock,
     settings: SolverSettings,
     p: "Float[Array, ''] | None" = None,
     width: int = DEFAULT_LANES,
     slots: "int | None" = None,
     switches: int = 0,
+    family: "tuple[Method, ...] | None" = None,
 ) -> tuple[Trajectory, Int[Array, ""], "tuple | None"]:
     """Solve `n` cells in `width` lanes; traceable (call it inside `jax.jit`).
+
+    `method`: a `Method` (a program of that method alone), or with `family` (a
+    static tuple of methods, `program_family`) a `Method` of it or an int32
+    index into it, traced is fine: then one program serves every member of the
+    family (module docstring; a member's results are those of its program
+    alone, bit for bit but for gd in log coordinates in the t clock).
 
     `W0` `(n, L, d)` float64 initial weights, `rho` `(n,)` float64 radii, `ts`
     `(n_save,)` save times (increasing, `ts[0] >= 0`, the last one the horizon;
     not checked here: see `samflow.solve`). `p`: lp's exponent (float64 scalar,
-    traced; required for "lp"). `width`: lanes (static); `slots`: lanes whose
+    traced; required for "lp", NaN results when lp is chosen by a traced index
+    without it). `width`: lanes (static); `slots`: lanes whose
     runs end that are processed per iteration (static; default width // 8,
     at least 1). `switches`: K > 0 records every switch of the leader argmax_j
     |beta_j| in the same pass, up to K per cell (static; docs/theory.md s.5):
@@ -434,14 +492,33 @@ def solve_lanes(
     `samflow.switches` is not applied here), else None.
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
-    multi-sample linf data (as `samflow.solve_cell`).
+    multi-sample linf data (as `samflow.solve_cell`), a `family` whose members
+    do not share one state structure (`program_family`), or a `Method` not in
+    `family`.
     """
-    method = Method.parse(method)
     clock = Clock.parse(clock)
     n, L, d = W0.shape
-    multi = method.spec.slides and data.X.shape[0] > 1
-    if settings.coords == "log" and not method.spec.log_coords:
+    if family is None:
+        family, index = (Method.parse(method),), 0
+    else:
+        family = tuple(Method.parse(m) for m in family)
+        index = method
+        if isinstance(method, (str, Method)):
+            if Method.parse(method) not in family:
+                raise ValueError(f"method {Method.parse(method).value!r} is not in the program's family "
+                                 f"{tuple(m.value for m in family)}: take it from samflow._lanes.program_family")
+            index = family.index(Method.parse(method))
+    multis = {m.spec.slides and data.X.shape[0] > 1 for m in family}
+    if settings.coords == "log" and not all(m.spec.log_coords for m in family):
         raise ValueError(LOG_NOT_LINF)
+    if len(multis) != 1:
+        raise ValueError(
+            f"family {tuple(m.value for m in family)}: linf on multi-sample data has a program of its own "
+            "(its state carries the r_j surfaces); take the family from samflow._lanes.program_family"
+        )
+    multi = multis.pop()
+    if p is None and len(family) > 1 and not (isinstance(method, (str, Method)) and Method.parse(method) is Method.LP):
+        p = jnp.nan  # lp's branch, traced but not taken, needs a number (a traced index to lp gives NaN)
     if multi and clock is Clock.TAU:
         raise ValueError(TAU_ONE_SAMPLE)
     width = int(max(1, min(width, n)))
@@ -460,8 +537,9 @@ def solve_lanes(
     rho = jnp.where(finite, rho, 0.0)
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if settings.coords == "log" else None
     w_scale = jnp.max(jnp.abs(W0), axis=(1, 2))
-    eng = _Engine(method, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
-                  _field_p(method, p, dtype), _r_scale(data) if multi else None)
+    engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
+                       _field_p(m, p, dtype), _r_scale(data) if multi else None) for m in family]
+    eng = engines[0]  # for what no method changes: the solver's steps, saves and interpolants
     n_save = ts.shape[0]
     t_final = ts[-1]
     t1_floor = t_final
@@ -469,7 +547,7 @@ def solve_lanes(
         t1_floor = eqxi.prevbefore(t1_floor)
 
     # Every cell's state at time 0 (stop conditions that hold there decided).
-    def init_cell(W, r, sgn, ws, fin):
+    def init_cell(eng, W, r, sgn, ws, fin):
         field = eng.field(sgn)
         events = eng.events(field, ws)
         c = _initial_state(field, events, W, r, data, ts, fin, multi)
@@ -479,7 +557,10 @@ def solve_lanes(
         return c, tnext, f0, pid, v, lead
 
     with no_runtime_checks():
-        c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign, w_scale, finite)  # sign None: linear
+        c0, tnext0, f00, pid0, v0, lead0 = _switch(  # sign None (linear) maps as no leaves
+            index, [lambda *a, e=e: jax.vmap(lambda *c: init_cell(e, *c))(*a) for e in engines],
+            W0, rho, sign, w_scale, finite,
+        )
     out_Y, out_s = c0.out_Y, c0.out_s
     K = int(switches)
     sw0 = (
@@ -513,15 +594,16 @@ def solve_lanes(
     def body(carry):
         lanes, records, sw_all, out_Y, out_s, nxt, iters = carry
         busy = lanes.cell < n
-        tried = jax.vmap(lambda l: eng.try_step(l, t1_floor))(lanes)
+        tried = _switch(index, [lambda l, e=e: jax.vmap(lambda x: e.try_step(x, t1_floor))(l) for e in engines], lanes)
         ends = busy & (tried.event | tried.horizon | tried.out_of_steps | tried.failed)
         # At most `slots` runs end per iteration; the others redo this step next time.
         idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
         chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
         deferred = ends & ~chosen
         moving = busy & ~deferred
-        ended_lanes, t_lim, strict = jax.vmap(eng.end_run)(_take(lanes, jnp.minimum(idx, width - 1)),
-                                                           _take(tried, jnp.minimum(idx, width - 1)))
+        ended_lanes, t_lim, strict = _switch(index, [jax.vmap(e.end_run) for e in engines],
+                                             _take(lanes, jnp.minimum(idx, width - 1)),
+                                             _take(tried, jnp.minimum(idx, width - 1)))
         t_limit = jnp.where(tried.keep, tried.t_new, tried.t0).at[idx].set(t_lim, mode="drop")
         strict_all = jnp.zeros((width,), bool).at[idx].set(strict, mode="drop")
         saving = moving & (tried.keep | chosen)
@@ -566,7 +648,7 @@ def solve_lanes(
         )
     c_all = eqx.tree_at(lambda c: (c.out_Y, c.out_s), records, (out_Y, out_s), is_leaf=lambda x: x is None)
 
-    def finish(c, sgn):
+    def finish(eng, c, sgn):
         return _finish(eng.field(sgn), c, ts, data)
 
     # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduced an array
@@ -578,7 +660,10 @@ def solve_lanes(
         lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),
         (c_all, sign),
     )
-    traj = jax.lax.map(lambda cs: jax.vmap(finish)(*cs), blocks)  # sign None (linear) maps as no leaves
+    traj = _switch(  # sign None (linear) maps as no leaves
+        index, [lambda b, e=e: jax.lax.map(lambda cs: jax.vmap(lambda *c: finish(e, *c))(*cs), b) for e in engines],
+        blocks,
+    )
     traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
     if not K:
         return traj, iters, None

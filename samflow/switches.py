@@ -65,7 +65,7 @@ from .datasets import Dataset
 from .flows import Clock, Method
 from ._events import _TIE
 from ._integrate import batch_cells
-from ._lanes import DEFAULT_LANES, solve_lanes
+from ._lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._methods import check_p, p_array
 from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._x64 import in_float64, require_float64
@@ -129,12 +129,13 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     )
 
 
-def _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p=None):
+def _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p):
     """B cells solved by the lane engine with their switches recorded in the
-    same pass (`samflow._lanes.solve_lanes`), each record checked (`_check`)."""
+    same pass (`samflow._lanes.solve_lanes`), each record checked (`_check`);
+    the method `family[index]` (`index` traced: one program per family)."""
     require_float64("samflow.switches")
-    traj, _, raw = solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
-                               width=min(W0.shape[0], DEFAULT_LANES), switches=K)
+    traj, _, raw = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
+                               width=min(W0.shape[0], DEFAULT_LANES), switches=K, family=family)
     return jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), traj.W, ts)
 
 
@@ -142,12 +143,14 @@ _switch_batch = eqx.filter_jit(_switch_batch_fn)
 
 
 @functools.lru_cache(maxsize=64)
-def _stored_switch_batch(method, clock, settings, K):
+def _stored_switch_batch(family, clock, settings, K):
     """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
-    instead of tracing it again; same program, same bits."""
-    fn = jax.jit(lambda W0, rho, data, ts, p: _switch_batch_fn(W0, rho, data, ts, method, clock, settings, K, p))
-    return StoredProgram(fn, ("samflow.switches", method, clock, settings, K))
+    instead of tracing it again; same program, same bits. Keyed by the family of
+    methods (`samflow._lanes.program_family`), not the method."""
+    fn = jax.jit(lambda W0, rho, data, ts, p, index: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
+                                                                      settings, K, p))
+    return StoredProgram(fn, ("samflow.switches", family, clock, settings, K))
 
 
 def refine_settings(settings: SolverSettings, rtol: "float | None" = REFINE_RTOL) -> SolverSettings:
@@ -216,14 +219,16 @@ def locate_switches(
     settings = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
     B = W0.shape[0]
     width = max(1, min(int(chunk), B))
+    family = program_family(method, data.X.shape[0], settings.coords)  # one program for the family's methods
+    index = jnp.asarray(family.index(method), jnp.int32)
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p))
+        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p), index)
         if programs_dir() is None:
-            out = _switch_batch(*args[:4], method, clock, settings, K, args[4])
+            out = _switch_batch(*args[:4], family, index, clock, settings, K, args[4])
         else:  # the stored program (samflow._cache): no tracing on a second run
-            out = _stored_switch_batch(method, clock, settings, K)(*args)
+            out = _stored_switch_batch(family, clock, settings, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 

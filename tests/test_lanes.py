@@ -7,6 +7,8 @@ tests/conftest.py sets: `samflow._x64.exact_cpu_arithmetic`). And the switches o
 the leader are recorded in the same pass, also between two save times.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,13 +32,14 @@ def _cells(n=8):
     return np.repeat(a, n), np.tile(r, n)
 
 
-def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None):
+def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None):
     data = sf.single_sample(MU) if data is None else data
     W0, rho_b, _ = batch_cells(alpha, rho, depth, data.d, alpha_batched=True)
     m, c = Method.parse(method), Clock.parse(clock)
-    settings = sf.SolverSettings().resolved(m, np.asarray(W0), data, c, None)
+    settings = sf.SolverSettings().resolved(m, np.asarray(W0), data, c, p)
+    p = None if p is None else jnp.asarray(p)
     fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
-                                          width=width, switches=switches))
+                                          width=width, switches=switches, p=p))
     return fn(W0, rho_b)
 
 
@@ -187,3 +190,93 @@ def test_solve_grid_refuses_a_bad_switch_count_in_one_line(bad):
 
     with pytest.raises(ValueError, match=r"^switches must be an integer >= 0 \(0: no switch times\), got "):
         solve_grid("l2", sf.single_sample(MU), np.full((2, 2, 5), 0.1), np.full(2, 0.1), TS, switches=bad)
+
+
+def test_program_family():
+    """The methods one program serves: all five on one sample in linear coordinates;
+    linf on several samples alone (its state carries the r_j surfaces); no linf in log
+    coordinates."""
+    from samflow._lanes import program_family
+    from samflow.flows import LOG_NOT_LINF
+
+    rest = (Method.GD, Method.L2, Method.USAM, Method.LP)
+    assert program_family("l2", 1) == tuple(Method) and len(tuple(Method)) == 5
+    assert program_family("linf", 1) == tuple(Method)
+    assert program_family("linf", 3) == (Method.LINF,)
+    assert program_family("gd", 3) == rest
+    assert program_family("usam", 1, "log") == rest and program_family("lp", 4, "log") == rest
+    # A sweep names its methods: its program holds those of the family only.
+    assert program_family("l2", 1, among=["gd", "linf"]) == (Method.GD, Method.L2, Method.LINF)
+    assert program_family("gd", 3, among=["gd", "l2", "linf"]) == (Method.GD, Method.L2)
+    assert program_family("linf", 3, among=["gd", "l2", "linf"]) == (Method.LINF,)
+    with pytest.raises(ValueError, match=f"^{re.escape(LOG_NOT_LINF)}$"):
+        program_family("linf", 1, "log")
+
+
+def test_a_family_without_one_state_structure_is_refused_in_one_line():
+    data = sf.Dataset.from_arrays([[1.0, 0.5], [0.3, 1.0]], [1.0, 1.0])
+    W0, rho = jnp.full((2, 2, 2), 0.1), jnp.full((2,), 0.1)
+    kw = dict(clock=Clock.T, settings=sf.SolverSettings())
+    with pytest.raises(ValueError, match=r"^family \('gd', 'linf'\): linf on multi-sample data has a program"):
+        solve_lanes(W0, rho, data, jnp.asarray(TS), method=0, family=(Method.GD, Method.LINF), **kw)
+    with pytest.raises(ValueError, match=r"^method 'linf' is not in the program's family \('gd', 'l2'\)"):
+        solve_lanes(W0, rho, data, jnp.asarray(TS), method=Method.LINF, family=(Method.GD, Method.L2), **kw)
+
+
+def _eqns(jaxpr):
+    """Every equation of a jaxpr, those of its sub-jaxprs (loop bodies, branches) included."""
+    for e in jaxpr.eqns:
+        yield e
+        for v in e.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    yield from _eqns(sub)
+
+
+def _family_run(family, alpha, rho, width, switches, p=None):
+    data = sf.single_sample(MU)
+    W0, rho_b, _ = batch_cells(alpha, rho, 2, data.d, alpha_batched=True)
+    settings = sf.SolverSettings()
+    fn = jax.jit(lambda W, r, i, p: solve_lanes(W, r, data, jnp.asarray(TS), method=i, clock=Clock.T,
+                                                settings=settings, p=p, width=width, switches=switches,
+                                                family=family))
+    pp = jnp.asarray(np.nan if p is None else p)
+    return fn, (W0, rho_b, pp)
+
+
+def _same_family_bits(family, switches, p=None):
+    alpha, rho = _cells(3)
+    fn, args = _family_run(family, alpha, rho, 4, switches, p)
+    for m in family:
+        ref = _run(m, alpha, rho, width=4, switches=switches, p=p if m is Method.LP else None)
+        out = fn(*args[:2], jnp.asarray(family.index(m), jnp.int32), args[2])
+        la, lb = jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(out)
+        assert len(la) == len(lb)
+        for x, y in zip(la, lb):
+            assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), m
+    return fn, args
+
+
+def test_one_program_gives_every_method_its_own_bits():
+    """The method as data of one program (the default sweep's family gd, l2, linf, with
+    switches recorded): each method's results, iteration count and switch record are bit
+    for bit those of its program alone; and in the program the method is a real
+    conditional (a `cond` over the three methods on an unbatched int32 scalar, not a
+    select over all three), at the start, the step, the end of a run and the outputs."""
+    family = (Method.GD, Method.L2, Method.LINF)
+    fn, args = _same_family_bits(family, switches=4)
+    jaxpr = jax.make_jaxpr(fn)(*args[:2], jnp.asarray(0, jnp.int32), args[2]).jaxpr
+    conds = [e for e in _eqns(jaxpr) if e.primitive.name == "cond" and len(e.params["branches"]) == 3]
+    assert len(conds) == 4
+    for e in conds:
+        assert e.invars[0].aval.shape == () and e.invars[0].aval.dtype == jnp.int32
+
+
+@pytest.mark.slow  # six programs, the union of all five methods among them; `pytest -m slow`
+def test_the_program_of_all_five_methods_gives_each_its_own_bits():
+    """As above for the family of one sample (gd, l2, linf, usam, lp at p = 3), the
+    program of `samflow.solve` and the sweep."""
+    from samflow._lanes import program_family
+
+    _same_family_bits(program_family("gd", 1), switches=4, p=3.0)

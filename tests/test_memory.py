@@ -102,14 +102,17 @@ def test_summary_is_the_analysis_of_the_trajectory(whole):
 def test_byte_formula_bounds_xla_buffers():
     import jax.numpy as jnp
 
+    from samflow._lanes import program_family
     from samflow.flows import Method
     from samflow.sweep import resolve_devices
     from samflow.solver import Clock, SolverSettings
 
     W0, R, _ = _cells("gd")
     settings = SolverSettings().resolved(Method.GD, W0, DATA)
-    fn, _ = sharded_solver(resolve_devices(1), Method.GD, Clock.T, settings, False)
-    mem = fn.lower(jnp.asarray(W0[:BATCH]), jnp.asarray(R[:BATCH]), DATA, jnp.asarray(TS), jnp.asarray(jnp.nan)).compile().memory_analysis()
+    family = program_family(Method.GD, DATA.X.shape[0], among=[Method.GD])  # what solve_grid("gd") compiles
+    fn, _ = sharded_solver(resolve_devices(1), family, Clock.T, settings, False)
+    mem = fn.lower(jnp.asarray(W0[:BATCH]), jnp.asarray(R[:BATCH]), DATA, jnp.asarray(TS), jnp.asarray(jnp.nan),
+                   jnp.asarray(family.index(Method.GD), jnp.int32)).compile().memory_analysis()
     out_b, tmp_b = cell_bytes(2, len(MU), TS.size)
     assert abs(mem.output_size_in_bytes / BATCH - out_b) <= 16
     assert 0.5 * tmp_b <= mem.temp_size_in_bytes / BATCH <= tmp_b

@@ -19,6 +19,7 @@ import xarray as xr
 
 import samflow as sf
 from samflow import _cache
+from samflow._lanes import program_family
 from samflow.config import load_config
 from samflow.flows import Clock, Method
 from samflow.sweep import _devices, solve_grid
@@ -159,7 +160,8 @@ def test_sweep_solver_loaded_equals_traced(programs):
     assert len(list(programs.iterdir())) == 1
     _devices.sharded_solver.cache_clear()  # a new process: a new StoredProgram, which loads the file
     loaded = run()
-    fn, _ = _devices.sharded_solver(_devices.resolve_devices(1), Method.GD, Clock.T,
+    family = program_family(Method.GD, data.X.shape[0], among=[Method.GD])  # what solve_grid("gd") compiles
+    fn, _ = _devices.sharded_solver(_devices.resolve_devices(1), family, Clock.T,
                                     settings.resolved(Method.GD, W0, data, Clock.T), False, len(pick), 0)  # 4 lanes, no switches
     assert fn.loaded == 1
     _devices.sharded_solver.cache_clear()
@@ -189,7 +191,9 @@ def test_default_sweep_second_run_equals_traced_run(tmp_path):
     traced = _sweep(tmp_path / "a", tmp_path / "cache-a", "off")
     first = _sweep(tmp_path / "b", tmp_path / "cache-b", "on")
     n_programs = len(list((tmp_path / "cache-b" / _cache.PROGRAMS_SUBDIR).iterdir()))
-    assert n_programs == 3  # 3 flows, each solved once with its switch times recorded in the same pass
+    # One program for the 3 flows (the method is data of the program, samflow._lanes.program_family;
+    # it was 3, one per method, before), each solved once with its switch times in the same pass.
+    assert n_programs == 1
     second = _sweep(tmp_path / "c", tmp_path / "cache-b", "on")
     assert len(list((tmp_path / "cache-b" / _cache.PROGRAMS_SUBDIR).iterdir())) == n_programs
     assert "switch_time" in traced
@@ -200,12 +204,13 @@ def test_default_sweep_second_run_equals_traced_run(tmp_path):
 
 
 FIRST_SOLVE = """
+import sys
 import jax, numpy as np
 jax.config.update("jax_enable_x64", True)
 import samflow as sf
 from samflow import _cache, _integrate
 before = jax.config.jax_compilation_cache_dir
-tr = sf.solve("l2", sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1, ts=np.geomspace(1e-2, 1e4, 8))
+tr = sf.solve(sys.argv[1], sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1, ts=np.geomspace(1e-2, 1e4, 8))
 assert jax.config.jax_compilation_cache_dir == before  # no JAX setting changed
 print("STATUS", int(tr.status), "BETA", np.asarray(tr.beta).tobytes().hex()[:64])
 """
@@ -214,17 +219,24 @@ print("STATUS", int(tr.status), "BETA", np.asarray(tr.beta).tobytes().hex()[:64]
 def test_first_solve_from_python_loads_the_stored_program(tmp_path):
     """With $SAMFLOW_COMPILATION_CACHE set (the user's opt-in), `samflow.solve` in a plain
     Python process stores its program, and the next process loads it (not traced again)
-    with equal bits; `import samflow` and the solve change no JAX setting."""
+    with equal bits, also for another method (the program is keyed by the family of
+    methods it serves, `samflow._lanes.program_family`, not by the method); `import
+    samflow` and the solve change no JAX setting."""
     env = {k: v for k, v in os.environ.items() if k not in (_cache.PROGRAMS_ENV, "JAX_COMPILATION_CACHE_DIR")}
     env.update(SAMFLOW_COMPILATION_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
-    runs = [subprocess.run([sys.executable, "-c", FIRST_SOLVE], capture_output=True, text=True, env=env, timeout=900)
-            for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", FIRST_SOLVE, "l2"], capture_output=True, text=True, env=env,
+                           timeout=900) for _ in range(2)]
     for run in runs:
         assert run.returncode == 0, run.stderr[-2000:]
     files = sorted((tmp_path / "cache" / _cache.PROGRAMS_SUBDIR).iterdir())
     assert len(files) == 1 and files[0].suffix == ".jaxexe"
     stamp = files[0].stat().st_mtime_ns
     assert runs[0].stdout.split("STATUS")[1] == runs[1].stdout.split("STATUS")[1]
-    # The second process loaded the file rather than writing it again.
-    third = subprocess.run([sys.executable, "-c", FIRST_SOLVE], capture_output=True, text=True, env=env, timeout=900)
-    assert third.returncode == 0 and files[0].stat().st_mtime_ns == stamp
+    # The second process loaded the file rather than writing it again (a compile writes it
+    # anew); so does a solve of gd, with numbers of its own.
+    third = subprocess.run([sys.executable, "-c", FIRST_SOLVE, "gd"], capture_output=True, text=True, env=env,
+                           timeout=900)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert sorted((tmp_path / "cache" / _cache.PROGRAMS_SUBDIR).iterdir()) == files
+    assert files[0].stat().st_mtime_ns == stamp
+    assert third.stdout.split("STATUS")[1] != runs[0].stdout.split("STATUS")[1]  # gd's numbers, not l2's

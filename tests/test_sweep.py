@@ -105,7 +105,8 @@ def test_sweep_cells_equal_solo_solves(small_ds):
 
 
 def test_one_compilation_per_structure():
-    """New alpha/rho values reuse the compiled solve; a new grid shape compiles again."""
+    """New alpha/rho values and another method of the program reuse the compiled solve (the
+    method is data of it, `samflow._lanes.program_family`); a new grid shape compiles again."""
     data = sf.single_sample([1.0, 2.0, 3.0])
     ts = np.geomspace(0.1, 10.0, 7)
     traces = []
@@ -118,11 +119,14 @@ def test_one_compilation_per_structure():
     W0 = np.full((6, 2, 3), 0.5)
     try:
         solve_mod.solve_lanes = counting
-        solve_grid("usam", data, W0, np.full(6, 0.3), ts, chunk_size=4)
+        both = ("usam", "l2")  # the program's methods, as a sweep of both names them
+        solve_grid("usam", data, W0, np.full(6, 0.3), ts, chunk_size=4, program_methods=both)
         n_first = len(traces)
-        solve_grid("usam", data, W0 * 1.7, np.full(6, 0.05), ts * 2, chunk_size=4)
+        solve_grid("usam", data, W0 * 1.7, np.full(6, 0.05), ts * 2, chunk_size=4, program_methods=both)
         assert len(traces) == n_first  # same structure: no new trace
-        solve_grid("usam", data, W0[:3], np.full(3, 0.3), ts, chunk_size=3)
+        solve_grid("l2", data, W0, np.full(6, 0.3), ts, chunk_size=4, program_methods=both)
+        assert len(traces) == n_first  # another method of the program: data of the same program
+        solve_grid("usam", data, W0[:3], np.full(3, 0.3), ts, chunk_size=3, program_methods=both)
         assert len(traces) == n_first + 1  # new chunk shape: one new trace
     finally:
         solve_mod.solve_lanes = original

@@ -312,15 +312,17 @@ def use_cpu_cores(n: "int | None" = None) -> "int | None":
 
 
 @functools.lru_cache(maxsize=64)
-def sharded_solver(devices: tuple, method: Method, clock, settings, summary: bool = False, lanes: int = 128,
-                   switches: int = 0):
+def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings, summary: bool = False,
+                   lanes: int = 128, switches: int = 0):
     """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
 
-    Returns `(fn, sharding)`: `fn(W0, rho, data, ts, p)` with `W0` (n_dev w, L, d)
+    Returns `(fn, sharding)`: `fn(W0, rho, data, ts, p, index)` with `W0` (n_dev w, L, d)
     and `rho` (n_dev w,) placed with `sharding` (device i gets rows i w ... (i+1) w),
-    `data`, `ts` and `p` (lp's exponent, a float64 scalar, NaN for the other
-    methods: traced, one program for every p) replicated, returns a `Trajectory` (or a `Summary` with
-    `summary`) with leading axis n_dev w. One compilation per (devices, method,
+    `data`, `ts`, `p` (lp's exponent, a float64 scalar, NaN for the other
+    methods: traced, one program for every p) and `index` (the method
+    `family[index]`, an int32 scalar: traced, one program for every method of the
+    `family`, `samflow._lanes.program_family`) replicated, returns a `Trajectory` (or a `Summary` with
+    `summary`) with leading axis n_dev w. One compilation per (devices, family,
     clock, settings, summary, w, L, d, n_save). With the compile cache on (the
     command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
     loads the compiled program instead of tracing it again, same bits.
@@ -338,10 +340,10 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     # results from its own devices and process 0 can write them.
     gather = any(dev.process_index != jax.process_index() for dev in devices)
 
-    def per_device(W0, rho, data, ts, p):
+    def per_device(W0, rho, data, ts, p, index):
         # Looked up at trace time, so that a test can count traces.
-        out, _, raw = _lanes.solve_lanes(W0, rho, data, ts, method=method, clock=clock, settings=settings, p=p,
-                                         width=lanes, switches=switches)
+        out, _, raw = _lanes.solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
+                                         width=lanes, switches=switches, family=family)
         sw = jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), out.W, ts) if switches else None
         out = _solution.summarize(out) if summary else out
         out = (out, sw) if switches else out
@@ -350,11 +352,11 @@ def sharded_solver(devices: tuple, method: Method, clock, settings, summary: boo
     body = jax.shard_map(
         per_device,
         mesh=mesh,
-        in_specs=(P(AXIS), P(AXIS), P(), P(), P()),
+        in_specs=(P(AXIS), P(AXIS), P(), P(), P(), P()),
         out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )
-    what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), method, clock, settings, summary, gather,
+    what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), family, clock, settings, summary, gather,
             lanes, switches)
     return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
 

@@ -15,6 +15,7 @@ from jaxtyping import Array, Float
 from ..config import ConfigError
 from ..datasets import Dataset
 from ..flows import Method
+from .._lanes import program_family
 from .._methods import check_p, p_array
 from .._x64 import in_float64
 from .._settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
@@ -71,6 +72,7 @@ def solve_grid(
     sort_key: "np.ndarray | None" = None,
     p: "float | None" = None,
     switches: int = 0,
+    program_methods: "Sequence[str | Method] | None" = None,
 ) -> "Trajectory | Summary | tuple":
     """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
@@ -85,8 +87,12 @@ def solve_grid(
     devices, the sort or `checkpoint` (with the command lines' CPU arithmetic,
     `samflow._x64.exact_cpu_arithmetic`). Each cell keeps its own adaptive
     step size and status; no cell can stop or NaN another. One compilation
-    per (method, clock, settings, devices, lanes, call size, L, d, n_save,
-    summary, switches).
+    per (methods of the program, clock, settings, devices, lanes, call size,
+    L, d, n_save, summary, switches): with `program_methods` the method is
+    data of the program, which serves those methods of `method`'s family
+    (`samflow._lanes.program_family`: linf on multi-sample data apart; no linf
+    in log coordinates; docs/theory.md s.4), so a sweep of several methods
+    compiles one program.
 
     **Arguments:**
 
@@ -122,6 +128,14 @@ def solve_grid(
       integer >= 0); the return value is then
       `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
       carry them; a chunk stored without them is solved again.
+    - `program_methods`: the methods the compiled program serves, the method
+      being data of it (`samflow._lanes.program_family(..., among=program_methods)`:
+      those of them that share `method`'s family); None: `method` alone. A sweep
+      passes its own methods: one program for all of them. A branch costs
+      compile time, about 10% more CPU time per step for the conditional, and
+      the program's temporaries are those of its largest branch (linf's and
+      lp's grow as d^2, beyond `cell_bytes`), so a call of one method compiles
+      that method alone.
 
     **Returns:** a `Trajectory` (or `Summary`) of NumPy arrays with leading axis
     B; its `ts` field is a read-only broadcast of `ts` (one copy for all cells).
@@ -158,13 +172,15 @@ def solve_grid(
     width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
     lanes = min(lanes, width)
     per_call = width * n_dev
-    fn, sharding = sharded_solver(devs, method, clock, settings, bool(summary), lanes, int(switches))
+    family = program_family(method, data.X.shape[0], settings.coords, among=program_methods or (method,))
+    fn, sharding = sharded_solver(devs, family, clock, settings, bool(summary), lanes, int(switches))
     perm = np.argsort(np.asarray(sort_key), kind="stable") if sort_key is not None else np.arange(B)
     W0, rho = W0[perm], rho[perm]
     cls = Summary if summary else Trajectory
     result = _solve_chunks(fn, sharding, method, data, W0, rho, ts, ts_np, perm, size=size, width=width,
                            n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
-                           checkpoint=checkpoint, p=p_array(method, p), switches=int(switches))
+                           checkpoint=checkpoint, p=p_array(method, p), switches=int(switches),
+                           index=jnp.asarray(family.index(method), jnp.int32))
     sw = {name[len(SWITCH_PREFIX):]: result.pop(name) for name in list(result) if name.startswith(SWITCH_PREFIX)}
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
@@ -202,9 +218,10 @@ def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batc
 def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, rho: np.ndarray, ts, ts_np: np.ndarray,
                   perm: np.ndarray, *, size: int, width: int, n_dev: int, per_call: int, summary: bool, cls,
                   on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None",
-                  p=None, switches: int = 0) -> dict[str, np.ndarray]:
+                  p=None, switches: int = 0, index=None) -> dict[str, np.ndarray]:
     """Solve the cells (already sorted by `perm`) chunk by chunk, `IN_FLIGHT` calls of `fn` dispatched at a
-    time; each chunk taken from or stored in `checkpoint`. Returns the output fields, in the original order."""
+    time; each chunk taken from or stored in `checkpoint`; `p`, `index`: lp's exponent and the method's index
+    in the program's family, passed to `fn`. Returns the output fields, in the original order."""
     B = perm.size
     result: dict[str, np.ndarray] = {}
     in_flight: collections.deque = collections.deque()
@@ -257,7 +274,7 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
             idx = idx.reshape(width, n_dev).T.reshape(-1)
             if len(in_flight) >= IN_FLIGHT:
                 finish_oldest()
-            out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts, p)
+            out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts, p, index)
             in_flight.append((c0, idx, n_call, out))  # dispatched asynchronously
         while in_flight:
             finish_oldest()

@@ -177,6 +177,8 @@ def run_sweep(
     # The switch times of the diagonal net's flows are recorded in the same pass (K = 2 d + 2 slots).
     K = 2 * data.d + 2 if cfg.output.switch_times else 0
     total = len(cfg.flow_entries()) * W0.shape[0]
+    # One compiled program serves every flow of the sweep (the method is data, samflow._lanes.program_family).
+    flows = tuple(dict.fromkeys(Method.parse(e.method) for e in cfg.flow_entries() if e.eta is None))
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         for label, method, eta, p in cfg.flow_entries():
             bar.set_postfix_str(label)
@@ -186,7 +188,7 @@ def run_sweep(
                     method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                     chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                     memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                    sort_key=rank, summary=summary, switches=K, **p_keyword(p),
+                    sort_key=rank, summary=summary, switches=K, program_methods=flows, **p_keyword(p),
                 )
                 if K:
                     results[label], switches[label] = results[label]
