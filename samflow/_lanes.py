@@ -49,6 +49,7 @@ from ._cell_state import CellState
 from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _with_lead
 from ._field import SamField
 from ._record import _after_event, _field_p, _finish, _initial_state
+from ._reduced import reducible, solve_reduced
 from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
 from ._singular import _r_scale
 from ._solution import Trajectory
@@ -478,6 +479,11 @@ def solve_lanes(
 
     with no_runtime_checks():
         c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign, w_scale, finite)  # sign None: linear
+    if reducible(method, L, data.X.shape[0], settings, switches):
+        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
+        # (`samflow._reduced`, docs/theory.md s.3.3); what it cannot finish stays queued here.
+        red, red_ok = solve_reduced(eng, c0, W0, rho, sign, w_scale, t1_floor)
+        c0 = _where_rows(red_ok, red, c0)
     out_Y, out_s = c0.out_Y, c0.out_s
     K = int(switches)
     sw0 = (
