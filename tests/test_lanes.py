@@ -30,11 +30,14 @@ def _cells(n=8):
     return np.repeat(a, n), np.tile(r, n)
 
 
-def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None):
+def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, reduce="off"):
+    """The lane engine on these cells; `reduce="off"` by default: these tests are of the
+    lane engine, and depth-2 l2 cells from equal layers take the reduction otherwise
+    (`samflow._reduced`, tests/test_reduced.py)."""
     data = sf.single_sample(MU) if data is None else data
     W0, rho_b, _ = batch_cells(alpha, rho, depth, data.d, alpha_batched=True)
     m, c = Method.parse(method), Clock.parse(clock)
-    settings = sf.SolverSettings().resolved(m, np.asarray(W0), data, c, None)
+    settings = sf.SolverSettings(reduce=reduce).resolved(m, np.asarray(W0), data, c, None)
     fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
                                           width=width, switches=switches))
     return fn(W0, rho_b)
