@@ -481,7 +481,7 @@ def solve_lanes(
         c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign, w_scale, finite)  # sign None: linear
     if reducible(method, L, data.X.shape[0], settings, switches):
         # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
-        # (`samflow._reduced`, docs/theory.md s.3.3); what it cannot finish stays queued here.
+        # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
         red, red_ok = solve_reduced(eng, c0, W0, rho, sign, w_scale, t1_floor)
         c0 = _where_rows(red_ok, red, c0)
     out_Y, out_s = c0.out_Y, c0.out_s

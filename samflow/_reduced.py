@@ -7,7 +7,7 @@ kappa = rho / sqrt 2 and N = ||mu * w||_2 (docs/theory.md s.3.1). So
     x_j(tau) = log|alpha_j| + mu_j tau - kappa mu_j^2 S(tau),   dS/dtau = 1 / N,
 
 and the whole trajectory, at any d, is given by tau and S (docs/theory.md
-s.3.3). The solver integrates y = (u, v), u = m tau and v = m^2 kappa S with
+s.3.5). The solver integrates y = (u, v), u = m tau and v = m^2 kappa S with
 m = max_j |mu_j|, so that x_j = log|alpha_j| + nu_j u - nu_j^2 v with
 |nu_j| = |mu_j| / m <= 1: an error of size e in u or v is an error of at most
 e in every x_j, i.e. a relative error e of W (the tolerance, relative and

@@ -185,7 +185,7 @@ class SolverSettings:
       exact reduction of the state covers in the reduced state, the others in
       the general one: today depth-2 l2-SAM on one sample from equal layers
       (W(0) `(2, d)` with both rows equal, no weight and no mu_j at 0), whose
-      whole trajectory is two scalars at any d (docs/theory.md s.3.3,
+      whole trajectory is two scalars at any d (docs/theory.md s.3.5,
       `samflow._reduced`): the same `Trajectory` fields, statuses and events
       (collapse time and direction) to the settings' accuracy, in a fraction of
       the time at large d. A call that records switch times, and a reduced cell

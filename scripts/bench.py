@@ -56,7 +56,7 @@ and on n = 4 samples against their scipy loops at equal accuracy; `d50_log_*`,
 setting for large d (`LARGE_D_LOG`: log coordinates, rtol 1e-10, batch width 16,
 `reduce="off"`); `d50_general_*`, `d200_general_*` the same charts with the general
 (L, d) state (`reduce="off"`, the lane engine), where the default rows take the exact
-reduction of depth-2 l2-SAM from equal layers (docs/theory.md s.3.3), and the two
+reduction of depth-2 l2-SAM from equal layers (docs/theory.md s.3.5), and the two
 engines' largest difference of beta. The d = 5 chart, the baselines' reference,
 takes the reduction too (its cells are depth-2 l2-SAM from equal layers);
 `lane_efficiency` measures the lane engine (`reduce="off"`).
@@ -560,7 +560,7 @@ def lane_efficiency_of(prob: "Problem", alpha, rho, settings) -> float:
     W0 = np.broadcast_to(np.asarray(alpha)[:, None, None], (len(alpha), prob.depth, prob.d))
     data = prob.dataset()
     ts = jnp.asarray([0.0, T1])
-    # The lane engine itself: `reduce="off"`, else these cells take the reduction (docs/theory.md s.3.3).
+    # The lane engine itself: `reduce="off"`, else these cells take the reduction (docs/theory.md s.3.5).
     settings = dataclasses.replace(settings, reduce="off").resolved(Method.L2, W0, data, Clock.T, None)
     fn = jax.jit(lambda W, r: solve_lanes(W, r, data, ts, method=Method.L2, clock=Clock.T, settings=settings,
                                           width=LANE_WIDTH)[:2])
@@ -675,7 +675,7 @@ def log_chart_row(prob: Problem, grid: int, res: dict, settings, rng) -> float:
 
 def general_chart_row(prob: Problem, grid: int, res: dict, settings, chunk: int, rng) -> float:
     """The chart again with the general (L, d) state (`reduce="off"`), where the default
-    row used the exact reduction (docs/theory.md s.3.3): cells/s, and the largest
+    row used the exact reduction (docs/theory.md s.3.5): cells/s, and the largest
     difference of the two engines' beta at the save times before either's collapse,
     relative to max_j |beta_j| there, and of their collapse times."""
     gen = chart_row_with(prob, grid, res, dataclasses.replace(settings, reduce="off"), chunk, rng,

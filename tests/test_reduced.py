@@ -57,9 +57,10 @@ def _agree(red, gen, beta_tol=1e-6, time_tol=1e-8, mu=MU, loss="logistic"):
         rel = np.abs(a - b) / np.where(scale > 0, scale, 1.0)
     assert np.nanmax(rel) <= beta_tol, np.nanmax(rel)
     np.testing.assert_allclose(red.event_time, gen.event_time, rtol=time_tol, equal_nan=True)
-    # Real time: in the tau clock it is carried as s = log(1 + t), error-controlled as s.
-    np.testing.assert_allclose(np.log1p(red.event_t), np.log1p(gen.event_t), rtol=time_tol, equal_nan=True)
-    np.testing.assert_allclose(np.log1p(red.t), np.log1p(gen.t), rtol=time_tol, equal_nan=True)
+    # Real time: in the tau clock it is a state, s = log(1 + t), error-controlled as s to rtol
+    # by each engine (the largest difference measured: 1.7e-8 relative, at a collapse).
+    np.testing.assert_allclose(np.log1p(red.event_t), np.log1p(gen.event_t), rtol=5 * time_tol, equal_nan=True)
+    np.testing.assert_allclose(np.log1p(red.t), np.log1p(gen.t), rtol=5 * time_tol, equal_nan=True)
     coll = red.status == int(sf.Status.COLLAPSED)
     np.testing.assert_allclose(red.collapse_direction[coll], gen.collapse_direction[coll], atol=beta_tol)
     # The loss follows from beta: |d loss| <= slope(z) |dz| with |dz| <= sum|mu| beta_tol max|beta|.
@@ -102,7 +103,9 @@ def test_reduced_matches_in_the_tau_clock_and_in_log_coordinates():
     W0, rho = _cells(*_grid(6))
     ts = np.linspace(0.05, 40.0, 30)
     _agree(_run(W0, rho, "auto", clock="tau", ts=ts), _run(W0, rho, "off", clock="tau", ts=ts))
-    red, gen = _run(W0, rho, "auto", coords="log"), _run(W0, rho, "off", coords="log")
+    # The general engine in log coordinates needs rtol 1e-10 for 1e-6 on beta just before a
+    # collapse (docs/benchmarks.md, "Large d"; 2.9e-6 at 1e-8 here); the reduction does not.
+    red, gen = _run(W0, rho, "auto", coords="log"), _run(W0, rho, "off", coords="log", rtol=1e-10)
     _agree(red, gen)
 
 
