@@ -479,17 +479,19 @@ def solve_lanes(
 
     with no_runtime_checks():
         c0, tnext0, f00, pid0, v0, lead0 = jax.vmap(init_cell)(W0, rho, sign, w_scale, finite)  # sign None: linear
-    if reducible(method, L, data.X.shape[0], settings, switches):
-        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
-        # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
-        red, red_ok = solve_reduced(eng, c0, W0, rho, sign, w_scale, t1_floor)
-        c0 = _where_rows(red_ok, red, c0)
     out_Y, out_s = c0.out_Y, c0.out_s
     K = int(switches)
     sw0 = (
         (jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), -1, jnp.int32),
          jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32)) if K else None
     )
+    if reducible(method, L, data.X.shape[0], settings):
+        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
+        # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
+        red, red_ok, red_sw = solve_reduced(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+        c0 = _where_rows(red_ok, red, c0)
+        out_Y, out_s = c0.out_Y, c0.out_s
+        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
     records = eqx.tree_at(lambda c: (c.out_Y, c.out_s), c0, (None, None), is_leaf=lambda x: x is None)
     # The queue: the cells not already done at time 0, in their order.
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)

@@ -29,10 +29,11 @@ the lane engine `samflow._lanes`); a block runs until its last cell ends. The
 events are the general engine's own (`samflow._events.EventSet`), evaluated on
 the weights the reduced state stands for, so that they keep their meaning: a
 collapse is recorded exactly as the general engine records it (capture,
-linear extrapolation, direction; `samflow._record`). Anything else that ends a
-reduced run (another event, `max_steps`, a failed step or root) hands the
-cell back to the general engine, which then solves it from the start: a
-reduced run never returns a number it cannot stand for.
+linear extrapolation, direction; `samflow._record`), and a switch of the
+leader (a call with switches K > 0) as the lane engine records it. Anything
+else that ends a reduced run (another event, `max_steps`, a failed step or
+root) hands the cell back to the general engine, which then solves it from
+the start: a reduced run never returns a number it cannot stand for.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import optimistix as optx
 from .flows import Clock, Method
 from .status import Status
 from ._cell_state import CellState
-from ._events import BracketBisection
+from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta
 from ._singular import _beta_direction, extrapolate_collapse
 
 __all__ = ["BLOCK", "reducible", "cell_reducible", "solve_reduced"]
@@ -63,11 +64,11 @@ BLOCK = 32
 RTOL_FACTOR = 0.1
 
 
-def reducible(method: Method, L: int, n_samples: int, settings, switches: int) -> bool:
+def reducible(method: Method, L: int, n_samples: int, settings) -> bool:
     """Whether a call may use the reduction (static): `settings.reduce` "auto",
-    l2-SAM, depth 2, one sample, no switch record. Which of its cells are
-    reduced is `cell_reducible` (their inits)."""
-    return settings.reduce == "auto" and method is Method.L2 and L == 2 and n_samples == 1 and not switches
+    l2-SAM, depth 2, one sample. Which of its cells are reduced is
+    `cell_reducible` (their inits)."""
+    return settings.reduce == "auto" and method is Method.L2 and L == 2 and n_samples == 1
 
 
 def cell_reducible(W0, data):
@@ -116,37 +117,47 @@ class _Reduced(eqx.Module):
         return jnp.stack([m * m * self.kappa * inv_n, jnp.exp(jnp.minimum(log_rate - y[1], 700.0))])
 
 
-def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, t1_floor):
+def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     """Solve the reducible cells of a lane call (`samflow._lanes.solve_lanes`).
 
-    `eng`: the call's `_Engine` (its field, events, settings, data, save times);
-    `c0`: every cell's record at time 0 (leading axis n); `W0` `(n, 2, d)`,
-    `rho` `(n,)`, `sign` `(n, 2, d)` or None (linear coordinates), `w_scale`
-    `(n,)`; `t1_floor`: the horizon less 100 ULP (diffrax's rounding of a step's end).
+    `eng`: the call's `_Engine` (its field, events, settings, data, save times,
+    switch count K = `eng.switches`); `c0`: every cell's record at time 0
+    (leading axis n); `W0` `(n, 2, d)`, `rho` `(n,)`, `sign` `(n, 2, d)` or None
+    (linear coordinates), `w_scale` `(n,)`; `lead0` `(n,)` int32 the leader at
+    time 0 (0-based; read only with K > 0); `t1_floor`: the horizon less 100 ULP
+    (diffrax's rounding of a step's end).
 
-    **Returns:** `(records, ok)`: `records` the cells' `CellState`s at their
+    With K > 0 the switches of the leader are recorded as the lane engine records
+    them: the lead condition (`samflow._events._with_lead`) is one more event,
+    located on the step's interpolant, the new leader chosen by `_leader`; the
+    step is taken whole when no condition falls through 0 later in it, else the
+    run restarts at the switch.
+
+    **Returns:** `(records, ok, sw)`: `records` the cells' `CellState`s at their
     end, with their saved outputs, in the coordinates of the call (W, or log|W|
     with `sign`), to be finished by `samflow._record._finish` as the general
     engine's; `ok` `(n,)` bool, the cells whose record it is (reducible, not
-    done at time 0, ended at the horizon or in a collapse). The others keep
-    `c0` and go to the general engine.
+    done at time 0, ended at the horizon or in a collapse); `sw` the switch
+    record (time, s, from, to: `(n, K)`, count: `(n,)`; 1-based leaders) or None.
+    The cells not `ok` keep `c0` and go to the general engine.
     """
     n = W0.shape[0]
     B = min(n, BLOCK)
     pad = (-n) % B
     blocks = jax.tree.map(
         lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, B) + x.shape[1:]),
-        (c0, W0, rho, sign, w_scale),
+        (c0, W0, rho, sign, w_scale, lead0),
     )
-    rec, ok = jax.lax.map(lambda b: _solve_block(eng, *b, t1_floor), blocks)
-    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], (rec, ok))
+    out = jax.lax.map(lambda b: _solve_block(eng, *b, t1_floor), blocks)
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], out)
 
 
-def _solve_block(eng, c0, W0, rho, sign, w_scale, t1_floor):
+def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     """`solve_reduced` on one block of B cells (leading axis B everywhere)."""
     from ._lanes import _Dense, _erk_step, _no_event_value
 
     settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
+    K = eng.switches
     t_final = ts[-1]
     n_save = ts.shape[0]
     B = W0.shape[0]
@@ -164,85 +175,123 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, t1_floor):
         eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
     red = jax.vmap(lambda W, r: _Reduced(clock, loss, jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
     sgn = jnp.sign(W0)
+    # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho, record at 0).
+    cells = (red, sgn, sign, w_scale, rho, c0)
 
-    def engine_state(i_red, sg, t, y):
+    def engine_state(cell, t, y):
         """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
+        i_red, sg = cell[0], cell[1]
         x = i_red.x(t, y)
         Y = jnp.stack([x, x]) if eng.log_coords else sg * jnp.exp(jnp.stack([x, x]))
         return Y, i_red.s(y)
 
-    def events_of(sgn_log, ws):
-        return eng.events(eng.field(sgn_log), ws)
+    def events_of(cell, lead):
+        return eng.events(eng.field(cell[2]), cell[3], lead)
 
-    def event_value(i_red, sg, sgn_log, ws, r, c, t, y):
-        return _no_event_value(events_of(sgn_log, ws), t, engine_state(i_red, sg, t, y), c.segment_args(r, data, False))
+    def args_of(cell):
+        return cell[5].segment_args(cell[4], data, False)
+
+    def event_value(cell, lead, t, y):
+        return _no_event_value(events_of(cell, lead), t, engine_state(cell, t, y), args_of(cell))
+
+    def start(cell, lead, t0, y, dt):
+        """(f0, tnext, pid, v) of a run from (t0, y) whose first step is dt long."""
+        f0 = cell[0](t0, y, None)
+        dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(t_final))
+        pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
+        return f0, jnp.minimum(t0 + dt, t_final), pid, event_value(cell, lead, t0, y)
+
+    def first_dt(cell, y):
+        t1, _ = ctrl.init(diffrax.ODETerm(cell[0]), 0.0, t_final, y, None, None, solver.func, order)
+        return t1
 
     y0 = jnp.zeros((B, 2), dtype)
     t0 = jnp.zeros((B,), dtype)
-
-    def start(i_red, sg, sgn_log, ws, r, c, y):
-        f0 = i_red(0.0, y, None)
-        t1, _ = ctrl.init(diffrax.ODETerm(i_red), 0.0, t_final, y, None, None, solver.func, order)
-        dt = jnp.where(t1 > 0, t1, 1e-12 * jnp.abs(t_final))
-        v = event_value(i_red, sg, sgn_log, ws, r, c, 0.0, y)
-        return f0, jnp.minimum(dt, t_final), v
-
-    vsign = sign if sign is not None else None
-    f0, tnext, v0 = jax.vmap(start)(red, sgn, vsign, w_scale, rho, c0, y0)
-    pid = (jnp.ones((B,), dtype), jnp.ones((B,), dtype), jnp.zeros((B,), bool))
-    out = jnp.full((B, n_save, 2), jnp.nan, dtype)
+    lead0 = lead0.astype(jnp.int32)
+    f0, tnext, pid, v0 = jax.vmap(start)(cells, lead0, t0, y0, jax.vmap(first_dt)(cells, y0))
+    sw = ((jnp.full((B, K), jnp.nan, dtype), jnp.full((B, K), jnp.nan, dtype), jnp.full((B, K), -1, jnp.int32),
+           jnp.full((B, K), -1, jnp.int32), jnp.zeros((B,), jnp.int32)) if K else None)
     state = dict(t0=t0, y=y0, f0=f0, tnext=tnext, pid=pid, v=v0, steps=jnp.zeros((B,), jnp.int32),
-                 save=jnp.zeros((B,), jnp.int32), done=~eligible, end=jnp.zeros((B,), jnp.int32),
-                 t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype), out=out)
+                 seg=jnp.ones((B,), jnp.int32), save=jnp.zeros((B,), jnp.int32), done=~eligible,
+                 end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype),
+                 out=jnp.full((B, n_save, 2), jnp.nan, dtype), lead=lead0, sw=sw)
     # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
 
-    def try_step(i_red, sg, sgn_log, ws, r, c, t0, y, f0, tnext, pid):
-        y1, y_err, dense, f1 = _erk_step(tableau, i_red, t0, tnext, y, None, f0)
+    def try_step(cell, lead, t0, y, f0, tnext, pid):
+        y1, y_err, dense, f1 = _erk_step(tableau, cell[0], t0, tnext, y, None, f0)
         y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
         keep, t_new, tn, _, pid, cres = ctrl.adapt_step_size(t0, tnext, y, y1, None, y_err, order, pid)
         t_new = jnp.minimum(t_new, t_final)
         tn = jnp.where(tn > t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tn)
-        v1 = event_value(i_red, sg, sgn_log, ws, r, c, t_new, y1)
+        v1 = event_value(cell, lead, t_new, y1)
         failed = (cres != diffrax.RESULTS.successful) | ~jnp.all(jnp.isfinite(y1)) & keep
         return y1, dense, f1, keep, t_new, tn, jax.tree.map(jnp.asarray, pid), v1, failed
 
-    def locate(i_red, sg, sgn_log, ws, r, c, t0, t_new, dense):
+    def locate(cell, lead, t0, t_new, dense):
         interp = _Dense(solver.interpolation_cls, t0, t_new, dense)
         root = optx.root_find(
-            lambda t, _: event_value(i_red, sg, sgn_log, ws, r, c, t, interp.evaluate(t)),
+            lambda t, _: event_value(cell, lead, t, interp.evaluate(t)),
             BracketBisection(rtol=1e-13, atol=1e-13, flip=True), t_new,
             options=dict(lower=t0, upper=t_new), throw=False,
         )
         t_ev = root.value
         return t_ev, interp.evaluate(t_ev), root.result == optx.RESULTS.successful
 
+    def at_event(cell, lead, t_ev, y_ev, t_new, y1):
+        """At a located event: (collapse, switch, new leader, the lead condition at the
+        step's end with the new leader): the fired condition as in `samflow._lanes`."""
+        events = events_of(cell, lead)
+        Y, s = engine_state(cell, t_ev, y_ev)
+        values = events.values(t_ev, (Y, s), args_of(cell))
+        which = jnp.argmin(values)
+        collapse = which == events.names.index("collapse")
+        if not K:
+            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype)
+        field = eng.field(cell[2])
+        lb = _log_abs_beta(field, Y)
+        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > 2 * _LOG_ZERO)
+        switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
+        here = eqx.tree_at(lambda q: (q.Y, q.s), cell[5], (Y, s))
+        to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
+        new = jnp.where(switch, to, lead)
+        return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1)
+
     def cond(st):
         return jnp.any(~st["done"])
 
     def body(st):
         busy = ~st["done"]
+        lead = st["lead"]
         y1, dense, f1, keep, t_new, tn, pid, v1, failed = jax.vmap(try_step)(
-            red, sgn, vsign, w_scale, rho, c0, st["t0"], st["y"], st["f0"], st["tnext"], st["pid"])
+            cells, lead, st["t0"], st["y"], st["f0"], st["tnext"], st["pid"])
         t_prev = st["t0"]
         event = busy & keep & ~failed & (st["v"] > 0) & (v1 <= 0)
-        horizon = busy & keep & ~failed & ~event & (t_new >= t_final)
+
+        def on_event():  # paid only in the iterations where some cell of the block has an event
+            t_ev, y_ev, root_ok = jax.vmap(locate)(cells, lead, t_prev, t_new, dense)
+            return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1)
+
+        no = jnp.zeros((B,), bool)
+        t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to = jax.lax.cond(
+            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((B,), dtype)))
+        event = event & root_ok
+        collapse, switch = event & collapse, event & switch
+        # A switch: the field does not change, so the step is taken whole unless a
+        # condition falls through 0 later in it (then the run restarts at the switch).
+        whole = switch & (v_to > 0)
+        restart = switch & ~whole
+        cut = event & ~whole  # the step ends at the event: saves strictly before it
+        horizon = busy & keep & ~failed & (~event | whole) & (t_new >= t_final)
+        other = busy & keep & ~failed & (v1 <= 0) & (st["v"] > 0) & ~root_ok  # a root that failed
         out_of_steps = busy & (st["steps"] + 1 >= settings.max_steps) & ~event & ~horizon
-        t_ev, y_ev, root_ok = jax.lax.cond(
-            jnp.any(event),
-            lambda: jax.vmap(locate)(red, sgn, vsign, w_scale, rho, c0, t_prev, t_new, dense),
-            lambda: (t_new, y1, jnp.ones((B,), bool)),
-        )
-        collapse = event & root_ok & jax.vmap(
-            lambda i_red, sg, sgn_log, ws, r, c, t, y: events_of(sgn_log, ws).fired(
-                t, engine_state(i_red, sg, t, y), c.segment_args(r, data, False), True).get("collapse", False)
-        )(red, sgn, vsign, w_scale, rho, c0, t_ev, y_ev)
-        # Saves inside this step (strictly before a collapse), on its dense interpolant.
-        t_limit = jnp.where(event, t_ev, jnp.where(keep, t_new, t_prev))
+        stop = (event & ~switch) | horizon | out_of_steps | (busy & failed) | other
+        # Saves inside this step, on its dense interpolant.
+        t_limit = jnp.where(cut, t_ev, jnp.where(keep, t_new, t_prev))
         saving = busy & (keep | event) & ~failed
 
         def due_of(save):
             t_s = ts[jnp.minimum(save, n_save - 1)]
-            return saving & (save < n_save) & jnp.where(event, t_s < t_limit, t_s <= t_limit), t_s
+            return saving & (save < n_save) & jnp.where(cut, t_s < t_limit, t_s <= t_limit), t_s
 
         def save_body(s):
             out, save = s
@@ -254,36 +303,60 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, t1_floor):
             return out, save + due
 
         out, save = jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), save_body, (st["out"], st["save"]))
-        stop = event | horizon | out_of_steps | (busy & failed)
         end = jnp.where(horizon, 1, jnp.where(collapse, 2, 0))
-        adv = busy & keep & ~stop
-        sel = lambda a, b, m=adv: jnp.where(m.reshape(m.shape + (1,) * (a.ndim - 1)), a, b)
-        return dict(
-            t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"]), f0=sel(f1, st["f0"]), tnext=jnp.where(busy, tn, st["tnext"]),
-            pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]), v=jnp.where(adv, v1, st["v"]),
-            steps=st["steps"] + busy.astype(jnp.int32), save=save, done=st["done"] | stop,
+        adv = busy & keep & ~stop & ~restart
+        sel = lambda a, b, m: jnp.where(m.reshape(m.shape + (1,) * (a.ndim - 1)), a, b)
+        new = dict(
+            t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
+            tnext=jnp.where(busy, tn, st["tnext"]), pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]),
+            v=jnp.where(adv, jnp.where(whole, v_to, v1), st["v"]), steps=st["steps"] + busy.astype(jnp.int32),
+            seg=st["seg"] + restart.astype(jnp.int32), save=save, done=st["done"] | stop,
             end=jnp.where(busy & stop, end, st["end"]),
             t_ev=jnp.where(busy & stop, jnp.where(horizon, t_new, t_ev), st["t_ev"]),
             y_ev=sel(jnp.where(horizon[:, None], y1, y_ev), st["y_ev"], busy & stop), out=out,
+            lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
         )
+        if K:
+            r_time, r_s, r_from, r_to, count = st["sw"]
+            slot = jnp.minimum(count, K - 1)
+            s_ev = jax.vmap(lambda c, t, y: engine_state(c, t, y)[1])(cells, t_ev, y_ev)
+
+            def put(arr, v):
+                return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(B), slot].set(v), arr)
+
+            new["sw"] = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
+                         count + switch.astype(jnp.int32))
+
+            def restarted():
+                return jax.vmap(start)(cells, new_lead, t_ev, y_ev, jnp.maximum(st["tnext"] - t_prev, 0.0))
+
+            f0_r, tn_r, pid_r, v_r = jax.lax.cond(
+                jnp.any(restart), restarted, lambda: (new["f0"], new["tnext"], new["pid"], new["v"]))
+            new.update(
+                t0=jnp.where(restart, t_ev, new["t0"]), y=sel(y_ev, new["y"], restart), f0=sel(f0_r, new["f0"], restart),
+                tnext=jnp.where(restart, tn_r, new["tnext"]),
+                pid=jax.tree.map(lambda a, b: sel(a, b, restart), pid_r, new["pid"]),
+                v=jnp.where(restart, v_r, new["v"]),
+            )
+        return new
 
     st = jax.lax.while_loop(cond, body, state)
 
-    def record(i_red, sg, sgn_log, r, c, end, t_end, y_end, out, steps):
-        field = eng.field(sgn_log)
-        args = c.segment_args(r, data, False)
-        out_Y, out_s = jax.vmap(lambda t, y: engine_state(i_red, sg, t, y))(ts, out)
+    def record(cell, end, t_end, y_end, out, steps, seg):
+        c = cell[5]
+        field = eng.field(cell[2])
+        out_Y, out_s = jax.vmap(lambda t, y: engine_state(cell, t, y))(ts, out)
         out_s = jnp.where(jnp.isnan(out[:, 0]), jnp.nan, out_s)
-        Y_end, s_end = engine_state(i_red, sg, t_end, y_end)
+        Y_end, s_end = engine_state(cell, t_end, y_end)
         W_end = field.to_W(Y_end)
         collapsed = end == 2
-        dW_end, ds_end = field.velocity_W(Y_end, s_end, args)
+        dW_end, ds_end = field.velocity_W(Y_end, s_end, args_of(cell))
         dt_rem = extrapolate_collapse(W_end, dW_end)
         return eqx.tree_at(
             lambda q: (q.seg, q.t0, q.Y, q.s, q.out_Y, q.out_s, q.status, q.event_time, q.event_s,
                        q.collapse_direction, q.W_detect, q.t_detect, q.steps, q.done),
             c,
-            (jnp.ones_like(c.seg), jnp.asarray(t_final, dtype),
+            (seg.astype(c.seg.dtype), jnp.asarray(t_final, dtype),
              Y_end if field.log_coords else jnp.where(collapsed, 0.0, Y_end), s_end, out_Y, out_s,
              jnp.where(collapsed, int(Status.COLLAPSED), c.status).astype(c.status.dtype),
              jnp.where(collapsed, t_end + dt_rem, c.event_time),
@@ -293,5 +366,5 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, t1_floor):
              steps.astype(c.steps.dtype), jnp.asarray(True)),
         )
 
-    rec = jax.vmap(record)(red, sgn, vsign, rho, c0, st["end"], st["t_ev"], st["y_ev"], st["out"], st["steps"])
-    return rec, eligible & (st["end"] > 0)
+    rec = jax.vmap(record)(cells, st["end"], st["t_ev"], st["y_ev"], st["out"], st["steps"], st["seg"])
+    return rec, eligible & (st["end"] > 0), st["sw"]

@@ -188,9 +188,9 @@ class SolverSettings:
       whole trajectory is two scalars at any d (docs/theory.md s.3.5,
       `samflow._reduced`): the same `Trajectory` fields, statuses and events
       (collapse time and direction) to the settings' accuracy, in a fraction of
-      the time at large d. A call that records switch times, and a reduced cell
-      that meets anything but the horizon or a collapse, use the general
-      engine. "off": always the general `(L, d)` state (the reference the
+      the time at large d; switch times too. A reduced cell that meets anything
+      but the horizon, a collapse or a switch (another event, `max_steps`, a
+      failed step) is solved again by the general engine. "off": always the general `(L, d)` state (the reference the
       reduction is tested against).
     """
 

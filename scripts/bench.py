@@ -682,7 +682,9 @@ def general_chart_row(prob: Problem, grid: int, res: dict, settings, chunk: int,
                          "SolverSettings(reduce='off'): the general (L, d) state, the lane engine")
     a, b = res["out"], gen["out"]
     T = np.minimum(zero_from(a, np.arange(res["cells"])), zero_from(b, np.arange(res["cells"])))
-    keep = TS[None, :] < T[:, None]
+    # Saves before either's collapse where both are finite (the general engine stalls at
+    # `max_steps` on some d = 200 cells: NaN from there on).
+    keep = (TS[None, :] < T[:, None]) & np.all(np.isfinite(a.beta) & np.isfinite(b.beta), axis=-1)
     ba, bb = np.asarray(a.beta), np.asarray(b.beta)
     scale = np.max(np.abs(bb), axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
