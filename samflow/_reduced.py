@@ -23,9 +23,10 @@ the Runge-Kutta arithmetic, the error norm and the stiffness are those of two
 scalars: the decay of the major coordinates before a collapse, at rates spread
 by (mu_d / mu_1)^2 in W, is the single term -nu_j^2 v here.
 
-The reduced cells are stepped in blocks of `BLOCK` cells, each cell with its own
-adaptive step (diffrax's solver stages, PID controller and dense interpolant, as
-the lane engine `samflow._lanes`); a block runs until its last cell ends. The
+The reduced cells are stepped in `LANES` lanes as in the lane engine
+(`samflow._lanes`): each lane steps its own cell with its own adaptive step
+(diffrax's solver stages, PID controller and dense interpolant) and takes the
+next cell of the queue when its cell ends. The
 events are the general engine's own (`samflow._events.EventSet`), evaluated on
 the weights the reduced state stands for, so that they keep their meaning: a
 collapse is recorded exactly as the general engine records it (capture,
@@ -48,13 +49,14 @@ import optimistix as optx
 from .flows import Clock, Method
 from .status import Status
 from ._cell_state import CellState
+from ._field import SegmentArgs
 from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta
 from ._singular import _beta_direction, extrapolate_collapse
 
-__all__ = ["BLOCK", "reducible", "cell_reducible", "solve_reduced"]
+__all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced"]
 
-#: Cells stepped together (one block of the reduced solve; the last is padded).
-BLOCK = 32
+#: Lanes of the reduced solve (each steps one cell and takes the next of the queue when it ends).
+LANES = 32
 #: The reduced solve's tolerance (relative and absolute, on u and v) is this times
 #: `rtol`. x_j = log|alpha_j| + nu_j u - nu_j^2 v is a difference of the two, which
 #: grow larger than x_j itself, so that at the same tolerance beta was ~10x less
@@ -141,20 +143,38 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     record (time, s, from, to: `(n, K)`, count: `(n,)`; 1-based leaders) or None.
     The cells not `ok` keep `c0` and go to the general engine.
     """
-    n = W0.shape[0]
-    B = min(n, BLOCK)
-    pad = (-n) % B
+    return _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+
+
+def _blocked(fn, args, size):
+    """`jax.vmap(fn)(*args)` in blocks of `size` cells (the last padded): a cell's
+    bits then do not depend on how many cells the call has (XLA reduces a wide
+    batch of d-vectors in another order than a narrow one, see `samflow._lanes`)."""
+    n = jax.tree.leaves(args)[0].shape[0]
+    pad = (-n) % size
     blocks = jax.tree.map(
-        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, B) + x.shape[1:]),
-        (c0, W0, rho, sign, w_scale, lead0),
-    )
-    out = jax.lax.map(lambda b: _solve_block(eng, *b, t1_floor), blocks)
+        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, size) + x.shape[1:]), args)
+    out = jax.lax.map(lambda b: jax.vmap(fn)(*b), blocks)
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], out)
 
 
-def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
-    """`solve_reduced` on one block of B cells (leading axis B everywhere)."""
-    from ._lanes import _Dense, _erk_step, _no_event_value
+class _At(eqx.Module):
+    """A cell at a point, as `samflow._events._leader` reads a `CellState`: Y, s and
+    the segment's arguments (the sign memory, no weight held, whether t is followed)."""
+
+    Y: jax.Array
+    s: jax.Array
+    memory: jax.Array
+    frozen: jax.Array
+    track: jax.Array
+
+    def segment_args(self, rho, data, multi):
+        return SegmentArgs(rho, data, self.memory, self.frozen, self.track)
+
+
+def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
+    """`solve_reduced`: the n cells (leading axis B = n) in `LANES` lanes with a queue."""
+    from ._lanes import _Dense, _erk_step, _no_event_value, _put, _take
 
     settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
     K = eng.switches
@@ -175,8 +195,10 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
     red = jax.vmap(lambda W, r: _Reduced(clock, loss, jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
     sgn = jnp.sign(W0)
-    # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho, record at 0).
-    cells = (red, sgn, sign, w_scale, rho, c0)
+    # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
+    # the segment's arguments: sign memory, held weights, t followed).
+    cells_all = (red, sgn, sign, w_scale, rho, (c0.memory, c0.frozen, c0.track))
+    cells = cells_all
 
     def engine_state(cell, t, y):
         """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
@@ -189,7 +211,7 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         return eng.events(eng.field(cell[2]), cell[3], lead)
 
     def args_of(cell):
-        return cell[5].segment_args(cell[4], data, False)
+        return SegmentArgs(cell[4], data, *cell[5])
 
     def event_value(cell, lead, t, y):
         return _no_event_value(events_of(cell, lead), t, engine_state(cell, t, y), args_of(cell))
@@ -208,13 +230,31 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     y0 = jnp.zeros((B, 2), dtype)
     t0 = jnp.zeros((B,), dtype)
     lead0 = lead0.astype(jnp.int32)
-    f0, tnext, pid, v0 = jax.vmap(start)(cells, lead0, t0, y0, jax.vmap(first_dt)(cells, y0))
-    sw = ((jnp.full((B, K), jnp.nan, dtype), jnp.full((B, K), jnp.nan, dtype), jnp.full((B, K), -1, jnp.int32),
-           jnp.full((B, K), -1, jnp.int32), jnp.zeros((B,), jnp.int32)) if K else None)
-    state = dict(t0=t0, y=y0, f0=f0, tnext=tnext, pid=pid, v=v0, steps=jnp.zeros((B,), jnp.int32),
-                 seg=jnp.ones((B,), jnp.int32), save=jnp.zeros((B,), jnp.int32), done=~eligible,
-                 end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype),
-                 out=jnp.full((B, n_save, 2), jnp.nan, dtype), lead=lead0, sw=sw)
+    W = min(B, LANES)
+    f0_all, tnext_all, pid_all, v0_all = _blocked(
+        lambda c, l, t, y: start(c, l, t, y, first_dt(c, y)), (cells_all, lead0, t0, y0), W)
+    # The queue: the reducible cells, in their order; a lane whose cell ends takes the next.
+    queue = jnp.argsort(~eligible, stable=True).astype(jnp.int32)
+    n_queue = jnp.sum(eligible).astype(jnp.int32)
+
+    def fresh_sw(m):
+        return ((jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), -1, jnp.int32),
+                 jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32)) if K else None)
+
+    def load(cell):
+        """Lane state for these cells (B: idle, with a harmless copy of cell 0's)."""
+        i = jnp.minimum(cell, B - 1)
+        m = cell.shape[0]
+        return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=jnp.zeros((m, 2), dtype), f0=f0_all[i], tnext=tnext_all[i],
+                    pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), seg=jnp.ones((m,), jnp.int32),
+                    save=jnp.zeros((m,), jnp.int32), lead=lead0[i], sw=fresh_sw(m))
+
+    lane_ids = jnp.arange(W, dtype=jnp.int32)
+    lanes0 = load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, B - 1)], B))
+    glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype),
+                 steps=jnp.zeros((B,), jnp.int32), seg=jnp.ones((B,), jnp.int32),
+                 out=jnp.full((B, n_save, 2), jnp.nan, dtype), sw=fresh_sw(B))
+    state = dict(lanes=lanes0, glob=glob0, nxt=jnp.minimum(n_queue, W).astype(jnp.int32))
     # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
 
     def try_step(cell, lead, t0, y, f0, tnext, pid):
@@ -251,16 +291,18 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         lb = _log_abs_beta(field, Y)
         live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > 2 * _LOG_ZERO)
         switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
-        here = eqx.tree_at(lambda q: (q.Y, q.s), cell[5], (Y, s))
+        here = _At(Y, s, *cell[5])
         to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
         new = jnp.where(switch, to, lead)
         return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1)
 
-    def cond(st):
-        return jnp.any(~st["done"])
+    def cond(state):
+        return jnp.any(state["lanes"]["cell"] < B)
 
-    def body(st):
-        busy = ~st["done"]
+    def body(state):
+        st, glob = state["lanes"], state["glob"]
+        busy = st["cell"] < B
+        cells = _take(cells_all, jnp.minimum(st["cell"], B - 1))
         lead = st["lead"]
         y1, dense, f1, keep, t_new, tn, pid, v1, failed = jax.vmap(try_step)(
             cells, lead, st["t0"], st["y"], st["f0"], st["tnext"], st["pid"])
@@ -271,9 +313,9 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             t_ev, y_ev, root_ok = jax.vmap(locate)(cells, lead, t_prev, t_new, dense)
             return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1)
 
-        no = jnp.zeros((B,), bool)
+        no = jnp.zeros((W,), bool)
         t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to = jax.lax.cond(
-            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((B,), dtype)))
+            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((W,), dtype)))
         event = event & root_ok
         collapse, switch = event & collapse, event & switch
         # A switch: the field does not change, so the step is taken whole unless a
@@ -298,23 +340,19 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             due, t_s = due_of(save)
             ys = jax.vmap(lambda t0_, t1_, dn, t: _Dense(solver.interpolation_cls, t0_, t1_, dn).evaluate(t))(
                 t_prev, t_new, dense, t_s)
-            rows = jnp.where(due, jnp.arange(B), B)
+            rows = jnp.where(due, st["cell"], B)
             out = out.at[rows, save].set(ys, mode="drop")
             return out, save + due
 
-        out, save = jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), save_body, (st["out"], st["save"]))
+        out, save = jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), save_body, (glob["out"], st["save"]))
         end = jnp.where(horizon, 1, jnp.where(collapse, 2, 0))
         adv = busy & keep & ~stop & ~restart
         sel = lambda a, b, m: jnp.where(m.reshape(m.shape + (1,) * (a.ndim - 1)), a, b)
         new = dict(
-            t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
+            cell=st["cell"], t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
             tnext=jnp.where(busy, tn, st["tnext"]), pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]),
             v=jnp.where(adv, jnp.where(whole, v_to, v1), st["v"]), steps=st["steps"] + busy.astype(jnp.int32),
-            seg=st["seg"] + restart.astype(jnp.int32), save=save, done=st["done"] | stop,
-            end=jnp.where(busy & stop, end, st["end"]),
-            t_ev=jnp.where(busy & stop, jnp.where(horizon, t_new, t_ev), st["t_ev"]),
-            y_ev=sel(jnp.where(horizon[:, None], y1, y_ev), st["y_ev"], busy & stop), out=out,
-            lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
+            seg=st["seg"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
         )
         if K:
             r_time, r_s, r_from, r_to, count = st["sw"]
@@ -322,7 +360,7 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             s_ev = jax.vmap(lambda c, t, y: engine_state(c, t, y)[1])(cells, t_ev, y_ev)
 
             def put(arr, v):
-                return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(B), slot].set(v), arr)
+                return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(W), slot].set(v), arr)
 
             new["sw"] = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
                          count + switch.astype(jnp.int32))
@@ -338,12 +376,28 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
                 pid=jax.tree.map(lambda a, b: sel(a, b, restart), pid_r, new["pid"]),
                 v=jnp.where(restart, v_r, new["v"]),
             )
-        return new
+        # Cells that end: their record goes out, their lane takes the next cell of the queue.
+        finished = busy & stop
+        rows = jnp.where(finished, st["cell"], B)
+        glob = dict(
+            end=glob["end"].at[rows].set(end, mode="drop"),
+            t_ev=glob["t_ev"].at[rows].set(jnp.where(horizon, t_new, t_ev), mode="drop"),
+            y_ev=glob["y_ev"].at[rows].set(jnp.where(horizon[:, None], y1, y_ev), mode="drop"),
+            steps=glob["steps"].at[rows].set(new["steps"], mode="drop"),
+            seg=glob["seg"].at[rows].set(new["seg"], mode="drop"),
+            out=out, sw=None if not K else _put(glob["sw"], rows, new["sw"]),
+        )
+        take = state["nxt"] + jnp.cumsum(finished) - 1
+        nxt_cell = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, B - 1)], B), st["cell"])
+        loaded = load(nxt_cell)
+        new = jax.tree.map(lambda a, b: sel(a, b, finished), loaded, new)
+        return dict(lanes=new, glob=glob, nxt=state["nxt"] + jnp.sum(finished).astype(jnp.int32))
 
-    st = jax.lax.while_loop(cond, body, state)
+    st = jax.lax.while_loop(cond, body, state)["glob"]
 
     def record(cell, end, t_end, y_end, out, steps, seg):
         c = cell[5]
+        cell = cell[:5] + ((c.memory, c.frozen, c.track),)
         field = eng.field(cell[2])
         out_Y, out_s = jax.vmap(lambda t, y: engine_state(cell, t, y))(ts, out)
         out_s = jnp.where(jnp.isnan(out[:, 0]), jnp.nan, out_s)
@@ -366,5 +420,6 @@ def _solve_block(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
              steps.astype(c.steps.dtype), jnp.asarray(True)),
         )
 
-    rec = jax.vmap(record)(cells, st["end"], st["t_ev"], st["y_ev"], st["out"], st["steps"], st["seg"])
+    rec = _blocked(record, ((red, sgn, sign, w_scale, rho, c0), st["end"], st["t_ev"], st["y_ev"], st["out"],
+                            st["steps"], st["seg"]), W)
     return rec, eligible & (st["end"] > 0), st["sw"]
