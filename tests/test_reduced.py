@@ -19,16 +19,8 @@ from samflow._lanes import solve_lanes
 from samflow._reduced import cell_reducible
 from samflow.flows import Clock, Method
 
-MU = [0.2, 0.4, 0.6, 0.8, 1.0]
-TS = np.geomspace(1e-2, 1e4, 24)
-FIELDS = ("W", "beta", "t", "loss", "status", "event_time", "event_t", "collapse_direction", "slide_time",
-          "num_steps", "num_segments")
-
-
-def _grid(n=8):
-    a = np.geomspace(1e-2, 1e2, n)
-    r = np.geomspace(1e-2, 1e1, n)
-    return np.repeat(a, n), np.tile(r, n)
+from test_lanes import FIELDS, MU, TS
+from test_lanes import _cells as _grid  # the chart's (alpha, rho) cells, alpha-major
 
 
 def _run(W0, rho, reduce, clock="t", ts=TS, data=None, width=16, switches=0, **kw):
