@@ -50,7 +50,8 @@ from .flows import Clock, Method
 from .status import Status
 from ._cell_state import CellState
 from ._field import SegmentArgs
-from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta
+from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta, _no_event_value
+from ._rk import _Dense, _erk_step, _put, _take
 from ._singular import _beta_direction, extrapolate_collapse
 
 __all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced"]
@@ -174,7 +175,6 @@ class _At(eqx.Module):
 
 def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     """`solve_reduced`: the n cells (leading axis B = n) in `LANES` lanes with a queue."""
-    from ._lanes import _Dense, _erk_step, _no_event_value, _put, _take
 
     settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
     K = eng.switches
@@ -198,7 +198,6 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
     # the segment's arguments: sign memory, held weights, t followed).
     cells_all = (red, sgn, sign, w_scale, rho, (c0.memory, c0.frozen, c0.track))
-    cells = cells_all
 
     def engine_state(cell, t, y):
         """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
