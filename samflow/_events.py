@@ -274,3 +274,7 @@ def _leader(field: SamField, c, rho, data, multi, exclude=None):
     rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
     near = lb >= jnp.max(lb) + jnp.log1p(-_TIE)
     return jnp.argmax(jnp.where(near, rate, -jnp.inf))
+
+
+def _no_event_value(events: EventSet, t, y, args):
+    return events.value(t, y, args) if events.names else jnp.asarray(1.0, jnp.result_type(t))

@@ -62,9 +62,11 @@ from .losses import get_loss
 from .status import Status
 from ._cache import no_runtime_checks
 from ._cell_state import CellState
-from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _with_lead
+from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _no_event_value, _with_lead
 from ._field import SamField
 from ._record import _after_event, _field_p, _finish, _initial_state
+from ._reduced import reducible, solve_reduced
+from ._rk import _Dense, _erk_step, _put, _take
 from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
 from ._singular import _r_scale
 from ._solution import Trajectory
@@ -128,75 +130,6 @@ class _Tried(eqx.Module):
     horizon: Bool[Array, ""]
     out_of_steps: Bool[Array, ""]
     failed: Bool[Array, ""]
-
-
-def _erk_step(tableau, field, t0, t1, y0, args, f0):
-    """One explicit Runge-Kutta step of diffrax's Butcher `tableau` (first same as
-    last), unrolled: (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in
-    diffrax, so `dense_info` feeds the solver's own `interpolation_cls`. The
-    stage sums are written out term by term (no `tensordot`): XLA picks a dot
-    kernel by the batch shape, and the lanes' bits must not depend on the width.
-    """
-    h = t1 - t0
-    add = lambda a, b: jax.tree.map(jnp.add, a, b)
-    scale = lambda c, x: jax.tree.map(lambda v: c * v, x)
-    ks = [scale(h, f0)]
-    for ci, row in zip(tableau.c, tableau.a_lower):
-        yi = y0
-        for aij, kj in zip(row, ks):
-            if aij != 0:
-                yi = add(yi, scale(float(aij), kj))
-        fi = field(t0 + float(ci) * h, yi, args)
-        ks.append(scale(h, fi))
-    if tableau.fsal:  # the last stage is at (t1, y1): its y is the solution
-        y1 = yi
-    else:  # pragma: no cover - every solver of _SOLVERS is FSAL
-        y1 = y0
-        for bi, ki in zip(tableau.b_sol, ks):
-            if bi != 0:
-                y1 = add(y1, scale(float(bi), ki))
-    err = None
-    for ei, ki in zip(tableau.b_error, ks):
-        if ei != 0:
-            term = scale(float(ei), ki)
-            err = term if err is None else add(err, term)
-    k = jax.tree.map(lambda *xs: jnp.stack(xs), *ks)
-    return y1, err, dict(y0=y0, y1=y1, k=k), fi
-
-
-class _Dense(eqx.Module):
-    """The solver's dense interpolant on one step, evaluated with sums written out.
-
-    diffrax's `interpolation_cls` is linear in (y0, y1, k): y(t) = a(t) y0 +
-    b(t) y1 + sum_i c_i(t) k_i. Its coefficients are read by evaluating it on unit
-    vectors (exact: every product is by 0 or 1), and the sum is then formed term
-    by term, because the class's own `tensordot` takes other last bits at other
-    batch widths (see `_erk_step`)."""
-
-    cls: type = eqx.field(static=True)
-    t0: Float[Array, ""]
-    t1: Float[Array, ""]
-    dense: dict
-
-    def evaluate(self, t):
-        k = self.dense["k"]
-        m = jax.tree.leaves(k)[0].shape[0]
-        dtype = jnp.result_type(self.t0)
-        eye = jnp.eye(m + 2, dtype=dtype)
-        probe = self.cls(t0=self.t0, t1=self.t1, y0=eye[0], y1=eye[1], k=eye[2:]).evaluate(t)
-        def combine(y0, y1, ks):
-            # Each product rounded on its own (no fused multiply-add, which XLA's
-            # CPU code uses or not depending on how it vectorizes a batch shape).
-            terms = jax.lax.optimization_barrier([probe[0] * y0, probe[1] * y1] + [probe[2 + i] * ks[i] for i in range(m)])
-            out = terms[0]
-            for term in terms[1:]:
-                out = out + term
-            return out
-        return jax.tree.map(combine, self.dense["y0"], self.dense["y1"], k)
-
-
-def _no_event_value(events: EventSet, t, y, args):
-    return events.value(t, y, args) if events.names else jnp.asarray(1.0, jnp.result_type(t))
 
 
 class _Engine(eqx.Module):
@@ -406,14 +339,6 @@ def _where_rows(mask, a, b):
     return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
 
 
-def _take(tree, idx):
-    return jax.tree.map(lambda x: x[idx], tree)
-
-
-def _put(tree, idx, rows):
-    return jax.tree.map(lambda x, r: x.at[idx].set(r, mode="drop"), tree, rows)
-
-
 def program_family(method: "str | Method", n_samples: int, coords: str = "linear", among=None) -> tuple[Method, ...]:
     """The methods that one compiled lane program serves with `method` among them
     (`solve_lanes(..., family=...)`; docs/theory.md s.4): every method whose cells
@@ -567,6 +492,23 @@ def solve_lanes(
         (jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), -1, jnp.int32),
          jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32)) if K else None
     )
+    if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings):
+        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
+        # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
+        # In a program of several methods it runs only when the call's method is l2.
+        l2 = family.index(Method.L2)
+        reduce = lambda: solve_reduced(engines[l2], c0, W0, rho, sign, w_scale, lead0, t1_floor)
+        if len(family) == 1:
+            red, red_ok, red_sw = reduce()
+        else:
+            def skip():
+                shape = jax.eval_shape(reduce)
+                red, red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
+                return c0, red_ok, red_sw
+            red, red_ok, red_sw = jax.lax.cond(jnp.asarray(index) == l2, reduce, skip)
+        c0 = _where_rows(red_ok, red, c0)
+        out_Y, out_s = c0.out_Y, c0.out_s
+        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
     records = eqx.tree_at(lambda c: (c.out_Y, c.out_s), c0, (None, None), is_leaf=lambda x: x is None)
     # The queue: the cells not already done at time 0, in their order.
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)

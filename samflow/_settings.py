@@ -25,6 +25,8 @@ _SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.
 
 
 COORDS = ("linear", "log")
+#: `SolverSettings.reduce` (`samflow._reduced`).
+REDUCE = ("auto", "off")
 
 # One set of bounds for every numeric solver setting: `SolverSettings` (the
 # Python API) and the config schema (`samflow.config.SolverConfig`, as pydantic
@@ -179,6 +181,17 @@ class SolverSettings:
       d = 200); with rtol = 1e-10 beta stays within 1e-6 of the reference
       (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
       "Large d: log coordinates").
+    - `reduce`: "auto" (default) or "off". "auto" solves every cell that an
+      exact reduction of the state covers in the reduced state, the others in
+      the general one: today depth-2 l2-SAM on one sample from equal layers
+      (W(0) `(2, d)` with both rows equal, no weight and no mu_j at 0), whose
+      whole trajectory is two scalars at any d (docs/theory.md s.3.5,
+      `samflow._reduced`): the same `Trajectory` fields, statuses and events
+      (collapse time and direction) to the settings' accuracy, in a fraction of
+      the time at large d; switch times too. A reduced cell that meets anything
+      but the horizon, a collapse or a switch (another event, `max_steps`, a
+      failed step) is solved again by the general engine. "off": always the general `(L, d)` state (the reference the
+      reduction is tested against).
     """
 
     solver: str = "tsit5"
@@ -190,6 +203,7 @@ class SolverSettings:
     max_segments: int | None = None
     loss: str = "logistic"
     coords: str = "linear"
+    reduce: str = "auto"
 
     def __post_init__(self):
         if self.solver not in _SOLVERS:
@@ -203,6 +217,8 @@ class SolverSettings:
         get_loss(self.loss)
         if self.coords not in COORDS:
             raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
+        if self.reduce not in REDUCE:
+            raise ValueError(f"solver.reduce must be 'auto' or 'off', got {self.reduce!r}")
 
     def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or

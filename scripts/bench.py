@@ -33,7 +33,8 @@ the issue's 1e-6, or samflow's own error where that is worse. The last line is
           floor_ratio=... d50_cells_per_s=... d200_cells_per_s=... l3_vs_scipy=... l4_vs_scipy=...
           n4_vs_scipy=... warm_sweep_s=... figures_s=... first_compile_s=...
           d50_log_cells_per_s=... d200_log_cells_per_s=... cold_sweep_s=...
-          first_python_solve_s=... lane_efficiency=...
+          first_python_solve_s=... lane_efficiency=... d50_general_cells_per_s=...
+          d200_general_cells_per_s=...
 
 (one line; `nan` where a mode does not measure it: tiny skips the other charts, only
 --full runs the figure script, and `lane_efficiency` is nan until the lane engine
@@ -52,7 +53,13 @@ compile cache on today, so this one compiles again: the bench says so);
 persistent cache); `*_vs_scipy` the l2 charts at depth 3, depth 4
 and on n = 4 samples against their scipy loops at equal accuracy; `d50_log_*`,
 `d200_log_*` the d = 50 and d = 200 charts again under the best documented
-setting for large d (`LARGE_D_LOG`: log coordinates, rtol 1e-10, batch width 16).
+setting for large d (`LARGE_D_LOG`: log coordinates, rtol 1e-10, batch width 16,
+`reduce="off"`); `d50_general_*`, `d200_general_*` the same charts with the general
+(L, d) state (`reduce="off"`, the lane engine), where the default rows take the exact
+reduction of depth-2 l2-SAM from equal layers (docs/theory.md s.3.5), and the two
+engines' largest difference of beta. The d = 5 chart, the baselines' reference,
+takes the reduction too (its cells are depth-2 l2-SAM from equal layers);
+`lane_efficiency` measures the lane engine (`reduce="off"`).
 
 This script only measures; it uses samflow's public API and changes nothing.
 """
@@ -553,7 +560,8 @@ def lane_efficiency_of(prob: "Problem", alpha, rho, settings) -> float:
     W0 = np.broadcast_to(np.asarray(alpha)[:, None, None], (len(alpha), prob.depth, prob.d))
     data = prob.dataset()
     ts = jnp.asarray([0.0, T1])
-    settings = settings.resolved(Method.L2, W0, data, Clock.T, None)
+    # The lane engine itself: `reduce="off"`, else these cells take the reduction (docs/theory.md s.3.5).
+    settings = dataclasses.replace(settings, reduce="off").resolved(Method.L2, W0, data, Clock.T, None)
     fn = jax.jit(lambda W, r: solve_lanes(W, r, data, ts, method=Method.L2, clock=Clock.T, settings=settings,
                                           width=LANE_WIDTH)[:2])
     out, iters = fn(jnp.asarray(W0), jnp.asarray(rho))
@@ -642,20 +650,54 @@ LARGE_D_LOG = dict(coords="log", rtol=1e-10)
 LARGE_D_WIDTH = 16
 
 
-def log_chart_row(prob: Problem, grid: int, res: dict, settings, rng) -> float:
-    """The d >= 50 chart again under `LARGE_D_LOG` at width `LARGE_D_WIDTH`,
-    its error taken on the default row's reference cells. Returns cells/s."""
-    log_settings = dataclasses.replace(settings, **LARGE_D_LOG)
-    say(f"    the same chart, SolverSettings(coords='log', rtol={LARGE_D_LOG['rtol']:g}), "
-        f"batch width {LARGE_D_WIDTH} (the best documented setting at d >= 50):")
-    log = SamflowRunner(prob, log_settings, LARGE_D_WIDTH).run_grid(grid, 0, rng)
+def chart_row_with(prob: Problem, grid: int, res: dict, settings, width: int, rng, what: str) -> dict:
+    """The chart of `res` again under `settings` at width `width` (`what` says how), its
+    error taken on the default row's reference cells. Returns its `run_grid` result."""
+    say(f"    the same chart, {what}:")
+    row = SamflowRunner(prob, settings, width).run_grid(grid, 0, rng)
     if "idx" in res:
         idx = res["idx"]
-        err = cell_errors(log["out"].beta[idx], zero_from(log["out"], idx), res["b_ref"], res["T_ref"])
+        err = cell_errors(row["out"].beta[idx], zero_from(row["out"], idx), res["b_ref"], res["T_ref"])
         say(f"       (its accuracy on the default row's reference cells: max rel err {np.max(err):.2e} on "
             f"{len(idx)} cells); "
-            f"{log['cells_per_s'] / res['cells_per_s']:.1f}x the default row's cells/s")
-    return log["cells_per_s"]
+            f"{row['cells_per_s'] / res['cells_per_s']:.3g}x the default row's cells/s")
+    return row
+
+
+def log_chart_row(prob: Problem, grid: int, res: dict, settings, rng) -> float:
+    """The d >= 50 chart again under `LARGE_D_LOG` at width `LARGE_D_WIDTH` and
+    `reduce="off"` (the general engine's best setting). Returns cells/s."""
+    log_settings = dataclasses.replace(settings, reduce="off", **LARGE_D_LOG)
+    return chart_row_with(prob, grid, res, log_settings, LARGE_D_WIDTH, rng,
+                          f"SolverSettings(coords='log', rtol={LARGE_D_LOG['rtol']:g}, reduce='off'), batch width "
+                          f"{LARGE_D_WIDTH} (the general engine's best documented setting at d >= 50)")["cells_per_s"]
+
+
+def general_chart_row(prob: Problem, grid: int, res: dict, settings, chunk: int, rng) -> float:
+    """The chart again with the general (L, d) state (`reduce="off"`), where the default
+    row used the exact reduction (docs/theory.md s.3.5): cells/s, and the largest
+    difference of the two engines' beta at the save times before either's collapse,
+    relative to max_j |beta_j| there, and of their collapse times."""
+    gen = chart_row_with(prob, grid, res, dataclasses.replace(settings, reduce="off"), chunk, rng,
+                         "SolverSettings(reduce='off'): the general (L, d) state, the lane engine")
+    a, b = res["out"], gen["out"]
+    T = np.minimum(zero_from(a, np.arange(res["cells"])), zero_from(b, np.arange(res["cells"])))
+    # Saves before either's collapse where both are finite (the general engine stalls at
+    # `max_steps` on some d = 200 cells: NaN from there on).
+    keep = (TS[None, :] < T[:, None]) & np.all(np.isfinite(a.beta) & np.isfinite(b.beta), axis=-1)
+    ba, bb = np.asarray(a.beta), np.asarray(b.beta)
+    scale = np.max(np.abs(bb), axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.max(np.abs(ba - bb), axis=-1) / np.where(scale > 0, scale, 1.0)
+    both = (np.asarray(a.status) == int(sf.Status.COLLAPSED)) & (np.asarray(b.status) == int(sf.Status.COLLAPSED))
+    ta, tb = np.asarray(a.event_time)[both], np.asarray(b.event_time)[both]
+    t_rel = float(np.max(np.abs(ta - tb) / tb)) if both.any() else float("nan")
+    same = bool(np.array_equal(np.asarray(a.status), np.asarray(b.status)))
+    say(f"       reduced vs general: max |beta diff| / max|beta| {np.max(np.where(keep, rel, 0.0)):.1e} (median "
+        f"{np.median(rel[keep]):.1e}) at the saves before a collapse; collapse times to {t_rel:.1e} relative "
+        f"({int(both.sum())} cells); statuses {'equal' if same else 'DIFFERENT'}; "
+        f"reduced {res['cells_per_s'] / gen['cells_per_s']:.0f}x the general engine's cells/s")
+    return gen["cells_per_s"]
 
 
 def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
@@ -690,6 +732,7 @@ def other_charts(cfg: dict, settings, chart: Problem, rng) -> dict:
                 f"{rate:.2f} cells/s; samflow {ratio:.3g}x{'' if reached else ' (lower bound)'}")
         rows[key] = (res["cells_per_s"], ratio)
         if key in ("d50", "d200"):
+            rows[key + "_general"] = (general_chart_row(prob, grid, res, settings, cfg["chunk"], rng), float("nan"))
             rows[key + "_log"] = (log_chart_row(prob, grid, res, settings, rng), float("nan"))
     say(f"  {chart.label} in log coordinates (SolverSettings(coords='log'), x = log|W|)")
     SamflowRunner(chart, dataclasses.replace(settings, coords="log"), cfg["chunk"]).run_grid(
@@ -847,7 +890,7 @@ def summary_lines(rows: dict, first_compile_s: float, warm_s: float, figures_s: 
     say(f"  second run of the sweep, compile cache warm: {warm_s:.1f} s ({_goal(warm_s, 5, ' s', higher=False)})")
     if mode == "full":
         say(f"  figure script: {figures_s:.1f} s ({_goal(figures_s, 90, ' s', higher=False)})")
-    for key in ("d50", "d200", "d50_log", "d200_log"):
+    for key in ("d50", "d200", "d50_general", "d200_general", "d50_log", "d200_log"):
         if key in rows:
             say(f"  {key} chart: {rows[key][0]:.1f} cells/s ({_goal(rows[key][0], 1000, ' cells/s', higher=True)})")
     for key in ("l3", "l4", "n4"):
@@ -1075,6 +1118,7 @@ def main(argv=None) -> int:
         d50_log_cells_per_s=rows.get("d50_log", nan)[0], d200_log_cells_per_s=rows.get("d200_log", nan)[0],
         cold_sweep_s=cold_s, first_python_solve_s=first_solve_s,
         lane_efficiency=lane_eff,
+        d50_general_cells_per_s=rows.get("d50_general", nan)[0], d200_general_cells_per_s=rows.get("d200_general", nan)[0],
     )
     notes = {"lane_efficiency": f"{LANE_WIDTH} lanes, the {big['n']}x{big['n']} chart's cells"}
     if not measured_256:

@@ -1,7 +1,8 @@
 """A fixed small grid whose results must not move through a pure restructuring.
 
 The four methods x both clocks x both coordinate systems (log only where it
-applies: gd, l2, usam), depth 2 on the default data, over cells that span the
+applies: gd, l2, usam), depth 2 on the default data (l2 with the general state,
+`reduce="off"`, and with its exact reduction, the default), over cells that span the
 three l2 regimes and the linf sliding; plus the events that only other settings
 reach (a depth-3 pole in tau, linf at depth 1, multi-sample data, a critical point
 of the loss), the discrete algorithm and the generic-model engine.
@@ -71,9 +72,15 @@ def cases(engine_only: bool = False, **settings) -> dict[str, dict[str, np.ndarr
             for coords in ("linear", "log"):
                 if coords == "log" and method == "linf":
                     continue
+                # The general (L, d) state: l2 cells here take the reduction otherwise.
+                general = {"reduce": "off", **settings}
                 tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
-                              settings=sf.SolverSettings(coords=coords, **settings), alpha_batched=True)
+                              settings=sf.SolverSettings(coords=coords, **general), alpha_batched=True)
                 out[f"{method}-{clock}-{coords}"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
+                if method == "l2":  # the exact reduction (samflow._reduced, docs/theory.md s.3.5)
+                    tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
+                                  settings=sf.SolverSettings(coords=coords, **settings), alpha_batched=True)
+                    out[f"{method}-{clock}-{coords}-reduced"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     # a depth-3 pole (blow-up in tau) and linf at depth 1 (zero hits, sliding)
     default = sf.SolverSettings(**settings)  # equal to SolverSettings() when settings is empty: the same compilation
     tr = sf.solve("l2", data, alpha=alpha, rho=rho, ts=TS["tau"], depth=3, clock="tau", settings=default,

@@ -32,11 +32,14 @@ def _cells(n=8):
     return np.repeat(a, n), np.tile(r, n)
 
 
-def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None):
+def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None, reduce="off"):
+    """The lane engine on these cells; `reduce="off"` by default: these tests are of the
+    lane engine, and depth-2 l2 cells from equal layers take the reduction otherwise
+    (`samflow._reduced`, tests/test_reduced.py)."""
     data = sf.single_sample(MU) if data is None else data
     W0, rho_b, _ = batch_cells(alpha, rho, depth, data.d, alpha_batched=True)
     m, c = Method.parse(method), Clock.parse(clock)
-    settings = sf.SolverSettings().resolved(m, np.asarray(W0), data, c, p)
+    settings = sf.SolverSettings(reduce=reduce).resolved(m, np.asarray(W0), data, c, p)
     p = None if p is None else jnp.asarray(p)
     fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
                                           width=width, switches=switches, p=p))
@@ -234,10 +237,10 @@ def _eqns(jaxpr):
                     yield from _eqns(sub)
 
 
-def _family_run(family, alpha, rho, width, switches, p=None):
+def _family_run(family, alpha, rho, width, switches, p=None, reduce="off"):
     data = sf.single_sample(MU)
     W0, rho_b, _ = batch_cells(alpha, rho, 2, data.d, alpha_batched=True)
-    settings = sf.SolverSettings()
+    settings = sf.SolverSettings(reduce=reduce)
     fn = jax.jit(lambda W, r, i, p: solve_lanes(W, r, data, jnp.asarray(TS), method=i, clock=Clock.T,
                                                 settings=settings, p=p, width=width, switches=switches,
                                                 family=family))
@@ -245,11 +248,11 @@ def _family_run(family, alpha, rho, width, switches, p=None):
     return fn, (W0, rho_b, pp)
 
 
-def _same_family_bits(family, switches, p=None):
+def _same_family_bits(family, switches, p=None, reduce="off"):
     alpha, rho = _cells(3)
-    fn, args = _family_run(family, alpha, rho, 4, switches, p)
+    fn, args = _family_run(family, alpha, rho, 4, switches, p, reduce)
     for m in family:
-        ref = _run(m, alpha, rho, width=4, switches=switches, p=p if m is Method.LP else None)
+        ref = _run(m, alpha, rho, width=4, switches=switches, p=p if m is Method.LP else None, reduce=reduce)
         out = fn(*args[:2], jnp.asarray(family.index(m), jnp.int32), args[2])
         la, lb = jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(out)
         assert len(la) == len(lb)
@@ -263,9 +266,11 @@ def test_one_program_gives_every_method_its_own_bits():
     switches recorded): each method's results, iteration count and switch record are bit
     for bit those of its program alone; and in the program the method is a real
     conditional (a `cond` over the three methods on an unbatched int32 scalar, not a
-    select over all three), at the start, the step, the end of a run and the outputs."""
+    select over all three), at the start, the step, the end of a run and the outputs.
+    With the default `reduce="auto"`, as in the sweep: l2's cells (equal layers) take the
+    two-scalar reduction inside the program too (`samflow._reduced`), as in l2's own."""
     family = (Method.GD, Method.L2, Method.LINF)
-    fn, args = _same_family_bits(family, switches=4)
+    fn, args = _same_family_bits(family, switches=4, reduce="auto")
     jaxpr = jax.make_jaxpr(fn)(*args[:2], jnp.asarray(0, jnp.int32), args[2]).jaxpr
     conds = [e for e in _eqns(jaxpr) if e.primitive.name == "cond" and len(e.params["branches"]) == 3]
     assert len(conds) == 4

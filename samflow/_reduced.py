@@ -1,0 +1,424 @@
+"""The exact reduction of depth-2 l2-SAM on one sample from equal layers: two scalars per cell.
+
+From equal layers w^(1) = w^(2) = w the layers stay equal, and with
+x_j = log|w_j| the rescaled flow is dx_j/dtau = mu_j - kappa mu_j^2 / N with
+kappa = rho / sqrt 2 and N = ||mu * w||_2 (docs/theory.md s.3.1). So
+
+    x_j(tau) = log|alpha_j| + mu_j tau - kappa mu_j^2 S(tau),   dS/dtau = 1 / N,
+
+and the whole trajectory, at any d, is given by tau and S (docs/theory.md
+s.3.5). The solver integrates y = (u, v), u = m tau and v = m^2 kappa S with
+m = max_j |mu_j|, so that x_j = log|alpha_j| + nu_j u - nu_j^2 v with
+|nu_j| = |mu_j| / m <= 1: an error of size e in u or v is an error of at most
+e in every x_j, i.e. a relative error e of W (the tolerance, relative and
+absolute, is `RTOL_FACTOR` x `rtol`).
+
+- clock t: y = (u, v), du/dt = m s(z_hat), dv/dt = m^2 kappa s(z_hat) / N;
+- clock tau: y = (v, s) with s = log(1 + t) as in `samflow._field`,
+  dv/dtau = m^2 kappa / N, ds/dtau = exp(log(1 / s(z_hat)) - s), and u = m tau;
+
+with z_hat = sum_j mu_j w_hat_j^2, w_hat_j = w_j (1 - kappa mu_j / N) (both
+layers perturbed alike). The field costs O(d) per evaluation (N and z_hat), but
+the Runge-Kutta arithmetic, the error norm and the stiffness are those of two
+scalars: the decay of the major coordinates before a collapse, at rates spread
+by (mu_d / mu_1)^2 in W, is the single term -nu_j^2 v here.
+
+The reduced cells are stepped in `LANES` lanes as in the lane engine
+(`samflow._lanes`): each lane steps its own cell with its own adaptive step
+(diffrax's solver stages, PID controller and dense interpolant) and takes the
+next cell of the queue when its cell ends. The
+events are the general engine's own (`samflow._events.EventSet`), evaluated on
+the weights the reduced state stands for, so that they keep their meaning: a
+collapse is recorded exactly as the general engine records it (capture,
+linear extrapolation, direction; `samflow._record`), and a switch of the
+leader (a call with switches K > 0) as the lane engine records it. Anything
+else that ends a reduced run (another event, `max_steps`, a failed step or
+root) hands the cell back to the general engine, which then solves it from
+the start: a reduced run never returns a number it cannot stand for.
+"""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from .flows import Clock, Method
+from .status import Status
+from ._cell_state import CellState
+from ._field import SegmentArgs
+from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta, _no_event_value
+from ._rk import _Dense, _erk_step, _put, _take
+from ._singular import _beta_direction, extrapolate_collapse
+
+__all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced"]
+
+#: Lanes of the reduced solve (each steps one cell and takes the next of the queue when it ends).
+LANES = 32
+#: The reduced solve's tolerance (relative and absolute, on u and v) is this times
+#: `rtol`. x_j = log|alpha_j| + nu_j u - nu_j^2 v is a difference of the two, which
+#: grow larger than x_j itself, so that at the same tolerance beta was ~10x less
+#: accurate than the general engine's (max 9.5e-6 relative at rtol 1e-8 on the
+#: README cells, against 5.1e-7); at rtol / 10 it is at most the general engine's
+#: (docs/benchmarks.md, "Exact reductions").
+RTOL_FACTOR = 0.1
+
+
+def reducible(method: Method, L: int, n_samples: int, settings) -> bool:
+    """Whether a call may use the reduction (static): `settings.reduce` "auto",
+    l2-SAM, depth 2, one sample. Which of its cells are reduced is
+    `cell_reducible` (their inits)."""
+    return settings.reduce == "auto" and method is Method.L2 and L == 2 and n_samples == 1
+
+
+def cell_reducible(W0, data):
+    """`()` bool: the cell's init `W0` `(2, d)` has equal layers and no weight at
+    0, and the sample y x has no coordinate at 0 (a coordinate with mu_j = 0 keeps
+    its weight while the others may reach 0: a critical point, not a collapse)."""
+    mu = data.y[0] * data.X[0]
+    return jnp.all(W0[0] == W0[1]) & jnp.all(W0 != 0) & jnp.all(mu != 0) & jnp.all(jnp.isfinite(W0))
+
+
+class _Reduced(eqx.Module):
+    """The reduced field of one cell, in diffrax's form field(t, y, args) (module
+    docstring): `loga` `(d,)` log|alpha_j|, `mu` `(d,)` y x, `kappa` `()`
+    rho / sqrt 2; `clock` and `loss` static."""
+
+    clock: Clock = eqx.field(static=True)
+    loss: object = eqx.field(static=True)
+    loga: jax.Array
+    mu: jax.Array
+    kappa: jax.Array
+
+    @property
+    def m(self):
+        return jnp.max(jnp.abs(self.mu))
+
+    def x(self, t, y):
+        """`(d,)` log|w_j| at clock time t in state y."""
+        nu = self.mu / self.m
+        u, v = (y[0], y[1]) if self.clock is Clock.T else (self.m * t, y[0])
+        return self.loga + nu * u - nu**2 * v
+
+    def s(self, y):
+        """s = log(1 + t) (tau clock), else 0."""
+        return y[1] if self.clock is Clock.TAU else jnp.zeros_like(y[0])
+
+    def __call__(self, t, y, args):
+        x = self.x(t, y)
+        log_n = 0.5 * jax.nn.logsumexp(2.0 * (jnp.log(jnp.abs(self.mu)) + x))
+        inv_n = jnp.exp(-log_n)
+        w_hat = jnp.exp(x) * (1.0 - self.kappa * self.mu * inv_n)
+        log_rate = self.loss.log_inv_slope(jnp.sum(self.mu * w_hat**2))  # log(dt/dtau)
+        m = self.m
+        if self.clock is Clock.T:
+            slope = jnp.exp(-log_rate)
+            return jnp.stack([m * slope, m * m * self.kappa * slope * inv_n])
+        return jnp.stack([m * m * self.kappa * inv_n, jnp.exp(jnp.minimum(log_rate - y[1], 700.0))])
+
+
+def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
+    """Solve the reducible cells of a lane call (`samflow._lanes.solve_lanes`).
+
+    `eng`: the call's `_Engine` (its field, events, settings, data, save times,
+    switch count K = `eng.switches`); `c0`: every cell's record at time 0
+    (leading axis n); `W0` `(n, 2, d)`, `rho` `(n,)`, `sign` `(n, 2, d)` or None
+    (linear coordinates), `w_scale` `(n,)`; `lead0` `(n,)` int32 the leader at
+    time 0 (0-based; read only with K > 0); `t1_floor`: the horizon less 100 ULP
+    (diffrax's rounding of a step's end).
+
+    With K > 0 the switches of the leader are recorded as the lane engine records
+    them: the lead condition (`samflow._events._with_lead`) is one more event,
+    located on the step's interpolant, the new leader chosen by `_leader`; the
+    step is taken whole when no condition falls through 0 later in it, else the
+    run restarts at the switch.
+
+    **Returns:** `(records, ok, sw)`: `records` the cells' `CellState`s at their
+    end, with their saved outputs, in the coordinates of the call (W, or log|W|
+    with `sign`), to be finished by `samflow._record._finish` as the general
+    engine's; `ok` `(n,)` bool, the cells whose record it is (reducible, not
+    done at time 0, ended at the horizon or in a collapse); `sw` the switch
+    record (time, s, from, to: `(n, K)`, count: `(n,)`; 1-based leaders) or None.
+    The cells not `ok` keep `c0` and go to the general engine.
+    """
+    return _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+
+
+def _blocked(fn, args, size):
+    """`jax.vmap(fn)(*args)` in blocks of `size` cells (the last padded): a cell's
+    bits then do not depend on how many cells the call has (XLA reduces a wide
+    batch of d-vectors in another order than a narrow one, see `samflow._lanes`)."""
+    n = jax.tree.leaves(args)[0].shape[0]
+    pad = (-n) % size
+    blocks = jax.tree.map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, size) + x.shape[1:]), args)
+    out = jax.lax.map(lambda b: jax.vmap(fn)(*b), blocks)
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], out)
+
+
+class _At(eqx.Module):
+    """A cell at a point, as `samflow._events._leader` reads a `CellState`: Y, s and
+    the segment's arguments (the sign memory, no weight held, whether t is followed)."""
+
+    Y: jax.Array
+    s: jax.Array
+    memory: jax.Array
+    frozen: jax.Array
+    track: jax.Array
+
+    def segment_args(self, rho, data, multi):
+        return SegmentArgs(rho, data, self.memory, self.frozen, self.track)
+
+
+def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
+    """`solve_reduced`: the n cells (leading axis B = n) in `LANES` lanes with a queue."""
+
+    settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
+    K = eng.switches
+    t_final = ts[-1]
+    n_save = ts.shape[0]
+    B = W0.shape[0]
+    solver = eng.solver
+    tableau = type(solver).tableau
+    dtype = W0.dtype
+    mu = data.y[0] * data.X[0]
+    loss = eng.field(None).loss
+    tol = RTOL_FACTOR * settings.rtol
+    ctrl = diffrax.PIDController(rtol=tol, atol=tol)
+    order = solver.error_order(diffrax.ODETerm(lambda t, y, a: y))
+
+    eligible = jax.vmap(lambda W: cell_reducible(W, data))(W0) & ~c0.done
+    if clock is Clock.TAU:
+        eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
+    red = jax.vmap(lambda W, r: _Reduced(clock, loss, jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
+    sgn = jnp.sign(W0)
+    # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
+    # the segment's arguments: sign memory, held weights, t followed).
+    cells_all = (red, sgn, sign, w_scale, rho, (c0.memory, c0.frozen, c0.track))
+
+    def engine_state(cell, t, y):
+        """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
+        i_red, sg = cell[0], cell[1]
+        x = i_red.x(t, y)
+        Y = jnp.stack([x, x]) if eng.log_coords else sg * jnp.exp(jnp.stack([x, x]))
+        return Y, i_red.s(y)
+
+    def events_of(cell, lead):
+        return eng.events(eng.field(cell[2]), cell[3], lead)
+
+    def args_of(cell):
+        return SegmentArgs(cell[4], data, *cell[5])
+
+    def event_value(cell, lead, t, y):
+        return _no_event_value(events_of(cell, lead), t, engine_state(cell, t, y), args_of(cell))
+
+    def start(cell, lead, t0, y, dt):
+        """(f0, tnext, pid, v) of a run from (t0, y) whose first step is dt long."""
+        f0 = cell[0](t0, y, None)
+        dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(t_final))
+        pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
+        return f0, jnp.minimum(t0 + dt, t_final), pid, event_value(cell, lead, t0, y)
+
+    def first_dt(cell, y):
+        t1, _ = ctrl.init(diffrax.ODETerm(cell[0]), 0.0, t_final, y, None, None, solver.func, order)
+        return t1
+
+    y0 = jnp.zeros((B, 2), dtype)
+    t0 = jnp.zeros((B,), dtype)
+    lead0 = lead0.astype(jnp.int32)
+    W = min(B, LANES)
+    f0_all, tnext_all, pid_all, v0_all = _blocked(
+        lambda c, l, t, y: start(c, l, t, y, first_dt(c, y)), (cells_all, lead0, t0, y0), W)
+    # The queue: the reducible cells, in their order; a lane whose cell ends takes the next.
+    queue = jnp.argsort(~eligible, stable=True).astype(jnp.int32)
+    n_queue = jnp.sum(eligible).astype(jnp.int32)
+
+    def fresh_sw(m):
+        return ((jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), -1, jnp.int32),
+                 jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32)) if K else None)
+
+    def load(cell):
+        """Lane state for these cells (B: idle, with a harmless copy of cell 0's)."""
+        i = jnp.minimum(cell, B - 1)
+        m = cell.shape[0]
+        return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=jnp.zeros((m, 2), dtype), f0=f0_all[i], tnext=tnext_all[i],
+                    pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), seg=jnp.ones((m,), jnp.int32),
+                    save=jnp.zeros((m,), jnp.int32), lead=lead0[i], sw=fresh_sw(m))
+
+    lane_ids = jnp.arange(W, dtype=jnp.int32)
+    lanes0 = load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, B - 1)], B))
+    glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype),
+                 steps=jnp.zeros((B,), jnp.int32), seg=jnp.ones((B,), jnp.int32),
+                 out=jnp.full((B, n_save, 2), jnp.nan, dtype), sw=fresh_sw(B))
+    state = dict(lanes=lanes0, glob=glob0, nxt=jnp.minimum(n_queue, W).astype(jnp.int32))
+    # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
+
+    def try_step(cell, lead, t0, y, f0, tnext, pid):
+        y1, y_err, dense, f1 = _erk_step(tableau, cell[0], t0, tnext, y, None, f0)
+        y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
+        keep, t_new, tn, _, pid, cres = ctrl.adapt_step_size(t0, tnext, y, y1, None, y_err, order, pid)
+        t_new = jnp.minimum(t_new, t_final)
+        tn = jnp.where(tn > t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tn)
+        v1 = event_value(cell, lead, t_new, y1)
+        failed = (cres != diffrax.RESULTS.successful) | ~jnp.all(jnp.isfinite(y1)) & keep
+        return y1, dense, f1, keep, t_new, tn, jax.tree.map(jnp.asarray, pid), v1, failed
+
+    def locate(cell, lead, t0, t_new, dense):
+        interp = _Dense(solver.interpolation_cls, t0, t_new, dense)
+        root = optx.root_find(
+            lambda t, _: event_value(cell, lead, t, interp.evaluate(t)),
+            BracketBisection(rtol=1e-13, atol=1e-13, flip=True), t_new,
+            options=dict(lower=t0, upper=t_new), throw=False,
+        )
+        t_ev = root.value
+        return t_ev, interp.evaluate(t_ev), root.result == optx.RESULTS.successful
+
+    def at_event(cell, lead, t_ev, y_ev, t_new, y1):
+        """At a located event: (collapse, switch, new leader, the lead condition at the
+        step's end with the new leader): the fired condition as in `samflow._lanes`."""
+        events = events_of(cell, lead)
+        Y, s = engine_state(cell, t_ev, y_ev)
+        values = events.values(t_ev, (Y, s), args_of(cell))
+        which = jnp.argmin(values)
+        collapse = which == events.names.index("collapse")
+        if not K:
+            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype)
+        field = eng.field(cell[2])
+        lb = _log_abs_beta(field, Y)
+        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > 2 * _LOG_ZERO)
+        switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
+        here = _At(Y, s, *cell[5])
+        to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
+        new = jnp.where(switch, to, lead)
+        return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1)
+
+    def cond(state):
+        return jnp.any(state["lanes"]["cell"] < B)
+
+    def body(state):
+        st, glob = state["lanes"], state["glob"]
+        busy = st["cell"] < B
+        cells = _take(cells_all, jnp.minimum(st["cell"], B - 1))
+        lead = st["lead"]
+        y1, dense, f1, keep, t_new, tn, pid, v1, failed = jax.vmap(try_step)(
+            cells, lead, st["t0"], st["y"], st["f0"], st["tnext"], st["pid"])
+        t_prev = st["t0"]
+        event = busy & keep & ~failed & (st["v"] > 0) & (v1 <= 0)
+
+        def on_event():  # paid only in the iterations where some cell of the block has an event
+            t_ev, y_ev, root_ok = jax.vmap(locate)(cells, lead, t_prev, t_new, dense)
+            return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1)
+
+        no = jnp.zeros((W,), bool)
+        t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to = jax.lax.cond(
+            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((W,), dtype)))
+        event = event & root_ok
+        collapse, switch = event & collapse, event & switch
+        # A switch: the field does not change, so the step is taken whole unless a
+        # condition falls through 0 later in it (then the run restarts at the switch).
+        whole = switch & (v_to > 0)
+        restart = switch & ~whole
+        cut = event & ~whole  # the step ends at the event: saves strictly before it
+        horizon = busy & keep & ~failed & (~event | whole) & (t_new >= t_final)
+        other = busy & keep & ~failed & (v1 <= 0) & (st["v"] > 0) & ~root_ok  # a root that failed
+        out_of_steps = busy & (st["steps"] + 1 >= settings.max_steps) & ~event & ~horizon
+        stop = (event & ~switch) | horizon | out_of_steps | (busy & failed) | other
+        # Saves inside this step, on its dense interpolant.
+        t_limit = jnp.where(cut, t_ev, jnp.where(keep, t_new, t_prev))
+        saving = busy & (keep | event) & ~failed
+
+        def due_of(save):
+            t_s = ts[jnp.minimum(save, n_save - 1)]
+            return saving & (save < n_save) & jnp.where(cut, t_s < t_limit, t_s <= t_limit), t_s
+
+        def save_body(s):
+            out, save = s
+            due, t_s = due_of(save)
+            ys = jax.vmap(lambda t0_, t1_, dn, t: _Dense(solver.interpolation_cls, t0_, t1_, dn).evaluate(t))(
+                t_prev, t_new, dense, t_s)
+            rows = jnp.where(due, st["cell"], B)
+            out = out.at[rows, save].set(ys, mode="drop")
+            return out, save + due
+
+        out, save = jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), save_body, (glob["out"], st["save"]))
+        end = jnp.where(horizon, 1, jnp.where(collapse, 2, 0))
+        adv = busy & keep & ~stop & ~restart
+        sel = lambda a, b, m: jnp.where(m.reshape(m.shape + (1,) * (a.ndim - 1)), a, b)
+        new = dict(
+            cell=st["cell"], t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
+            tnext=jnp.where(busy, tn, st["tnext"]), pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]),
+            v=jnp.where(adv, jnp.where(whole, v_to, v1), st["v"]), steps=st["steps"] + busy.astype(jnp.int32),
+            seg=st["seg"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
+        )
+        if K:
+            r_time, r_s, r_from, r_to, count = st["sw"]
+            slot = jnp.minimum(count, K - 1)
+            s_ev = jax.vmap(lambda c, t, y: engine_state(c, t, y)[1])(cells, t_ev, y_ev)
+
+            def put(arr, v):
+                return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(W), slot].set(v), arr)
+
+            new["sw"] = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
+                         count + switch.astype(jnp.int32))
+
+            def restarted():
+                return jax.vmap(start)(cells, new_lead, t_ev, y_ev, jnp.maximum(st["tnext"] - t_prev, 0.0))
+
+            f0_r, tn_r, pid_r, v_r = jax.lax.cond(
+                jnp.any(restart), restarted, lambda: (new["f0"], new["tnext"], new["pid"], new["v"]))
+            new.update(
+                t0=jnp.where(restart, t_ev, new["t0"]), y=sel(y_ev, new["y"], restart), f0=sel(f0_r, new["f0"], restart),
+                tnext=jnp.where(restart, tn_r, new["tnext"]),
+                pid=jax.tree.map(lambda a, b: sel(a, b, restart), pid_r, new["pid"]),
+                v=jnp.where(restart, v_r, new["v"]),
+            )
+        # Cells that end: their record goes out, their lane takes the next cell of the queue.
+        finished = busy & stop
+        rows = jnp.where(finished, st["cell"], B)
+        glob = dict(
+            end=glob["end"].at[rows].set(end, mode="drop"),
+            t_ev=glob["t_ev"].at[rows].set(jnp.where(horizon, t_new, t_ev), mode="drop"),
+            y_ev=glob["y_ev"].at[rows].set(jnp.where(horizon[:, None], y1, y_ev), mode="drop"),
+            steps=glob["steps"].at[rows].set(new["steps"], mode="drop"),
+            seg=glob["seg"].at[rows].set(new["seg"], mode="drop"),
+            out=out, sw=None if not K else _put(glob["sw"], rows, new["sw"]),
+        )
+        take = state["nxt"] + jnp.cumsum(finished) - 1
+        nxt_cell = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, B - 1)], B), st["cell"])
+        loaded = load(nxt_cell)
+        new = jax.tree.map(lambda a, b: sel(a, b, finished), loaded, new)
+        return dict(lanes=new, glob=glob, nxt=state["nxt"] + jnp.sum(finished).astype(jnp.int32))
+
+    st = jax.lax.while_loop(cond, body, state)["glob"]
+
+    def record(cell, end, t_end, y_end, out, steps, seg):
+        c = cell[5]
+        cell = cell[:5] + ((c.memory, c.frozen, c.track),)
+        field = eng.field(cell[2])
+        out_Y, out_s = jax.vmap(lambda t, y: engine_state(cell, t, y))(ts, out)
+        out_s = jnp.where(jnp.isnan(out[:, 0]), jnp.nan, out_s)
+        Y_end, s_end = engine_state(cell, t_end, y_end)
+        W_end = field.to_W(Y_end)
+        collapsed = end == 2
+        dW_end, ds_end = field.velocity_W(Y_end, s_end, args_of(cell))
+        dt_rem = extrapolate_collapse(W_end, dW_end)
+        return eqx.tree_at(
+            lambda q: (q.seg, q.t0, q.Y, q.s, q.out_Y, q.out_s, q.status, q.event_time, q.event_s,
+                       q.collapse_direction, q.W_detect, q.t_detect, q.steps, q.done),
+            c,
+            (seg.astype(c.seg.dtype), jnp.asarray(t_final, dtype),
+             Y_end if field.log_coords else jnp.where(collapsed, 0.0, Y_end), s_end, out_Y, out_s,
+             jnp.where(collapsed, int(Status.COLLAPSED), c.status).astype(c.status.dtype),
+             jnp.where(collapsed, t_end + dt_rem, c.event_time),
+             jnp.where(collapsed, s_end + ds_end * dt_rem, c.event_s),
+             jnp.where(collapsed, _beta_direction(field, Y_end, W_end), c.collapse_direction),
+             jnp.where(collapsed, W_end, c.W_detect), jnp.where(collapsed, t_end, c.t_detect),
+             steps.astype(c.steps.dtype), jnp.asarray(True)),
+        )
+
+    rec = _blocked(record, ((red, sgn, sign, w_scale, rho, c0), st["end"], st["t_ev"], st["y_ev"], st["out"],
+                            st["steps"], st["seg"]), W)
+    return rec, eligible & (st["end"] > 0), st["sw"]

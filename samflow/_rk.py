@@ -1,0 +1,83 @@
+"""One explicit Runge-Kutta step and its dense interpolant, with sums written out,
+and the per-lane gathers and scatters of a lane loop: what the lane engine
+(`samflow._lanes`) and the reduced solve (`samflow._reduced`) share."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+
+def _erk_step(tableau, field, t0, t1, y0, args, f0):
+    """One explicit Runge-Kutta step of diffrax's Butcher `tableau` (first same as
+    last), unrolled: (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in
+    diffrax, so `dense_info` feeds the solver's own `interpolation_cls`. The
+    stage sums are written out term by term (no `tensordot`): XLA picks a dot
+    kernel by the batch shape, and the lanes' bits must not depend on the width.
+    """
+    h = t1 - t0
+    add = lambda a, b: jax.tree.map(jnp.add, a, b)
+    scale = lambda c, x: jax.tree.map(lambda v: c * v, x)
+    ks = [scale(h, f0)]
+    for ci, row in zip(tableau.c, tableau.a_lower):
+        yi = y0
+        for aij, kj in zip(row, ks):
+            if aij != 0:
+                yi = add(yi, scale(float(aij), kj))
+        fi = field(t0 + float(ci) * h, yi, args)
+        ks.append(scale(h, fi))
+    if tableau.fsal:  # the last stage is at (t1, y1): its y is the solution
+        y1 = yi
+    else:  # pragma: no cover - every solver of _SOLVERS is FSAL
+        y1 = y0
+        for bi, ki in zip(tableau.b_sol, ks):
+            if bi != 0:
+                y1 = add(y1, scale(float(bi), ki))
+    err = None
+    for ei, ki in zip(tableau.b_error, ks):
+        if ei != 0:
+            term = scale(float(ei), ki)
+            err = term if err is None else add(err, term)
+    k = jax.tree.map(lambda *xs: jnp.stack(xs), *ks)
+    return y1, err, dict(y0=y0, y1=y1, k=k), fi
+
+
+class _Dense(eqx.Module):
+    """The solver's dense interpolant on one step, evaluated with sums written out.
+
+    diffrax's `interpolation_cls` is linear in (y0, y1, k): y(t) = a(t) y0 +
+    b(t) y1 + sum_i c_i(t) k_i. Its coefficients are read by evaluating it on unit
+    vectors (exact: every product is by 0 or 1), and the sum is then formed term
+    by term, because the class's own `tensordot` takes other last bits at other
+    batch widths (see `_erk_step`)."""
+
+    cls: type = eqx.field(static=True)
+    t0: Float[Array, ""]
+    t1: Float[Array, ""]
+    dense: dict
+
+    def evaluate(self, t):
+        k = self.dense["k"]
+        m = jax.tree.leaves(k)[0].shape[0]
+        dtype = jnp.result_type(self.t0)
+        eye = jnp.eye(m + 2, dtype=dtype)
+        probe = self.cls(t0=self.t0, t1=self.t1, y0=eye[0], y1=eye[1], k=eye[2:]).evaluate(t)
+        def combine(y0, y1, ks):
+            # Each product rounded on its own (no fused multiply-add, which XLA's
+            # CPU code uses or not depending on how it vectorizes a batch shape).
+            terms = jax.lax.optimization_barrier([probe[0] * y0, probe[1] * y1] + [probe[2 + i] * ks[i] for i in range(m)])
+            out = terms[0]
+            for term in terms[1:]:
+                out = out + term
+            return out
+        return jax.tree.map(combine, self.dense["y0"], self.dense["y1"], k)
+
+
+def _take(tree, idx):
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+def _put(tree, idx, rows):
+    return jax.tree.map(lambda x, r: x.at[idx].set(r, mode="drop"), tree, rows)

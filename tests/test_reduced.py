@@ -1,0 +1,177 @@
+"""The exact reduction of depth-2 l2-SAM on one sample from equal layers (samflow._reduced,
+docs/theory.md s.3.5): two scalars per cell, checked against the general (L, d) state.
+
+Every comparison is with `reduce="off"`, the general field of the lane engine, on the
+same cells at the default settings (rtol 1e-8): beta to 1e-6 relative to max_j |beta_j|
+at each save, the collapse times to 1e-8 relative, the statuses and NaN positions equal.
+A cell the reduction does not cover, or whose reduced run meets anything but the horizon
+or a collapse, must come out of the general engine bit for bit.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import samflow as sf
+from samflow._integrate import batch_cells
+from samflow._lanes import solve_lanes
+from samflow._reduced import cell_reducible
+from samflow.flows import Clock, Method
+
+from test_lanes import FIELDS, MU, TS
+from test_lanes import _cells as _grid  # the chart's (alpha, rho) cells, alpha-major
+
+
+def _run(W0, rho, reduce, clock="t", ts=TS, data=None, width=16, switches=0, **kw):
+    data = sf.single_sample(MU) if data is None else data
+    m, c = Method.L2, Clock.parse(clock)
+    settings = sf.SolverSettings(reduce=reduce, **kw).resolved(m, np.asarray(W0), data, c, None)
+    fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
+                                          width=width, switches=switches))
+    out = jax.tree_util.tree_map(np.asarray, fn(jnp.asarray(W0), jnp.asarray(rho)))
+    return out if switches else out[0]
+
+
+def _cells(alpha, rho, d=5):
+    W0, rho_b, _ = batch_cells(alpha, rho, 2, d, alpha_batched=True)
+    return np.array(W0), np.array(rho_b)
+
+
+def _agree(red, gen, beta_tol=1e-6, time_tol=1e-8, mu=MU, loss="logistic"):
+    """The reduced run `red` stands for the general run `gen` to the settings' accuracy."""
+    np.testing.assert_array_equal(red.status, gen.status)
+    np.testing.assert_array_equal(np.isnan(red.beta), np.isnan(gen.beta))
+    a, b = red.beta, gen.beta
+    # After a collapse both are 0; between the capture and the collapse both are the same
+    # straight line to 0, from their own capture points.
+    scale = np.nanmax(np.abs(b), axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        rel = np.abs(a - b) / np.where(scale > 0, scale, 1.0)
+    assert np.nanmax(rel) <= beta_tol, np.nanmax(rel)
+    np.testing.assert_allclose(red.event_time, gen.event_time, rtol=time_tol, equal_nan=True)
+    # Real time: in the tau clock it is a state, s = log(1 + t), error-controlled as s to rtol
+    # by each engine (the largest difference measured: 1.7e-8 relative, at a collapse).
+    np.testing.assert_allclose(np.log1p(red.event_t), np.log1p(gen.event_t), rtol=5 * time_tol, equal_nan=True)
+    np.testing.assert_allclose(np.log1p(red.t), np.log1p(gen.t), rtol=5 * time_tol, equal_nan=True)
+    coll = red.status == int(sf.Status.COLLAPSED)
+    np.testing.assert_allclose(red.collapse_direction[coll], gen.collapse_direction[coll], atol=beta_tol)
+    # The loss follows from beta: |d loss| <= slope(z) |dz| with |dz| <= sum|mu| beta_tol max|beta|.
+    z = np.minimum(red.beta @ np.asarray(mu), gen.beta @ np.asarray(mu))
+    bound = 1.01 * np.asarray(sf.get_loss(loss).slope(z)) * np.sum(np.abs(mu)) * beta_tol * scale[..., 0]
+    np.testing.assert_array_equal(np.isnan(red.loss), np.isnan(gen.loss))
+    assert np.all(np.nan_to_num(np.abs(red.loss - gen.loss)) <= np.nan_to_num(bound) + 1e-300)
+
+
+def _same(a, b):
+    return {f: bool(np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True)) for f in FIELDS}
+
+
+def test_reduced_matches_the_general_field_on_the_chart_grid():
+    """All three regimes: collapse (small alpha/rho), minor first, major first."""
+    W0, rho = _cells(*_grid())
+    red, gen = _run(W0, rho, "auto"), _run(W0, rho, "off")
+    _agree(red, gen)
+    st = red.status
+    assert np.sum(st == int(sf.Status.COLLAPSED)) >= 5 and np.sum(st == int(sf.Status.FINISHED)) >= 5
+    # The reduction took these cells: it needs fewer steps in all (two scalars, no stiffness).
+    assert np.sum(red.num_steps) < np.sum(gen.num_steps)
+
+
+def test_reduced_matches_on_the_readme_cells_and_per_coordinate_inits():
+    """The README's cells (alpha = 0.0042: 2 -> 3 -> 4 -> 5; 0.003: collapse at t = 14.17),
+    a (d,) alpha with a negative coordinate (equal layers: w_j -> -w_j is a symmetry)."""
+    ts = np.linspace(0.1, 60.0, 600)
+    alpha = np.array([[0.0042] * 5, [0.003] * 5, [0.004, -0.003, 0.005, 0.002, 0.0045], [0.02, 0.01, 0.005, 0.004, 0.03]])
+    W0, rho = _cells(alpha, np.full(4, 0.01))
+    red, gen = _run(W0, rho, "auto", ts=ts), _run(W0, rho, "off", ts=ts)
+    _agree(red, gen)
+    assert red.status[1] == int(sf.Status.COLLAPSED) and abs(red.event_time[1] - 14.1737) < 1e-4
+    lead = np.argmax(red.beta[0], axis=-1) + 1
+    assert list(dict.fromkeys(lead.tolist())) == [2, 3, 4, 5]
+    assert np.all(red.W[2, :, :, 1] < 0)  # the sign is kept
+
+
+def test_reduced_matches_in_the_tau_clock_and_in_log_coordinates():
+    W0, rho = _cells(*_grid(6))
+    ts = np.linspace(0.05, 40.0, 30)
+    _agree(_run(W0, rho, "auto", clock="tau", ts=ts), _run(W0, rho, "off", clock="tau", ts=ts))
+    # The general engine in log coordinates needs rtol 1e-10 for 1e-6 on beta just before a
+    # collapse (docs/benchmarks.md, "Large d"; 2.9e-6 at 1e-8 here); the reduction does not.
+    red, gen = _run(W0, rho, "auto", coords="log"), _run(W0, rho, "off", coords="log", rtol=1e-10)
+    _agree(red, gen)
+
+
+def test_reduced_matches_with_the_exponential_loss_and_at_d50():
+    W0, rho = _cells(np.array([0.004, 0.02, 0.3]), np.array([0.01, 0.01, 0.1]), d=50)
+    mu = list(np.arange(1, 51) / 50.0)
+    data = sf.single_sample(mu)
+    _agree(_run(W0, rho, "auto", data=data), _run(W0, rho, "off", data=data), mu=mu)
+    W0, rho = _cells(*_grid(4))
+    _agree(_run(W0, rho, "auto", loss="exponential"), _run(W0, rho, "off", loss="exponential"), loss="exponential")
+
+
+def test_reduced_bits_do_not_depend_on_the_order_the_width_or_the_other_cells():
+    W0, rho = _cells(*_grid())
+    ref = _run(W0, rho, "auto", width=7)
+    perm = np.random.default_rng(3).permutation(len(rho))
+    back = jax.tree_util.tree_map(lambda x: x[np.argsort(perm)], _run(W0[perm], rho[perm], "auto", width=64))
+    assert all(_same(ref, back).values()), _same(ref, back)
+    one = _run(W0[10:11], rho[10:11], "auto", width=1)
+    assert all(_same(jax.tree_util.tree_map(lambda x: x[10:11], ref), one).values())
+
+
+def test_cells_the_reduction_does_not_cover_come_from_the_general_engine_bit_for_bit():
+    """Unequal layers, a weight at 0 and mu_j = 0 are not reduced; a blow-up (tau clock) and
+    a run out of steps end a reduced run, which hands the cell back: all equal to reduce="off"."""
+    W0, rho = _cells(np.array([0.01, 0.5, 0.02]), np.array([0.01, 0.1, 0.01]))
+    W0[0, 1] *= 1.5  # unequal layers
+    W0[2, :, 3] = 0.0  # a weight at 0 in both layers
+    red, gen = _run(W0, rho, "auto"), _run(W0, rho, "off")
+    pick = lambda out: jax.tree_util.tree_map(lambda x: x[[0, 2]], out)
+    assert all(_same(pick(red), pick(gen)).values())
+    _agree(red, gen)
+    data = sf.single_sample([0.0, 0.5, 1.0])
+    Wz, rz = _cells(np.array([0.3]), np.array([0.1]), d=3)
+    assert not bool(cell_reducible(jnp.asarray(Wz[0]), data))
+    assert all(_same(_run(Wz, rz, "auto", data=data), _run(Wz, rz, "off", data=data)).values())
+    # Blow-up in the tau clock: |beta| passes 10^blowup_log10.
+    ts = np.linspace(1.0, 400.0, 8)
+    Wb, rb = _cells(np.array([1.0, 0.5]), np.array([0.1, 0.01]))
+    red, gen = _run(Wb, rb, "auto", clock="tau", ts=ts), _run(Wb, rb, "off", clock="tau", ts=ts)
+    assert np.all(gen.status == int(sf.Status.BLEW_UP))
+    assert all(_same(red, gen).values())
+    # Out of steps.
+    red, gen = _run(W0, rho, "auto", max_steps=12), _run(W0, rho, "off", max_steps=12)
+    assert np.all(gen.status == int(sf.Status.MAX_STEPS))
+    assert all(_same(red, gen).values())
+
+
+def test_reduce_setting_is_checked_in_one_line():
+    with pytest.raises(ValueError, match=r"^solver.reduce must be 'auto' or 'off', got 'yes'$"):
+        sf.SolverSettings(reduce="yes")
+
+
+@pytest.mark.parametrize("clock", ["t", "tau"])
+def test_reduced_switch_times_match_the_general_engine(clock):
+    """The switch record (leader, challenger, time) in the same pass: the README cell
+    (2 -> 3 -> 4 -> 5 at t = 6.18, 12.24, 16.39) among the chart's cells."""
+    alpha, rho = _grid(6)
+    W0, rho = _cells(np.append(alpha, 0.0042), np.append(rho, 0.01))
+    ts = np.linspace(0.1, 60.0, 120) if clock == "t" else np.linspace(0.05, 40.0, 60)
+    (red, _, sr), (gen, _, sg) = (_run(W0, rho, r, clock=clock, ts=ts, switches=8) for r in ("auto", "off"))
+    _agree(red, gen)
+    r_time, r_t, r_from, r_to, r_count, r_first, r_ok = sr
+    g_time, g_t, g_from, g_to, g_count, g_first, g_ok = sg
+    for a, b in ((r_from, g_from), (r_to, g_to), (r_count, g_count), (r_first, g_first), (r_ok, g_ok)):
+        np.testing.assert_array_equal(a, b)
+    assert np.sum(g_count) >= 5  # 7 in the t clock
+    # At rtol 1e-8 the general engine's switch times are good to ~1e-6 relative (which is why
+    # `samflow.switches` refines at 1e-10); the two engines differ by 3.9e-7 at most here.
+    np.testing.assert_allclose(r_time, g_time, rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(np.log1p(r_t), np.log1p(g_t), rtol=1e-6, equal_nan=True)
+    if clock == "t":
+        assert list(r_from[-1, :3]) == [2, 3, 4] and list(r_to[-1, :3]) == [3, 4, 5]
+        np.testing.assert_allclose(r_time[-1, :3], [6.184938, 12.236628, 16.385923], atol=2e-6)
+    # The reduction took these cells (no hand-over): far fewer steps.
+    assert np.sum(red.num_steps) < np.sum(gen.num_steps)
