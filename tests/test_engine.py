@@ -82,11 +82,11 @@ def test_iterate_closed_form_and_first_nonfinite():
     ks = jnp.asarray([0, 2, 5, 5, 9])
     x0 = (jnp.asarray([1.0, -3.0]),)
     ok = jnp.asarray(True)
-    th, rows, status, k_bad = iterate(lambda t: (2.0 * t[0],), x0, ks, ok)
+    th, rows, status, k_bad, _ = iterate(lambda t: (2.0 * t[0],), x0, ks, ok)
     np.testing.assert_array_equal(th[0], np.array([2.0**k * np.array([1.0, -3.0]) for k in [0, 2, 5, 5, 9]]))
     assert bool(np.all(rows)) and int(status) == Status.FINISHED and int(k_bad) == -1
     # x -> x^2 from 1e80 overflows at k = 2 (1e320); NaN from the first bad save on.
-    th, rows, status, k_bad = iterate(lambda t: t * t, jnp.asarray([1e80]), jnp.asarray([1, 2, 3]), ok)
+    th, rows, status, k_bad, _ = iterate(lambda t: t * t, jnp.asarray([1e80]), jnp.asarray([1, 2, 3]), ok)
     assert int(k_bad) == 2 and int(status) == Status.FAILED
     np.testing.assert_array_equal(rows, [True, False, False])
     assert float(th[0, 0]) == 1e160 and np.all(np.isnan(th[1:]))
@@ -96,7 +96,7 @@ def test_safe_inputs_marks_and_neutralises():
     data = sf.single_sample([1.0, 2.0])
     th, rho, _, ok = safe_inputs((jnp.asarray([np.nan, 1.0]),), 0.5, data)
     assert not bool(ok) and float(rho) == 0.0 and np.all(np.asarray(th[0]) == 0)
-    _, _, status, _ = iterate(lambda t: t, th, jnp.asarray([1]), ok)
+    _, _, status, _, _ = iterate(lambda t: t, th, jnp.asarray([1]), ok)
     assert int(status) == Status.NONFINITE_INPUT
 
 

@@ -66,8 +66,8 @@ def test_log_solver_matches_linear_solver():
     ts = np.logspace(-2, 3, N_SAVE)
     rho = np.array([0.01, 0.01, 0.01, 1.0, 1.0, 1.0])
     alpha = np.array([0.2, 0.5, 2.0, 0.25, 0.6, 3.0]) * rho
-    lin = sf.solve("l2", data, alpha=alpha, rho=rho, ts=ts, settings=sf.SolverSettings(coords="linear"), alpha_batched=True)
-    log = sf.solve("l2", data, alpha=alpha, rho=rho, ts=ts, settings=sf.SolverSettings(coords="log"), alpha_batched=True)
+    lin = sf.solve("l2", data, alpha=alpha, rho=rho, ts=ts, settings=sf.SolverSettings(coords="linear", reduce="off"), alpha_batched=True)
+    log = sf.solve("l2", data, alpha=alpha, rho=rho, ts=ts, settings=sf.SolverSettings(coords="log", reduce="off"), alpha_batched=True)
     np.testing.assert_array_equal(log.status, lin.status)
     assert (lin.status == sf.Status.COLLAPSED).sum() == 2  # the two smallest alpha/rho
     coll = lin.status == sf.Status.COLLAPSED

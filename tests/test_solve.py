@@ -237,14 +237,16 @@ def test_nonfinite_input_cell_is_isolated(l2_solo):
 
 
 def test_max_steps_cell_is_isolated(mu12):
-    """max_steps is a per-segment budget; clock t l2 cells have one segment each."""
+    """max_steps is a per-segment budget; clock t l2 cells have one segment each. The
+    general engine (`reduce="off"`): a reduced cell out of steps is handed to it."""
     ts = np.geomspace(1e-2, 1e3, N_SAVE)
     alphas, rhos = np.array([0.2, 0.5, 3.0]), np.full(3, 0.05)
-    full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", alpha_batched=True)
+    full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", alpha_batched=True,
+                    settings=sf.SolverSettings(reduce="off"))
     steps = np.asarray(full.num_steps)
     assert np.all(np.asarray(full.num_segments) == 1) and steps.min() < steps.max()
     budget = (int(steps.min()) + int(steps.max())) // 2
-    tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget),
+    tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget, reduce="off"),
                   alpha_batched=True)
     for i in range(3):
         if steps[i] > budget:
