@@ -73,8 +73,7 @@ def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p):
 @functools.lru_cache(maxsize=64)
 def _stored_solve(family: tuple, clock: Clock, settings: SolverSettings) -> StoredProgram:
     """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`:
-    keyed by the family, not the method, so a later solve of another method of the
-    family (in this process or a new one) runs the same stored program."""
+    keyed by the family (here the called method alone) and the other static arguments."""
     fn = jax.jit(lambda W0, rho, data, ts, p, index: _solve_batch(W0, rho, data, ts, family, index, clock, settings, p))
     return StoredProgram(fn, ("samflow.solve", family, clock, settings))
 
@@ -195,12 +194,12 @@ def solve(
     save times, data that is not a finite `Dataset`, or the tau clock on
     multi-sample data. A cell that fails raises nothing: see its `status`.
 
-    Compiles once per (family of methods, clock, settings, depth, d, batch size,
-    number of save times): the method is data of the program, which serves every
-    method of its family (`samflow._lanes.program_family`: all five on one sample
-    in linear coordinates; linf on multi-sample data apart; no linf in log
-    coordinates; docs/theory.md s.4). New values of the method, alpha, rho, p,
-    data or ts reuse the compilation.
+    Compiles once per (method, clock, settings, depth, d, batch size, number of
+    save times); new values of alpha, rho, p, data or ts reuse the compilation.
+    The program holds the called method alone: a program of the whole family
+    (`samflow._lanes.program_family`, the sweep's choice, where every method is
+    run) costs about twice the compile time of one method (19.6 s against 9.7 s
+    for l2 on 2 CPU cores), which a single solve would pay for nothing.
     With `$SAMFLOW_COMPILATION_CACHE` naming a folder, the compiled program is
     stored there and a later Python process loads it instead of tracing and
     compiling it (`samflow._cache.programs_dir`; no JAX setting is changed).
@@ -215,7 +214,7 @@ def solve(
     ts = jnp.asarray(check_save_times(ts))
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     settings = settings.resolved(method, np.asarray(W0), data, clock, p)
-    family = program_family(method, data.X.shape[0], settings.coords)
+    family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone
     index = jnp.asarray(family.index(method), jnp.int32)
     if programs_dir() is None:
         out = _solve_batch(W0, rho_b, data, ts, family, index, clock, settings, p_array(method, p))

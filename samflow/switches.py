@@ -147,7 +147,7 @@ def _stored_switch_batch(family, clock, settings, K):
     """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits. Keyed by the family of
-    methods (`samflow._lanes.program_family`), not the method."""
+    methods (`samflow._lanes.program_family`; here the called method alone)."""
     fn = jax.jit(lambda W0, rho, data, ts, p, index: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
                                                                       settings, K, p))
     return StoredProgram(fn, ("samflow.switches", family, clock, settings, K))
@@ -219,7 +219,7 @@ def locate_switches(
     settings = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
     B = W0.shape[0]
     width = max(1, min(int(chunk), B))
-    family = program_family(method, data.X.shape[0], settings.coords)  # one program for the family's methods
+    family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone (as solve)
     index = jnp.asarray(family.index(method), jnp.int32)
     parts = []
     for i in range(0, B, width):
