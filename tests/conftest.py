@@ -3,7 +3,21 @@ the whole test process, with the CPU arithmetic of the command lines
 (`samflow._x64.exact_cpu_arithmetic`) (as the command lines set them; `import samflow` sets none of
 them), common data sets and a seeded RNG."""
 
+import os
+from pathlib import Path
+
 from samflow._x64 import exact_cpu_arithmetic
+
+# Each xdist worker (and the command lines its tests start, which inherit the
+# variable) keeps its compiled programs in a folder of its own: JAX writes cache
+# entries without a lock, and a worker crashed inside JAX's cache read or write
+# (SIGABRT or SIGSEGV in `compilation_cache.get/put_executable_and_time`) three
+# times, each time while two processes shared one folder; never with one. A user's
+# $SAMFLOW_COMPILATION_CACHE or $JAX_COMPILATION_CACHE_DIR is left as it is.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and os.environ.get("SAMFLOW_COMPILATION_CACHE") is None and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    _base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ["XDG_CACHE_HOME"] = str(_base / "samflow-tests" / _WORKER)
 
 exact_cpu_arithmetic()  # before JAX starts: the arithmetic of the command lines (no FMA, XLA's own sums)
 
