@@ -130,7 +130,7 @@ def test_bits_do_not_depend_on_the_order_or_the_other_cells():
     assert all(_same(jax.tree_util.tree_map(lambda x: np.asarray(x)[10:11], ref), one).values())
 
 
-@pytest.mark.slow  # 1024- and 1-lane programs over 1024 cells; `pytest -m slow`, which CI runs
+@pytest.mark.slow  # 1024- and 1-lane programs over 1024 cells; `pytest -m slow` (run by hand; CI runs only the pin and engine-reference slow checks)
 def test_1024_lanes_give_the_bits_of_64_and_of_one():
     """Issue 26: at 1024 lanes (arrays of 1024 x L x d) XLA handed the lanes' sums over
     d to its YNNPACK library, which adds in another order: 588 of these 1024 cells

@@ -219,9 +219,9 @@ print("STATUS", int(tr.status), "BETA", np.asarray(tr.beta).tobytes().hex()[:64]
 def test_first_solve_from_python_loads_the_stored_program(tmp_path):
     """With $SAMFLOW_COMPILATION_CACHE set (the user's opt-in), `samflow.solve` in a plain
     Python process stores its program, and the next process loads it (not traced again)
-    with equal bits, also for another method (the program is keyed by the family of
-    methods it serves, `samflow._lanes.program_family`, not by the method); `import
-    samflow` and the solve change no JAX setting."""
+    with equal bits; a solve of another method compiles and stores a program of its own
+    (`samflow.solve` compiles the called method alone) and leaves the first file as it
+    was; `import samflow` and the solve change no JAX setting."""
     env = {k: v for k, v in os.environ.items() if k not in (_cache.PROGRAMS_ENV, "JAX_COMPILATION_CACHE_DIR")}
     env.update(SAMFLOW_COMPILATION_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
     runs = [subprocess.run([sys.executable, "-c", FIRST_SOLVE, "l2"], capture_output=True, text=True, env=env,
@@ -233,10 +233,11 @@ def test_first_solve_from_python_loads_the_stored_program(tmp_path):
     stamp = files[0].stat().st_mtime_ns
     assert runs[0].stdout.split("STATUS")[1] == runs[1].stdout.split("STATUS")[1]
     # The second process loaded the file rather than writing it again (a compile writes it
-    # anew); so does a solve of gd, with numbers of its own.
+    # anew); a solve of gd stores a program of its own, with numbers of its own.
     third = subprocess.run([sys.executable, "-c", FIRST_SOLVE, "gd"], capture_output=True, text=True, env=env,
                            timeout=900)
     assert third.returncode == 0, third.stderr[-2000:]
-    assert sorted((tmp_path / "cache" / _cache.PROGRAMS_SUBDIR).iterdir()) == files
+    after = sorted((tmp_path / "cache" / _cache.PROGRAMS_SUBDIR).iterdir())
+    assert len(after) == 2 and files[0] in after
     assert files[0].stat().st_mtime_ns == stamp
     assert third.stdout.split("STATUS")[1] != runs[0].stdout.split("STATUS")[1]  # gd's numbers, not l2's
