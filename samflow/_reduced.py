@@ -84,11 +84,13 @@ def cell_reducible(W0, data):
 
 class _Reduced(eqx.Module):
     """The reduced field of one cell, in diffrax's form field(t, y, args) (module
-    docstring): `loga` `(d,)` log|alpha_j|, `mu` `(d,)` y x, `kappa` `()`
-    rho / sqrt 2; `clock` and `loss` static."""
+    docstring): `alpha` `(d,)` the init of a layer (signed), `loga` `(d,)`
+    log|alpha_j|, `mu` `(d,)` y x, `kappa` `()` rho / sqrt 2; `clock` and `loss`
+    static."""
 
     clock: Clock = eqx.field(static=True)
     loss: object = eqx.field(static=True)
+    alpha: jax.Array
     loga: jax.Array
     mu: jax.Array
     kappa: jax.Array
@@ -97,11 +99,21 @@ class _Reduced(eqx.Module):
     def m(self):
         return jnp.max(jnp.abs(self.mu))
 
-    def x(self, t, y):
-        """`(d,)` log|w_j| at clock time t in state y."""
+    def dx(self, t, y):
+        """`(d,)` log|w_j| - log|alpha_j| at clock time t in state y (0 at t = 0)."""
         nu = self.mu / self.m
         u, v = (y[0], y[1]) if self.clock is Clock.T else (self.m * t, y[0])
-        return self.loga + nu * u - nu**2 * v
+        return nu * u - nu**2 * v
+
+    def x(self, t, y):
+        """`(d,)` log|w_j| at clock time t in state y."""
+        return self.loga + self.dx(t, y)
+
+    def w(self, t, y):
+        """`(d,)` w_j (signed) at clock time t in state y: alpha_j exp(dx_j), so the
+        init itself at t = 0 and wherever nothing has moved (exp(log alpha) would
+        lose |log alpha| ULPs: 1.2e-14 relative at alpha = 1e150)."""
+        return self.alpha * jnp.exp(self.dx(t, y))
 
     def s(self, y):
         """s = log(1 + t) (tau clock), else 0."""
@@ -193,7 +205,7 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     eligible = jax.vmap(lambda W: cell_reducible(W, data))(W0) & ~c0.done
     if clock is Clock.TAU:
         eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
-    red = jax.vmap(lambda W, r: _Reduced(clock, loss, jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
+    red = jax.vmap(lambda W, r: _Reduced(clock, loss, W[0], jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
     sgn = jnp.sign(W0)
     # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
     # the segment's arguments: sign memory, held weights, t followed).
@@ -201,9 +213,13 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
     def engine_state(cell, t, y):
         """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
-        i_red, sg = cell[0], cell[1]
-        x = i_red.x(t, y)
-        Y = jnp.stack([x, x]) if eng.log_coords else sg * jnp.exp(jnp.stack([x, x]))
+        i_red = cell[0]
+        if eng.log_coords:
+            x = i_red.x(t, y)
+            Y = jnp.stack([x, x])
+        else:
+            w = i_red.w(t, y)
+            Y = jnp.stack([w, w])
         return Y, i_red.s(y)
 
     def events_of(cell, lead):

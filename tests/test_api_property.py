@@ -46,7 +46,7 @@ TS = [0.0, 0.5, 1.0]
 FLOW = sf.SolverSettings(max_steps=1000)
 METHODS = ["gd", "l2", "linf", "usam"]
 # A finite value is trusted only with these statuses.
-CLEAN = {Status.FINISHED, Status.COLLAPSED, Status.SLID}
+CLEAN = {Status.FINISHED, Status.COLLAPSED, Status.SLID, Status.CRITICAL}  # the normal ends (samflow.status)
 EXPLAINED = {Status.NONFINITE_INPUT, Status.FAILED, Status.MAX_STEPS, Status.BLEW_UP}
 
 # ------------------------------------------------------------------ strategies

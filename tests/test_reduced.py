@@ -175,3 +175,21 @@ def test_reduced_switch_times_match_the_general_engine(clock):
         np.testing.assert_allclose(r_time[-1, :3], [6.184938, 12.236628, 16.385923], atol=2e-6)
     # The reduction took these cells (no hand-over): far fewer steps.
     assert np.sum(red.num_steps) < np.sum(gen.num_steps)
+
+
+def test_reduced_saves_the_init_itself_and_a_frozen_cell_exactly():
+    """The reduction saves w = alpha exp(dx) (dx = log|w| - log|alpha|): the init itself at
+    t = 0, and a cell whose loss slope underflows (alpha = 1e150: margin 1e300) stays at
+    its init to the bit, as in the general state. Rebuilding w as exp(log|alpha| + dx) was
+    off by 1.2e-14 relative at 1e150 (|log alpha| ULPs) already at t = 0
+    (tests/test_inputs.py::test_tiny_and_huge_inits caught it)."""
+    data = sf.single_sample(MU)
+    alphas = np.array([0.003, 0.7, 1e150, -2.5e-7])
+    ts = np.array([0.0, 0.5, 20.0])
+    out = {r: sf.solve("l2", data, alphas, np.full(4, 0.1), ts, alpha_batched=True,
+                       settings=sf.SolverSettings(reduce=r)) for r in ("auto", "off")}
+    for r, tr in out.items():
+        W = np.asarray(tr.W)
+        np.testing.assert_array_equal(W[:, 0], np.broadcast_to(alphas[:, None, None], W[:, 0].shape), err_msg=r)
+        np.testing.assert_array_equal(W[2], 1e150, err_msg=r)
+    np.testing.assert_allclose(np.asarray(out["auto"].W), np.asarray(out["off"].W), rtol=1e-6, atol=1e-12)
