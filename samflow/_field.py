@@ -60,7 +60,10 @@ class SamField(eqx.Module):
     (log coordinates, `sign` not None). s = log(1 + t) is the real time carried
     by the tau clock (0 in the t clock). See `_velocity` (docs/theory.md s.2-4).
     `p` is lp-SAM's exponent, a traced float64 scalar (None for the other
-    methods): one compiled program serves every p.
+    methods): one compiled program serves every p. `layers`: None, or an int
+    L >= 2 when Y (with `sign`, the memory and the held weights of `args`) is
+    `(1, d)`, one row standing for L equal layers (the equal-layer reduction,
+    `samflow._reduced`, docs/theory.md s.3.5); not with linf on multi-sample data.
     """
 
     method: Method = eqx.field(static=True)
@@ -68,6 +71,7 @@ class SamField(eqx.Module):
     loss: AbstractLoss = eqx.field(static=True)
     sign: Float[Array, "L d"] | None = None
     p: Float[Array, ""] | None = None
+    layers: int | None = eqx.field(static=True, default=None)
 
     @property
     def log_coords(self) -> bool:
@@ -81,7 +85,7 @@ class SamField(eqx.Module):
         W, s = y
         return _velocity(
             W, s, args.rho, args.data, args.memory, args.frozen, args.track,
-            self.method, self.clock, self.loss, self.sign, args.rsurf, self.p,
+            self.method, self.clock, self.loss, self.sign, args.rsurf, self.p, self.layers,
         )
 
     def velocity_W(self, Y, s, args: SegmentArgs):
@@ -90,7 +94,7 @@ class SamField(eqx.Module):
         return (self.to_W(Y) * dY if self.log_coords else dY), ds
 
 
-def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None, p=None):
+def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None, p=None, layers=None):
     """(dW, ds) of the segment's field, frozen weights held at 0.
 
     With `rsurf` = (rmem, rslide) given (linf on multi-sample data, clock t), the
@@ -99,6 +103,7 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
 
     With `sign` given, `W` is x = log|W| and the result is (dx, ds) (log
     coordinates, `samflow.flows.log_velocity`). `p`: lp's exponent (else None).
+    `layers`: `samflow.flows.velocity`'s (W one row standing for equal layers).
 
     In the tau clock s = log(1 + t), ds/dtau = exp(log(dt/dtau) - s): smooth, and
     error-controlled like the weights. Its stiffness is about d log(dt/dtau)/dtau,
@@ -106,11 +111,11 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
     no longer followed (docs/theory.md s.4: integrating t is stiff once the loss is tiny).
     """
     if sign is not None:
-        dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU, p)
+        dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU, p, layers)
     elif rsurf is not None:
         return _linf_multi_field(W, rho, data, memory, frozen, rsurf[0], rsurf[1], loss), jnp.zeros_like(s)
     else:
-        dW, log_rate = velocity(W, rho, method, data, loss, memory, clock=clock, p=p)
+        dW, log_rate = velocity(W, rho, method, data, loss, memory, clock=clock, p=p, layers=layers)
         dW = jnp.where(frozen, 0.0, dW)
     if clock is Clock.T:
         return dW, jnp.zeros_like(s)

@@ -251,6 +251,13 @@ class AbstractSam(eqx.Module):
         """The singular-point events of a cell of this depth, in a fixed order."""
         return ()
 
+    def equal_layers_rho(self, rho, layers: int, p=None):
+        """The radius with which eps of ONE of `layers` equal layers follows from
+        that layer's G alone: eps(G repeated over `layers` rows) has equal rows,
+        each eps(G_row) at this radius (docs/theory.md s.3.5). `rho` itself for a
+        perturbation without a norm (gd, linf, usam); see `L2Sam`, `LpSam`."""
+        return rho
+
 
 class GD(AbstractSam):
     """Gradient descent: eps = 0."""
@@ -288,6 +295,10 @@ class L2Sam(AbstractSam):
 
     def events_at(self, depth):
         return ("collapse", "critical") if depth >= 2 else ("critical",)
+
+    def equal_layers_rho(self, rho, layers, p=None):
+        # ||G||_2 over L equal rows is sqrt(L) ||G_row||_2.
+        return rho / jnp.sqrt(jnp.asarray(layers, jnp.result_type(rho, float)))
 
 
 class LinfSam(AbstractSam):
@@ -366,6 +377,10 @@ class LpSam(AbstractSam):
 
     def events_at(self, depth):
         return ("collapse", "critical", "cross") if depth >= 2 else ("critical",)
+
+    def equal_layers_rho(self, rho, layers, p=None):
+        # ||G||_q^(q-1) over L equal rows is L^((q-1)/q) = L^(1/p) times the row's.
+        return rho * jnp.power(jnp.asarray(layers, jnp.result_type(rho, float)), -1.0 / p)
 
 
 _SPECS = {cls.method: cls() for cls in (GD, L2Sam, LinfSam, USam, LpSam)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
 from ._checks import check_count
@@ -25,13 +26,25 @@ from ._x64 import in_float64
 __all__ = ["beta", "prod_excl", "margins", "loss_value", "residual", "grad_loss", "init_weights"]
 
 
-def beta(W: Float[Array, "L d"]) -> Float[Array, " d"]:
-    """Linear predictor beta = prod_l w^(l) (elementwise), shape (d,)."""
+def beta(W: Float[Array, "L d"], layers: int | None = None) -> Float[Array, " d"]:
+    """Linear predictor beta = prod_l w^(l) (elementwise), shape (d,).
+
+    With `layers` = L (a Python int >= 1), `W` is `(1, d)`: one row standing for L
+    equal layers (docs/theory.md s.3.5), and beta = w^L.
+    """
+    if layers is not None:
+        return lax.integer_pow(W[0], layers)
     return jnp.prod(W, axis=0)
 
 
-def prod_excl(W: Float[Array, "L d"]) -> Float[Array, "L d"]:
-    """Row l holds prod_{k != l} w^(k) (ones when L = 1). Exact at zeros."""
+def prod_excl(W: Float[Array, "L d"], layers: int | None = None) -> Float[Array, "L d"]:
+    """Row l holds prod_{k != l} w^(k) (ones when L = 1). Exact at zeros.
+
+    With `layers` = L, `W` is `(1, d)` standing for L equal layers and the result
+    is the one row w^(L-1), shape (1, d).
+    """
+    if layers is not None:
+        return lax.integer_pow(W, layers - 1)
     ones = jnp.ones_like(W[:1])
     before = jnp.cumprod(jnp.concatenate([ones, W[:-1]], axis=0), axis=0)
     rev = W[::-1]
@@ -39,12 +52,12 @@ def prod_excl(W: Float[Array, "L d"]) -> Float[Array, "L d"]:
     return before * after
 
 
-def margins(W: Float[Array, "L d"], data: Dataset) -> Float[Array, " n"]:
-    """Margins z_i = y_i <beta(W), x_i>, shape (n,)."""
+def margins(W: Float[Array, "L d"], data: Dataset, layers: int | None = None) -> Float[Array, " n"]:
+    """Margins z_i = y_i <beta(W), x_i>, shape (n,) (`layers`: as `beta`)."""
     # A product and a sum, not a matrix product: XLA picks a dot kernel by the
     # batch shape, and a vmapped dot gave other last bits at other batch widths
     # (the lane engine's results must depend on the cell alone).
-    return data.y * jnp.sum(data.X * beta(W)[None, :], axis=1)
+    return data.y * jnp.sum(data.X * beta(W, layers)[None, :], axis=1)
 
 
 def loss_value(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, ""]:
@@ -52,9 +65,10 @@ def loss_value(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Flo
     return jnp.mean(loss.value(margins(W, data)))
 
 
-def residual(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss) -> Float[Array, " d"]:
-    """r(W) = (1/n) sum_i slope(z_i) y_i x_i, so that -grad L = r * prod_excl(W)."""
-    c = loss.slope(margins(W, data))
+def residual(W: Float[Array, "L d"], data: Dataset, loss: AbstractLoss, layers: int | None = None) -> Float[Array, " d"]:
+    """r(W) = (1/n) sum_i slope(z_i) y_i x_i, so that -grad L = r * prod_excl(W)
+    (`layers`: as `beta`)."""
+    c = loss.slope(margins(W, data, layers))
     return jnp.sum(data.X * (data.y * c)[:, None], axis=0) / data.X.shape[0]  # no dot: see `margins`
 
 

@@ -38,6 +38,7 @@ field; with `memory = None` (or 0) it is plain `sign`.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -86,6 +87,7 @@ def perturbation(
     method: Method,
     memory: Float[Array, "L d"] | None = None,
     p: Float[Array, ""] | None = None,
+    layers: int | None = None,
 ) -> Float[Array, "L d"]:
     """The SAM perturbation eps(G) for G = -r * prod_excl(W) (table above).
 
@@ -93,22 +95,29 @@ def perturbation(
     r * prod_excl(W) (any positive multiple for gd, l2, linf and lp); `rho` >=
     0; `method`; `memory`, the linf / lp sign memory (L, d) or None; `p`, lp's
     exponent in (1, inf) (required for "lp", None otherwise; not checked here,
-    see `samflow._methods.check_p`).
+    see `samflow._methods.check_p`); `layers`, None (the rows of `W` are the
+    layers) or a Python int L >= 2: `W` (and `memory`) is `(1, d)`, one row
+    standing for L equal layers (docs/theory.md s.3.5), and the result is the
+    one row of eps they share.
 
-    **Returns:** eps, shape (L, d). For l2, ||eps||_2 = rho exactly when G != 0
-    and eps = 0 when G = 0; for lp the same with ||eps||_p.
+    **Returns:** eps, shape (L, d) (`(1, d)` with `layers`). For l2, ||eps||_2 =
+    rho exactly when G != 0 (over all L layers) and eps = 0 when G = 0; for lp
+    the same with ||eps||_p.
     """
     spec = Method.parse(method).spec
-    G = -r[None, :] * prod_excl(W)
+    G = -r[None, :] * prod_excl(W, layers)
     # sign(G) = sign(-r) * prod_{k != l} sign(w^(k)): exact, and lets the sign
     # memory stand in for sign(0) on a switching surface (used by linf and lp).
-    sign_G = jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory))
+    sign_G = jnp.sign(-r)[None, :] * prod_excl(sign_with_memory(W, memory), layers)
+    if layers is not None:
+        rho = spec.equal_layers_rho(rho, layers, p)  # the norm over L equal rows, from one
     return spec.perturbation(G, rho, sign=sign_G, p=p)
 
 
-def perturbed_weights(W, r, rho, method: Method, memory=None, p=None):
-    """W_hat = W + eps(G) (docs/theory.md section 2), shape (L, d)."""
-    return W + perturbation(W, r, rho, method, memory, p)
+def perturbed_weights(W, r, rho, method: Method, memory=None, p=None, layers=None):
+    """W_hat = W + eps(G) (docs/theory.md section 2), shape (L, d) (`layers`: as
+    `perturbation`)."""
+    return W + perturbation(W, r, rho, method, memory, p, layers)
 
 
 def velocity(
@@ -121,6 +130,7 @@ def velocity(
     *,
     clock: Clock | str = Clock.T,
     p: Float[Array, ""] | None = None,
+    layers: int | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
     """The flow's field in either clock: (dW/dc, log(dt/dc)) for c = t or tau.
 
@@ -134,10 +144,12 @@ def velocity(
     **Arguments:** weights `W` (L, d); `rho` >= 0; `method`; `data`; `loss`, a
     `samflow.Logistic()` / `samflow.Exponential()` or its name; `memory`, the
     linf / lp sign memory (L, d) or None (module docstring); `clock`; `p`,
-    lp's exponent (required for "lp", docs/theory.md s.2 (lp-SAM)).
+    lp's exponent (required for "lp", docs/theory.md s.2 (lp-SAM)); `layers`,
+    None or an int L >= 2: `W` and `memory` are `(1, d)`, one row standing for
+    L equal layers, which stay equal (docs/theory.md s.3.5, "Equal layers").
 
     **Returns:** (dW/dc (L, d), log(dt/dc) ()), float as `W`, in weights per
-    unit of the clock.
+    unit of the clock (`(1, d)`, the shared row, with `layers`).
 
     **Raises:** `ValueError` for an unknown method, loss or clock, or the tau
     clock on several samples.
@@ -147,13 +159,13 @@ def velocity(
     if Clock.parse(clock) is Clock.TAU and data.X.shape[0] != 1:
         raise ValueError(TAU_ONE_SAMPLE)
     if Clock.parse(clock) is Clock.T:
-        W_hat = perturbed_weights(W, residual(W, data, loss), rho, method, memory, p)
-        return residual(W_hat, data, loss)[None, :] * prod_excl(W_hat), jnp.zeros((), W.dtype)
+        W_hat = perturbed_weights(W, residual(W, data, loss, layers), rho, method, memory, p, layers)
+        return residual(W_hat, data, loss, layers)[None, :] * prod_excl(W_hat, layers), jnp.zeros((), W.dtype)
     mu = data.y[0] * data.X[0]
-    r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss)
-    W_hat = perturbed_weights(W, r_pert, rho, method, memory, p)
-    z_hat = jnp.sum(beta(W_hat) * mu)  # no dot: see `diagonal_net.margins`
-    return mu[None, :] * prod_excl(W_hat), loss.log_inv_slope(z_hat)
+    r_pert = mu if Method.parse(method).spec.slope_free else residual(W, data, loss, layers)
+    W_hat = perturbed_weights(W, r_pert, rho, method, memory, p, layers)
+    z_hat = jnp.sum(beta(W_hat, layers) * mu)  # no dot: see `diagonal_net.margins`
+    return mu[None, :] * prod_excl(W_hat, layers), loss.log_inv_slope(z_hat)
 
 
 def real_time_velocity(W, rho, method, data, loss, memory=None, p=None) -> Float[Array, "L d"]:
@@ -175,6 +187,7 @@ def log_velocity(
     loss: AbstractLoss,
     rescaled: bool,
     p: Float[Array, ""] | None = None,
+    layers: int | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
     """The gd, l2, usam and lp (p <= 2) flows of one sample in log coordinates, x = log|W|.
 
@@ -203,9 +216,13 @@ def log_velocity(
 
     **Arguments:** `x` (L, d) log|W|; `sign` (L, d) the signs of W (+-1); `rho`
     >= 0; `method` gd, l2, usam or lp; `data` one sample; `loss`; `rescaled`;
-    `p` lp's exponent (p <= 2: the host-side check `log_coords_problem`).
+    `p` lp's exponent (p <= 2: the host-side check `log_coords_problem`);
+    `layers`, None or an int L >= 2: `x` and `sign` are `(1, d)`, one row
+    standing for L equal layers (X = L x, sigma = sign^L, the products over the
+    other layers a^(L-1); the norms of l2 and lp through
+    `AbstractSam.equal_layers_rho`; docs/theory.md s.3.5).
 
-    **Returns:** (dx/dc (L, d), log(dt/dtau) ()).
+    **Returns:** (dx/dc (L, d), log(dt/dtau) ()) (`(1, d)` with `layers`).
 
     **Raises:** `ValueError` for linf (its field is discontinuous at 0) or data
     of several samples.
@@ -214,16 +231,22 @@ def log_velocity(
     if data.X.shape[0] != 1:
         raise ValueError(LOG_ONE_SAMPLE)
     mu = data.y[0] * data.X[0]
-    sigma = jnp.prod(sign, axis=0)
-    X = jnp.sum(x, axis=0)
+    if layers is None:
+        sigma = jnp.prod(sign, axis=0)
+        X = jnp.sum(x, axis=0)
+    else:
+        sigma = jax.lax.integer_pow(sign[0], layers)
+        X = layers * x[0]
+        rho = spec.equal_layers_rho(rho, layers, p)  # the norm over L equal rows, from one
     E = X[None, :] - 2.0 * x
     beta_abs_log = X
     z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
     a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss, p)  # ValueError for linf
-    z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * jnp.prod(a, axis=0))
+    prod_a = jnp.prod(a, axis=0) if layers is None else jax.lax.integer_pow(a[0], layers)
+    z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * prod_a)
     log_rate = loss.log_inv_slope(z_hat)
     k = 1.0 if rescaled else loss.slope(z_hat)
-    dx = k * (mu * sigma)[None, :] * jnp.exp(E) * prod_excl(a)
+    dx = k * (mu * sigma)[None, :] * jnp.exp(E) * prod_excl(a, layers)
     return dx, log_rate
 
 

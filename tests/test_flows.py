@@ -177,3 +177,39 @@ def test_one_sample_fields_refuse_several_samples(multi_data):
     for rescaled in (False, True):
         with pytest.raises(ValueError, match="one sample"):
             log_velocity(jnp.log(W), jnp.ones((2, 3)), RHO, Method.L2, multi_data, sf.Logistic(), rescaled)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+@pytest.mark.parametrize("n", [1, 3])
+def test_one_row_with_layers_is_the_field_of_equal_layers(depth, n):
+    """`layers=L` (docs/theory.md s.3.5, "Equal layers stay equal"): the field of one
+    row standing for L equal layers is every row of the general (L, d) field at the
+    broadcast weights, for every method and clock, and in log coordinates; the
+    norms of l2 and lp over the L rows come from `equal_layers_rho` (rho / sqrt L,
+    rho / L^(1/p)), so a wrong factor moves the result by far more than 1e-14."""
+    from samflow.flows import log_velocity, velocity
+
+    rng = np.random.default_rng(10 * depth + n)
+    X = rng.normal(size=(n, 6))
+    data = sf.Dataset.from_arrays(X, np.where(rng.normal(size=n) > 0, 1.0, -1.0))
+    loss = sf.get_loss("logistic")
+    w = 0.7 * rng.normal(size=(1, 6))
+    W = jnp.broadcast_to(w, (depth, 6))
+    memory = jnp.sign(W)
+    for method in ("gd", "l2", "linf", "usam", "lp"):
+        p = jnp.asarray(3.0) if method == "lp" else None
+        for clock in ("t", "tau") if n == 1 else ("t",):
+            full, log_full = velocity(W, 0.3, method, data, loss, memory, clock=clock, p=p)
+            row, log_row = velocity(w, 0.3, method, data, loss, memory[:1], clock=clock, p=p, layers=depth)
+            assert row.shape == (1, 6)
+            np.testing.assert_allclose(np.broadcast_to(row, full.shape), full, rtol=1e-14, atol=1e-15 * np.abs(full).max())
+            np.testing.assert_allclose(log_row, log_full, rtol=1e-14, atol=1e-15)
+            if n == 1 and method != "linf":
+                p_log = jnp.asarray(1.5) if method == "lp" else None
+                x, sign = jnp.log(jnp.abs(W)), jnp.sign(W)
+                full, log_full = log_velocity(x, sign, 0.3, method, data, loss, clock == "tau", p_log)
+                row, log_row = log_velocity(x[:1], sign[:1], 0.3, method, data, loss, clock == "tau", p_log,
+                                            layers=depth)
+                np.testing.assert_allclose(np.broadcast_to(row, full.shape), full, rtol=1e-14,
+                                           atol=1e-15 * np.abs(full).max())
+                np.testing.assert_allclose(log_row, log_full, rtol=1e-14, atol=1e-15)
