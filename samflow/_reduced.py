@@ -132,6 +132,40 @@ class _Reduced(eqx.Module):
         return jnp.stack([m * m * self.kappa * inv_n, jnp.exp(jnp.minimum(log_rate - y[1], 700.0))])
 
 
+class _TwoScalars:
+    """The two-scalar reduction as `_solve_all` runs it (static): which cells, each
+    cell's reduced field (`_Reduced`), its state at time 0, the general engine's
+    (Y, s) it stands for, and its step-size controller."""
+
+    dim = 2
+
+    def eligible(self, eng, W0, c0):
+        return jax.vmap(lambda W: cell_reducible(W, eng.data))(W0)
+
+    def fields(self, eng, W0, rho):
+        mu = eng.data.y[0] * eng.data.X[0]
+        loss = eng.field(None).loss
+        return jax.vmap(lambda W, r: _Reduced(eng.clock, loss, W[0], jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(
+            W0, rho)
+
+    def y0(self, eng, W0, c0):
+        return jnp.zeros((W0.shape[0], 2), W0.dtype)
+
+    def engine_state(self, eng, cell, t, y):
+        i_red = cell[0]
+        if eng.log_coords:
+            x = i_red.x(t, y)
+            Y = jnp.stack([x, x])
+        else:
+            w = i_red.w(t, y)
+            Y = jnp.stack([w, w])
+        return Y, i_red.s(y)
+
+    def controller(self, eng, cell):
+        tol = RTOL_FACTOR * eng.settings.rtol
+        return diffrax.PIDController(rtol=tol, atol=tol)
+
+
 def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     """Solve the reducible cells of a lane call (`samflow._lanes.solve_lanes`).
 
@@ -156,7 +190,7 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     record (time, s, from, to: `(n, K)`, count: `(n,)`; 1-based leaders) or None.
     The cells not `ok` keep `c0` and go to the general engine.
     """
-    return _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+    return _solve_all(_TwoScalars(), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
 
 
 def _blocked(fn, args, size):
@@ -185,8 +219,9 @@ class _At(eqx.Module):
         return SegmentArgs(rho, data, self.memory, self.frozen, self.track)
 
 
-def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
-    """`solve_reduced`: the n cells (leading axis B = n) in `LANES` lanes with a queue."""
+def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
+    """The n cells (leading axis B = n) of a reduction `kind` (`_TwoScalars`) in
+    `LANES` lanes with a queue (`solve_reduced`)."""
 
     settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
     K = eng.switches
@@ -196,16 +231,12 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     solver = eng.solver
     tableau = type(solver).tableau
     dtype = W0.dtype
-    mu = data.y[0] * data.X[0]
-    loss = eng.field(None).loss
-    tol = RTOL_FACTOR * settings.rtol
-    ctrl = diffrax.PIDController(rtol=tol, atol=tol)
     order = solver.error_order(diffrax.ODETerm(lambda t, y, a: y))
 
-    eligible = jax.vmap(lambda W: cell_reducible(W, data))(W0) & ~c0.done
+    eligible = kind.eligible(eng, W0, c0) & ~c0.done
     if clock is Clock.TAU:
         eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
-    red = jax.vmap(lambda W, r: _Reduced(clock, loss, W[0], jnp.log(jnp.abs(W[0])), mu, r / np.sqrt(2.0)))(W0, rho)
+    red = kind.fields(eng, W0, rho)
     sgn = jnp.sign(W0)
     # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
     # the segment's arguments: sign memory, held weights, t followed).
@@ -213,14 +244,7 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
     def engine_state(cell, t, y):
         """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
-        i_red = cell[0]
-        if eng.log_coords:
-            x = i_red.x(t, y)
-            Y = jnp.stack([x, x])
-        else:
-            w = i_red.w(t, y)
-            Y = jnp.stack([w, w])
-        return Y, i_red.s(y)
+        return kind.engine_state(eng, cell, t, y)
 
     def events_of(cell, lead):
         return eng.events(eng.field(cell[2]), cell[3], lead)
@@ -239,10 +263,11 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         return f0, jnp.minimum(t0 + dt, t_final), pid, event_value(cell, lead, t0, y)
 
     def first_dt(cell, y):
-        t1, _ = ctrl.init(diffrax.ODETerm(cell[0]), 0.0, t_final, y, None, None, solver.func, order)
+        t1, _ = kind.controller(eng, cell).init(diffrax.ODETerm(cell[0]), 0.0, t_final, y, None, None, solver.func,
+                                                order)
         return t1
 
-    y0 = jnp.zeros((B, 2), dtype)
+    y0 = kind.y0(eng, W0, c0)
     t0 = jnp.zeros((B,), dtype)
     lead0 = lead0.astype(jnp.int32)
     W = min(B, LANES)
@@ -260,22 +285,23 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         """Lane state for these cells (B: idle, with a harmless copy of cell 0's)."""
         i = jnp.minimum(cell, B - 1)
         m = cell.shape[0]
-        return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=jnp.zeros((m, 2), dtype), f0=f0_all[i], tnext=tnext_all[i],
+        return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=y0[i], f0=f0_all[i], tnext=tnext_all[i],
                     pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), seg=jnp.ones((m,), jnp.int32),
                     save=jnp.zeros((m,), jnp.int32), lead=lead0[i], sw=fresh_sw(m))
 
     lane_ids = jnp.arange(W, dtype=jnp.int32)
     lanes0 = load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, B - 1)], B))
-    glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros((B, 2), dtype),
+    glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros_like(y0),
                  steps=jnp.zeros((B,), jnp.int32), seg=jnp.ones((B,), jnp.int32),
-                 out=jnp.full((B, n_save, 2), jnp.nan, dtype), sw=fresh_sw(B))
+                 out=jnp.full((B, n_save, kind.dim), jnp.nan, dtype), sw=fresh_sw(B))
     state = dict(lanes=lanes0, glob=glob0, nxt=jnp.minimum(n_queue, W).astype(jnp.int32))
     # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
 
     def try_step(cell, lead, t0, y, f0, tnext, pid):
         y1, y_err, dense, f1 = _erk_step(tableau, cell[0], t0, tnext, y, None, f0)
         y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
-        keep, t_new, tn, _, pid, cres = ctrl.adapt_step_size(t0, tnext, y, y1, None, y_err, order, pid)
+        keep, t_new, tn, _, pid, cres = kind.controller(eng, cell).adapt_step_size(
+            t0, tnext, y, y1, None, y_err, order, pid)
         t_new = jnp.minimum(t_new, t_final)
         tn = jnp.where(tn > t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tn)
         v1 = event_value(cell, lead, t_new, y1)
@@ -304,7 +330,7 @@ def _solve_all(eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             return collapse, jnp.asarray(False), lead, jnp.ones((), dtype)
         field = eng.field(cell[2])
         lb = _log_abs_beta(field, Y)
-        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > 2 * _LOG_ZERO)
+        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > eng.L * _LOG_ZERO)
         switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
         here = _At(Y, s, *cell[5])
         to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
