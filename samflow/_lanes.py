@@ -65,7 +65,7 @@ from ._cell_state import CellState
 from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _no_event_value, _with_lead
 from ._field import SamField
 from ._record import _after_event, _field_p, _finish, _initial_state
-from ._reduced import reducible, solve_reduced
+from ._reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
 from ._rk import _Dense, _erk_step, _put, _take
 from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
 from ._singular import _r_scale
@@ -506,6 +506,25 @@ def solve_lanes(
                 red, red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
                 return c0, red_ok, red_sw
             red, red_ok, red_sw = jax.lax.cond(jnp.asarray(index) == l2, reduce, skip)
+        c0 = _where_rows(red_ok, red, c0)
+        out_Y, out_s = c0.out_Y, c0.out_s
+        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
+    two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings)
+    equal = [equal_layers_reducible(m, L, multi, settings) and not (m is Method.L2 and two_scalars) for m in family]
+    if any(equal):
+        # Layers that start equal stay equal: one row per cell (`samflow._reduced`,
+        # docs/theory.md s.3.5) for the methods with a continuous field; what the
+        # reduction cannot finish stays queued here. A branch per member of the family.
+        def equal_of(e):
+            return lambda: solve_equal_layers(e, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+
+        shape = jax.eval_shape(equal_of(engines[equal.index(True)]))
+
+        def skip():
+            red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape[1:])
+            return c0, red_ok, red_sw
+
+        red, red_ok, red_sw = _switch(index, [equal_of(e) if ok else skip for e, ok in zip(engines, equal)])
         c0 = _where_rows(red_ok, red, c0)
         out_Y, out_s = c0.out_Y, c0.out_s
         sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)

@@ -49,12 +49,13 @@ import optimistix as optx
 from .flows import Clock, Method
 from .status import Status
 from ._cell_state import CellState
-from ._field import SegmentArgs
+from ._field import SamField, SegmentArgs
 from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta, _no_event_value
 from ._rk import _Dense, _erk_step, _put, _take
 from ._singular import _beta_direction, extrapolate_collapse
 
-__all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced"]
+__all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced", "equal_layers_reducible", "cell_equal_layers",
+           "solve_equal_layers"]
 
 #: Lanes of the reduced solve (each steps one cell and takes the next of the queue when it ends).
 LANES = 32
@@ -68,10 +69,10 @@ RTOL_FACTOR = 0.1
 
 
 def reducible(method: Method, L: int, n_samples: int, settings) -> bool:
-    """Whether a call may use the reduction (static): `settings.reduce` "auto",
+    """Whether a call may use the reduction (static): `settings.reduce` "auto" or "all",
     l2-SAM, depth 2, one sample. Which of its cells are reduced is
     `cell_reducible` (their inits)."""
-    return settings.reduce == "auto" and method is Method.L2 and L == 2 and n_samples == 1
+    return settings.reduce in ("auto", "all") and method is Method.L2 and L == 2 and n_samples == 1
 
 
 def cell_reducible(W0, data):
@@ -165,6 +166,91 @@ class _TwoScalars:
         tol = RTOL_FACTOR * eng.settings.rtol
         return diffrax.PIDController(rtol=tol, atol=tol)
 
+    def vector_field(self, eng, cell):
+        return cell[0]
+
+
+class _EqualField(eqx.Module):
+    """The field of one cell whose L layers are equal, on y = (w (d,), s) flattened
+    to `(d + 1,)`: `field` is the cell's `SamField` with `layers` = L (the one row
+    of `samflow.flows.velocity(..., layers=L)`), `rho`, `memory` and `frozen`
+    `(1, d)` the rows of its segment arguments, `track` `()`."""
+
+    field: SamField
+    rho: jax.Array
+    memory: jax.Array
+    frozen: jax.Array
+    track: jax.Array
+
+    def __call__(self, t, y, data):
+        d = y.shape[0] - 1
+        args = SegmentArgs(self.rho, data, self.memory, self.frozen, self.track)
+        dY, ds = self.field(t, (y[None, :d], y[d]), args)
+        return jnp.concatenate([dY[0], ds[None]])
+
+
+class _EqualLayers:
+    """The equal-layer reduction as `_solve_all` runs it (module docstring): a cell
+    whose layers start equal keeps them equal, and its state is one row w `(d,)`
+    (or x = log|w|) and s, in place of `(L, d)` and s."""
+
+    def __init__(self, d):
+        self.dim = d + 1
+
+    def eligible(self, eng, W0, c0):
+        return jax.vmap(cell_equal_layers)(W0, c0.memory, c0.frozen)
+
+    def fields(self, eng, W0, rho):
+        loss = eng.field(None).loss
+        sign = jnp.where(W0[:, :1] < 0, -1.0, 1.0).astype(W0.dtype) if eng.log_coords else None
+        memory = jnp.sign(W0[:, :1])
+        frozen = jnp.zeros(memory.shape, bool)
+        track = jnp.ones(rho.shape, bool)  # replaced by the record's own in `_solve_all`'s cells
+        return jax.vmap(
+            lambda sg, r, m, f, tr: _EqualField(SamField(eng.method, eng.clock, loss, sg, eng.p, layers=eng.L), r, m,
+                                                f, tr)
+        )(sign, rho, memory, frozen, track)
+
+    def y0(self, eng, W0, c0):
+        return jnp.concatenate([c0.Y[:, 0, :], c0.s[:, None]], axis=1)
+
+    def engine_state(self, eng, cell, t, y):
+        d = y.shape[0] - 1
+        return jnp.broadcast_to(y[None, :d], (eng.L, d)), y[d]
+
+    def controller(self, eng, cell):
+        # The general engine's (atol relative to the init scale, rtol alone in log coordinates).
+        return eng.controller(eng.field(cell[2]), cell[3])
+
+    def vector_field(self, eng, cell):
+        field = eqx.tree_at(lambda f: (f.memory, f.frozen, f.track), cell[0],
+                            (cell[5][0][:1], cell[5][1][:1], cell[5][2]))
+        return lambda t, y, args: field(t, y, eng.data)
+
+
+def cell_equal_layers(W0, memory, frozen):
+    """`()` bool: a cell whose record at time 0 (init `W0` `(L, d)`, sign memory,
+    held weights) has equal layers (equal rows, bit for bit), finite weights and no
+    weight held at 0: its state is one row (`_EqualLayers`)."""
+    return (jnp.all(W0 == W0[:1]) & jnp.all(jnp.isfinite(W0)) & jnp.all(memory == memory[:1])
+            & ~jnp.any(frozen))
+
+
+def equal_layers_reducible(method: Method, L: int, multi: bool, settings) -> bool:
+    """Whether a call may use the equal-layer reduction (static): `settings.reduce`
+    "all" (it doubles the program's compile time: `SolverSettings.reduce`), depth >= 2, and a method whose field is continuous (gd, l2, usam, lp:
+    not linf, whose weights reach 0 and slide there one by one, which hands a
+    reduced run back at its first event)."""
+    return settings.reduce == "all" and L >= 2 and not multi and not method.spec.slides
+
+
+def solve_equal_layers(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
+    """`solve_reduced` for the equal-layer reduction (`_EqualLayers`): the cells of
+    a lane call whose layers start equal, each in the state `(d + 1,)` (one row
+    of the weights, or of x = log|W|, and s) with `samflow.flows.velocity(...,
+    layers=L)`; arguments and returns as `solve_reduced`'s."""
+    return _solve_all(_EqualLayers(W0.shape[2]), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+
 
 def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     """Solve the reducible cells of a lane call (`samflow._lanes.solve_lanes`).
@@ -257,14 +343,14 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
     def start(cell, lead, t0, y, dt):
         """(f0, tnext, pid, v) of a run from (t0, y) whose first step is dt long."""
-        f0 = cell[0](t0, y, None)
+        f0 = kind.vector_field(eng, cell)(t0, y, None)
         dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(t_final))
         pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
         return f0, jnp.minimum(t0 + dt, t_final), pid, event_value(cell, lead, t0, y)
 
     def first_dt(cell, y):
-        t1, _ = kind.controller(eng, cell).init(diffrax.ODETerm(cell[0]), 0.0, t_final, y, None, None, solver.func,
-                                                order)
+        t1, _ = kind.controller(eng, cell).init(diffrax.ODETerm(kind.vector_field(eng, cell)), 0.0, t_final, y, None,
+                                                None, solver.func, order)
         return t1
 
     y0 = kind.y0(eng, W0, c0)
@@ -298,7 +384,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
 
     def try_step(cell, lead, t0, y, f0, tnext, pid):
-        y1, y_err, dense, f1 = _erk_step(tableau, cell[0], t0, tnext, y, None, f0)
+        y1, y_err, dense, f1 = _erk_step(tableau, kind.vector_field(eng, cell), t0, tnext, y, None, f0)
         y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
         keep, t_new, tn, _, pid, cres = kind.controller(eng, cell).adapt_step_size(
             t0, tnext, y, y1, None, y_err, order, pid)
@@ -322,10 +408,12 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         """At a located event: (collapse, switch, new leader, the lead condition at the
         step's end with the new leader): the fired condition as in `samflow._lanes`."""
         events = events_of(cell, lead)
+        if not events.names:  # no condition (gd in the t clock): no event is ever located
+            return jnp.asarray(False), jnp.asarray(False), lead, jnp.ones((), dtype)
         Y, s = engine_state(cell, t_ev, y_ev)
         values = events.values(t_ev, (Y, s), args_of(cell))
         which = jnp.argmin(values)
-        collapse = which == events.names.index("collapse")
+        collapse = (which == events.names.index("collapse")) if "collapse" in events.names else jnp.asarray(False)
         if not K:
             return collapse, jnp.asarray(False), lead, jnp.ones((), dtype)
         field = eng.field(cell[2])

@@ -26,7 +26,7 @@ _SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.
 
 COORDS = ("linear", "log")
 #: `SolverSettings.reduce` (`samflow._reduced`).
-REDUCE = ("auto", "off")
+REDUCE = ("auto", "all", "off")
 
 # One set of bounds for every numeric solver setting: `SolverSettings` (the
 # Python API) and the config schema (`samflow.config.SolverConfig`, as pydantic
@@ -181,7 +181,7 @@ class SolverSettings:
       d = 200); with rtol = 1e-10 beta stays within 1e-6 of the reference
       (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
       "Large d: log coordinates").
-    - `reduce`: "auto" (default) or "off". "auto" solves every cell that an
+    - `reduce`: "auto" (default), "all" or "off". "auto" solves every cell that an
       exact reduction of the state covers in the reduced state, the others in
       the general one: today depth-2 l2-SAM on one sample from equal layers
       (W(0) `(2, d)` with both rows equal, no weight and no mu_j at 0), whose
@@ -190,8 +190,15 @@ class SolverSettings:
       (collapse time and direction) to the settings' accuracy, in a fraction of
       the time at large d; switch times too. A reduced cell that meets anything
       but the horizon, a collapse or a switch (another event, `max_steps`, a
-      failed step) is solved again by the general engine. "off": always the general `(L, d)` state (the reference the
-      reduction is tested against).
+      failed step) is solved again by the general engine. "all": also the
+      equal-layer reduction (docs/theory.md s.3.5): a cell of gd, l2, usam or
+      lp at any depth >= 2 whose layers start equal runs as one row (d + 1
+      numbers in place of L d + 1), with the same hand-back: 1.75-3x faster
+      per cell (depth 3 and 4, gd at d = 50), but its program is about twice
+      as long to compile (+34 s for the default sweep, cold), so it pays on
+      charts of tens of thousands of cells or with a warm compile cache
+      (docs/benchmarks.md, "Exact reductions"). "off": always the general
+      `(L, d)` state (the reference the reductions are tested against).
     """
 
     solver: str = "tsit5"
@@ -218,7 +225,7 @@ class SolverSettings:
         if self.coords not in COORDS:
             raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
         if self.reduce not in REDUCE:
-            raise ValueError(f"solver.reduce must be 'auto' or 'off', got {self.reduce!r}")
+            raise ValueError(f"solver.reduce must be 'auto', 'all' or 'off', got {self.reduce!r}")
 
     def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or
