@@ -5,7 +5,8 @@ applies: gd, l2, usam), depth 2 on the default data (l2 with the general state,
 `reduce="off"`, and with its exact reduction, the default), over cells that span the
 three l2 regimes and the linf sliding; plus the events that only other settings
 reach (a depth-3 pole in tau, linf at depth 1, multi-sample data, a critical point
-of the loss), the discrete algorithm and the generic-model engine.
+of the loss), the equal-layer reduction (`reduce="all"`), the discrete algorithm and the
+generic-model engine.
 
     python tests/pin_grid.py --save    # write tests/data/pin_reference.npz (after a reviewed change of numbers)
     python tests/pin_grid.py --check   # compare this checkout with it, bit for bit (what tests/test_pin.py does)
@@ -99,6 +100,14 @@ def cases(engine_only: bool = False, **settings) -> dict[str, dict[str, np.ndarr
         out[f"{method}-t-multi"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     if engine_only:
         return out
+    # the equal-layer reduction (reduce="all", docs/theory.md s.3.5; tests/test_reduced.py checks it
+    # against the general state): l2 at depth 3, and gd in the tau clock in log coordinates
+    rows = sf.SolverSettings(reduce="all")
+    tr = sf.solve("l2", data, alpha=alpha, rho=rho, ts=TS["t"], depth=3, clock="t", settings=rows, alpha_batched=True)
+    out["l2-t-depth3-all"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
+    tr = sf.solve("gd", data, alpha=alpha, rho=rho, ts=TS["tau"], depth=2, clock="tau", alpha_batched=True,
+                  settings=sf.SolverSettings(reduce="all", coords="log"))
+    out["gd-tau-log-all"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     # the discrete algorithm and the generic-model engine
     from samflow.discrete import run_discrete
     from samflow.models import diagonal_network, solve_model
