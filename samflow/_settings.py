@@ -192,13 +192,14 @@ class SolverSettings:
       but the horizon, a collapse or a switch (another event, `max_steps`, a
       failed step) is solved again by the general engine. "all": also the
       equal-layer reduction (docs/theory.md s.3.5): a cell of gd, l2, usam or
-      lp at any depth >= 2 whose layers start equal runs as one row (d + 1
-      numbers in place of L d + 1), with the same hand-back: 1.75-3x faster
-      per cell (depth 3 and 4, gd at d = 50), but its program is about twice
-      as long to compile (+34 s for the default sweep, cold), so it pays on
-      charts of tens of thousands of cells or with a warm compile cache
-      (docs/benchmarks.md, "Exact reductions"). "off": always the general
-      `(L, d)` state (the reference the reductions are tested against).
+      lp at depth >= 2 whose layers start equal runs as one row (d + 1
+      numbers in place of L d + 1), with the same hand-back (silent: such a
+      cell's results are those of "off" bit for bit), on any data, to the
+      settings' accuracy: 1.3-3.1x less time per cell (13x for usam), but the
+      program's first call takes 1.5-1.7x as long (4-7 s more), so it pays on
+      charts of tens of thousands of cells, or when the compile cache holds
+      the program (docs/benchmarks.md, "Exact reductions"). "off": always the
+      general `(L, d)` state (the reference the reductions are tested against).
     """
 
     solver: str = "tsit5"

@@ -69,7 +69,9 @@ The method axis is named `flow` (values "gd", "l2", "linf", "usam"), not
 would silently select nothing.
 
 Attributes hold the full config (TOML-equivalent JSON), the package versions,
-the clock, the loss, the depth, the data, and the wall time per method;
+the clock, the loss, the depth, the data, and the wall time per method
+(`method_wall_time_s`, JSON; the methods of a sweep share one compiled program,
+whose compilation or loading falls in the first method's time);
 `samflow.sweep.run_sweep` adds `config_key` (the hash of what sets the numbers),
 `code_stamp` (`code_stamp()`: samflow's version, git commit, source hash and
 the versions of `STAMP_PACKAGES`: jax, jaxlib, diffrax, equinox, optimistix,

@@ -355,8 +355,8 @@ class SolverConfig(_Strict):
     reduce: Literal["auto", "all", "off"] = SolverSettings.reduce
     """Values: "auto": cells an exact reduction covers (depth-2 l2-SAM on one sample from equal layers: two
     scalars per cell at any d) are solved in the reduced state; "all": also every gd, l2, usam and lp cell whose
-    layers start equal, as one row of d weights (1.75-3x faster per cell at depth 3-4, but about twice the compile
-    time: for charts of many cells); "off": always the general (L, d) state."""
+    layers start equal, as one row of d weights (1.3-3.1x less time per cell, but the first call takes 1.5-1.7x as
+    long: it pays on charts of tens of thousands of cells); "off": always the general (L, d) state."""
     batch_size: Annotated[int, Field(ge=1, le=1_000_000)] = 128
     """Lanes per device (one compilation; each lane solves one cell at a time and takes the next when it ends).
     A cell's results do not depend on it."""
