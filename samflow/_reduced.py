@@ -173,18 +173,15 @@ class _TwoScalars:
 class _EqualField(eqx.Module):
     """The field of one cell whose L layers are equal, on y = (w (d,), s) flattened
     to `(d + 1,)`: `field` is the cell's `SamField` with `layers` = L (the one row
-    of `samflow.flows.velocity(..., layers=L)`), `rho`, `memory` and `frozen`
-    `(1, d)` the rows of its segment arguments, `track` `()`."""
+    of `samflow.flows.velocity(..., layers=L)`), `rho` its radius; the segment's
+    memory, held weights and clock flag come from the cell's record (`args`)."""
 
     field: SamField
     rho: jax.Array
-    memory: jax.Array
-    frozen: jax.Array
-    track: jax.Array
 
-    def __call__(self, t, y, data):
+    def __call__(self, t, y, data, memory, frozen, track):
         d = y.shape[0] - 1
-        args = SegmentArgs(self.rho, data, self.memory, self.frozen, self.track)
+        args = SegmentArgs(self.rho, data, memory[:1], frozen[:1], track)
         dY, ds = self.field(t, (y[None, :d], y[d]), args)
         return jnp.concatenate([dY[0], ds[None]])
 
@@ -203,13 +200,8 @@ class _EqualLayers:
     def fields(self, eng, W0, rho):
         loss = eng.field(None).loss
         sign = jnp.where(W0[:, :1] < 0, -1.0, 1.0).astype(W0.dtype) if eng.log_coords else None
-        memory = jnp.sign(W0[:, :1])
-        frozen = jnp.zeros(memory.shape, bool)
-        track = jnp.ones(rho.shape, bool)  # replaced by the record's own in `_solve_all`'s cells
-        return jax.vmap(
-            lambda sg, r, m, f, tr: _EqualField(SamField(eng.method, eng.clock, loss, sg, eng.p, layers=eng.L), r, m,
-                                                f, tr)
-        )(sign, rho, memory, frozen, track)
+        return jax.vmap(lambda sg, r: _EqualField(SamField(eng.method, eng.clock, loss, sg, eng.p, layers=eng.L), r))(
+            sign, rho)
 
     def y0(self, eng, W0, c0):
         return jnp.concatenate([c0.Y[:, 0, :], c0.s[:, None]], axis=1)
@@ -223,9 +215,7 @@ class _EqualLayers:
         return eng.controller(eng.field(cell[2]), cell[3])
 
     def vector_field(self, eng, cell):
-        field = eqx.tree_at(lambda f: (f.memory, f.frozen, f.track), cell[0],
-                            (cell[5][0][:1], cell[5][1][:1], cell[5][2]))
-        return lambda t, y, args: field(t, y, eng.data)
+        return lambda t, y, args: cell[0](t, y, eng.data, *cell[5])
 
 
 def cell_equal_layers(W0, memory, frozen):
