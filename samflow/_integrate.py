@@ -7,6 +7,7 @@ a cell's start, its events and its end is `samflow._record` (docs/theory.md s.4)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import equinox as eqx
@@ -68,6 +69,45 @@ def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p):
     out, _, _ = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
                             width=min(W0.shape[0], DEFAULT_LANES), family=family)
     return out
+
+
+def bucket(n: int) -> int:
+    """The canonical size for `n` (>= 1) cells or save times: the next power of two.
+    A call is solved at the canonical sizes of its cell and save counts, so calls
+    of 5, 6, 7 or 8 cells (or 40 to 64 save times) share one compiled program."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def canonical_shapes(W0, rho, ts):
+    """`(W0, rho, ts)` padded to `bucket` sizes: the extra cells have a NaN init
+    (they end at time 0 as `NONFINITE_INPUT` and take no lane), the extra save
+    times repeat the horizon `ts[-1]` (saved at the last step, where the horizon
+    is). A cell's numbers do not depend on the number of cells or on save times
+    after its own (docs/theory.md s.4: the same bits at any batching); `unpad`
+    drops the padding."""
+    n, n_save = W0.shape[0], ts.shape[0]
+    pad_n, pad_s = bucket(n) - n, bucket(n_save) - n_save
+    if pad_n:
+        W0 = jnp.concatenate([W0, jnp.full((pad_n,) + W0.shape[1:], jnp.nan, W0.dtype)])
+        rho = jnp.concatenate([rho, jnp.zeros((pad_n,), rho.dtype)])
+    if pad_s:
+        ts = jnp.concatenate([ts, jnp.full((pad_s,), ts[-1], ts.dtype)])
+    return W0, rho, ts
+
+
+def unpad(traj: Trajectory, n: int, n_save: int) -> Trajectory:
+    """The first `n` cells and `n_save` save times of a `Trajectory` solved at
+    `canonical_shapes`."""
+    if traj.ts.shape[-1] == n_save and traj.status.shape[0] == n:
+        return traj
+    return Trajectory(**{
+        f.name: (lambda x: x[:n, :n_save] if f.name in _PER_SAVE else x[:n])(getattr(traj, f.name))
+        for f in dataclasses.fields(traj)
+    })
+
+
+#: The `Trajectory` fields with a save-time axis (axis 1 of a batched trajectory).
+_PER_SAVE = ("ts", "t", "W", "beta", "loss")
 
 
 @functools.lru_cache(maxsize=64)
@@ -216,10 +256,13 @@ def solve(
     settings = settings.resolved(method, np.asarray(W0), data, clock, p)
     family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone
     index = jnp.asarray(family.index(method), jnp.int32)
+    n, n_save = W0.shape[0], ts.shape[0]
+    W0, rho_b, ts = canonical_shapes(W0, rho_b, ts)
     if programs_dir() is None:
         out = _solve_batch(W0, rho_b, data, ts, family, index, clock, settings, p_array(method, p))
     else:  # a stored program (samflow._cache): loaded, not traced, when a session has made it before
         out = _stored_solve(family, clock, settings)(W0, rho_b, data, ts, p_array(method, p), index)
+    out = unpad(out, n, n_save)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)
     return out
