@@ -492,7 +492,7 @@ def solve_lanes(
         (jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), -1, jnp.int32),
          jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32)) if K else None
     )
-    if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings):
+    if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d):
         # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
         # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
         # In a program of several methods it runs only when the call's method is l2.
@@ -509,7 +509,7 @@ def solve_lanes(
         c0 = _where_rows(red_ok, red, c0)
         out_Y, out_s = c0.out_Y, c0.out_s
         sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
-    two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings)
+    two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d)
     equal = [equal_layers_reducible(m, L, multi, settings) and not (m is Method.L2 and two_scalars) for m in family]
     if any(equal):
         # Layers that start equal stay equal: one row per cell (`samflow._reduced`,

@@ -68,11 +68,22 @@ LANES = 32
 RTOL_FACTOR = 0.1
 
 
-def reducible(method: Method, L: int, n_samples: int, settings) -> bool:
-    """Whether a call may use the reduction (static): `settings.reduce` "auto" or "all",
-    l2-SAM, depth 2, one sample. Which of its cells are reduced is
-    `cell_reducible` (their inits)."""
-    return settings.reduce in ("auto", "all") and method is Method.L2 and L == 2 and n_samples == 1
+#: "auto" takes the two-scalar reduction from this dimension on. Below it the general
+#: state is as fast (d = 5, the paper's chart: 116 ms against 92-133 ms per 64 warm
+#: cells), so the reduction's loop would only double the program to compile (about
+#: 4 s more on 2 cores); at d = 10 it is 16-25x faster per cell (68 ms against
+#: 1.1-1.7 s per 64 cells, mu_j = j / d; docs/benchmarks.md, "Exact reductions").
+AUTO_MIN_D = 8
+
+
+def reducible(method: Method, L: int, n_samples: int, settings, d: int) -> bool:
+    """Whether a call may use the two-scalar reduction (static): l2-SAM, depth 2, one
+    sample, and `settings.reduce` "all", or "auto" with d >= `AUTO_MIN_D` (where it
+    pays for its compilation). Which of its cells are reduced is `cell_reducible`
+    (their inits)."""
+    if method is not Method.L2 or L != 2 or n_samples != 1:
+        return False
+    return settings.reduce == "all" or (settings.reduce == "auto" and d >= AUTO_MIN_D)
 
 
 def cell_reducible(W0, data):

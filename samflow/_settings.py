@@ -182,16 +182,19 @@ class SolverSettings:
       (1e-9 does not, at a save just before a collapse; docs/benchmarks.md,
       "Large d: log coordinates").
     - `reduce`: "auto" (default), "all" or "off". "auto" solves every cell that an
-      exact reduction of the state covers in the reduced state, the others in
-      the general one: today depth-2 l2-SAM on one sample from equal layers
-      (W(0) `(2, d)` with both rows equal, no weight and no mu_j at 0), whose
-      whole trajectory is two scalars at any d (docs/theory.md s.3.5,
+      exact reduction of the state covers, where the reduction pays for its
+      compilation, in the reduced state, the others in the general one: today
+      depth-2 l2-SAM on one sample from equal layers (W(0) `(2, d)` with both
+      rows equal, no weight and no mu_j at 0) at d >= 8
+      (`samflow._reduced.AUTO_MIN_D`; below it the general state is as fast and
+      the reduction's loop would only double the program), whose whole
+      trajectory is two scalars at any d (docs/theory.md s.3.5,
       `samflow._reduced`): the same `Trajectory` fields, statuses and events
       (collapse time and direction) to the settings' accuracy, in a fraction of
       the time at large d; switch times too. A reduced cell that meets anything
       but the horizon, a collapse or a switch (another event, `max_steps`, a
-      failed step) is solved again by the general engine. "all": also the
-      equal-layer reduction (docs/theory.md s.3.5): a cell of gd, l2, usam or
+      failed step) is solved again by the general engine. "all": the two-scalar
+      reduction at any d, and the equal-layer reduction (docs/theory.md s.3.5): a cell of gd, l2, usam or
       lp at depth >= 2 whose layers start equal runs as one row (d + 1
       numbers in place of L d + 1), with the same hand-back (silent: such a
       cell's results are those of "off" bit for bit), on any data, to the

@@ -78,9 +78,11 @@ def cases(engine_only: bool = False, **settings) -> dict[str, dict[str, np.ndarr
                 tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
                               settings=sf.SolverSettings(coords=coords, **general), alpha_batched=True)
                 out[f"{method}-{clock}-{coords}"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
-                if method == "l2":  # the exact reduction (samflow._reduced, docs/theory.md s.3.5)
+                if method == "l2":  # the exact reduction (samflow._reduced, docs/theory.md s.3.5;
+                    # "auto" takes it only from d = 8 on, where it pays: "all" here at d = 5)
+                    reduced = {"reduce": "all", **settings}
                     tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
-                                  settings=sf.SolverSettings(coords=coords, **settings), alpha_batched=True)
+                                  settings=sf.SolverSettings(coords=coords, **reduced), alpha_batched=True)
                     out[f"{method}-{clock}-{coords}-reduced"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
     # a depth-3 pole (blow-up in tau) and linf at depth 1 (zero hits, sliding)
     default = sf.SolverSettings(**settings)  # equal to SolverSettings() when settings is empty: the same compilation
