@@ -134,12 +134,15 @@ def programs_dir() -> "Path | None":
 
     After `enable_compilation_cache` (every entry point), its choice. In a library
     process (`import samflow` and calls from Python, which change no JAX setting):
-    on when `$SAMFLOW_COMPILATION_CACHE` names a folder (the user's opt-in; then the
-    first `samflow.solve` of a session loads its program from there instead of
-    tracing and compiling it), off otherwise or with `SAMFLOW_STORED_PROGRAMS=off`."""
+    on by default, in `cache_dir()` (`~/.cache/samflow/jax/samflow-programs`, or
+    the folder `$SAMFLOW_COMPILATION_CACHE` names): the first `samflow.solve` of a
+    later session loads its program from there instead of tracing and compiling
+    it. Off with `SAMFLOW_COMPILATION_CACHE=off` or `SAMFLOW_STORED_PROGRAMS=off`.
+    Several processes may share the folder: a program is written to a temporary
+    file and renamed, and its checksum is verified before it is loaded."""
     if _programs_decided:
         return _programs
-    if os.environ.get(CACHE_ENV) is None or os.environ.get(PROGRAMS_ENV, "on").strip().lower() in _OFF:
+    if os.environ.get(PROGRAMS_ENV, "on").strip().lower() in _OFF:
         return None
     folder = cache_dir()
     return None if folder is None else folder / PROGRAMS_SUBDIR

@@ -58,11 +58,29 @@ def _affine():
 ARGS = (jnp.linspace(0.0, 1.0, 7), jnp.asarray(3.0))
 
 
-def test_library_process_has_programs_off():
-    """`import samflow` turns nothing on: a StoredProgram is then its jitted function."""
+def test_programs_off_is_the_jitted_function():
+    """With the stored programs off (the test process: `SAMFLOW_COMPILATION_CACHE=off`) a
+    StoredProgram is its jitted function."""
     assert _cache.programs_dir() is None
     prog = _cache.StoredProgram(_affine(), "test")
     assert _same_bits(prog(*ARGS), _affine()(*ARGS)) and prog.loaded == 0
+
+
+def test_library_process_stores_programs_by_default(monkeypatch, tmp_path):
+    """A library process (no entry point decided) keeps its programs in the user's cache
+    folder unless `SAMFLOW_COMPILATION_CACHE=off` or `SAMFLOW_STORED_PROGRAMS=off`."""
+    monkeypatch.setattr(_cache, "_programs_decided", False)
+    for name in (_cache.CACHE_ENV, _cache.PROGRAMS_ENV, "JAX_COMPILATION_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _cache.programs_dir() == tmp_path / "samflow" / "jax" / _cache.PROGRAMS_SUBDIR
+    monkeypatch.setenv(_cache.CACHE_ENV, str(tmp_path / "mine"))
+    assert _cache.programs_dir() == tmp_path / "mine" / _cache.PROGRAMS_SUBDIR
+    monkeypatch.setenv(_cache.PROGRAMS_ENV, "off")
+    assert _cache.programs_dir() is None
+    monkeypatch.delenv(_cache.PROGRAMS_ENV)
+    monkeypatch.setenv(_cache.CACHE_ENV, "off")
+    assert _cache.programs_dir() is None
 
 
 def test_second_program_loads_the_stored_one_with_equal_bits(programs):
