@@ -282,3 +282,45 @@ def test_input_errors(mu12, multi_data):
         sf.solve("l2", mu12, 0.5, 1.0, ts, clock="s")
     with pytest.raises(ValueError, match="max_steps"):
         sf.SolverSettings(max_steps=0)
+
+
+def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
+    """`samflow.solve` solves at power-of-two cell and save counts (`canonical_shapes`):
+    calls of 5 and 7 cells with 9 and 13 save times compile one program, return
+    unpadded shapes, and every cell has the bits of the same cell in a call of 8
+    cells at 16 save times (the padding is NaN cells and repeats of the horizon)."""
+    import logging
+
+    import jax
+
+    from samflow import _integrate
+
+    rho = np.linspace(0.05, 0.4, 7)
+    ts16 = np.linspace(0.5, 8.0, 16)
+    settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10)  # a program no other test compiles
+    solve = lambda r, ts: sf.solve("l2", mu12, alpha=0.3, rho=r, ts=ts, depth=2, settings=settings)
+    assert [_integrate.bucket(n) for n in (1, 2, 3, 5, 8, 9, 64, 65)] == [1, 2, 4, 8, 8, 16, 64, 128]
+    seen = []
+
+    class _Count(logging.Handler):
+        def emit(self, record):
+            if "_solve_batch" in record.getMessage() and "Finished XLA compilation" in record.getMessage():
+                seen.append(record.getMessage())
+
+    handler = _Count()
+    logging.getLogger("jax").addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            full = solve(np.concatenate([rho, [0.5]]), ts16)
+            a = solve(rho[:5], ts16[:9])  # 9 saves: the horizon is ts16[8]
+            b = solve(rho, ts16[:13])
+    finally:
+        logging.getLogger("jax").removeHandler(handler)
+    assert len(seen) == 1, seen  # one program for the three calls
+    assert a.W.shape == (5, 9, 2, 2) and a.status.shape == (5,) and b.beta.shape == (7, 13, 2)
+    ref = solve(rho, ts16[:13])
+    for x, y in zip(jax.tree.leaves(b), jax.tree.leaves(ref)):
+        assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+    # The horizon differs from `full`'s, but the cells' paths up to it are the same solve:
+    # equal to the solver's accuracy at the shared save times.
+    np.testing.assert_allclose(np.asarray(b.beta), np.asarray(full.beta)[:7, :13], rtol=1e-5, atol=1e-9)
