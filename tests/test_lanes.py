@@ -267,10 +267,10 @@ def test_one_program_gives_every_method_its_own_bits():
     for bit those of its program alone; and in the program the method is a real
     conditional (a `cond` over the three methods on an unbatched int32 scalar, not a
     select over all three), at the start, the step, the end of a run and the outputs.
-    With the default `reduce="auto"`, as in the sweep: l2's cells (equal layers) take the
+    With `reduce="all"` (the default "auto" does the same from d = 8 on): l2's cells (equal layers) take the
     two-scalar reduction inside the program too (`samflow._reduced`), as in l2's own."""
     family = (Method.GD, Method.L2, Method.LINF)
-    fn, args = _same_family_bits(family, switches=4, reduce="auto")
+    fn, args = _same_family_bits(family, switches=4, reduce="all")
     jaxpr = jax.make_jaxpr(fn)(*args[:2], jnp.asarray(0, jnp.int32), args[2]).jaxpr
     conds = [e for e in _eqns(jaxpr) if e.primitive.name == "cond" and len(e.params["branches"]) == 3]
     assert len(conds) == 4

@@ -1,6 +1,6 @@
 """The exact reductions of samflow._reduced (docs/theory.md s.3.5), checked against the
 general (L, d) state: depth-2 l2-SAM on one sample from equal layers as two scalars per
-cell (`reduce="auto"`), and any gd, l2, usam or lp cell whose layers start equal as one
+cell (`reduce="all"`, and "auto" from d = 8 on), and any gd, l2, usam or lp cell whose layers start equal as one
 row (`reduce="all"`).
 
 Every comparison is with `reduce="off"`, the general field of the lane engine, on the
@@ -72,7 +72,7 @@ def _same(a, b):
 def test_reduced_matches_the_general_field_on_the_chart_grid():
     """All three regimes: collapse (small alpha/rho), minor first, major first."""
     W0, rho = _cells(*_grid())
-    red, gen = _run(W0, rho, "auto"), _run(W0, rho, "off")
+    red, gen = _run(W0, rho, "all"), _run(W0, rho, "off")
     _agree(red, gen)
     st = red.status
     assert np.sum(st == int(sf.Status.COLLAPSED)) >= 5 and np.sum(st == int(sf.Status.FINISHED)) >= 5
@@ -86,7 +86,7 @@ def test_reduced_matches_on_the_readme_cells_and_per_coordinate_inits():
     ts = np.linspace(0.1, 60.0, 600)
     alpha = np.array([[0.0042] * 5, [0.003] * 5, [0.004, -0.003, 0.005, 0.002, 0.0045], [0.02, 0.01, 0.005, 0.004, 0.03]])
     W0, rho = _cells(alpha, np.full(4, 0.01))
-    red, gen = _run(W0, rho, "auto", ts=ts), _run(W0, rho, "off", ts=ts)
+    red, gen = _run(W0, rho, "all", ts=ts), _run(W0, rho, "off", ts=ts)
     _agree(red, gen)
     assert red.status[1] == int(sf.Status.COLLAPSED) and abs(red.event_time[1] - 14.1737) < 1e-4
     lead = np.argmax(red.beta[0], axis=-1) + 1
@@ -97,10 +97,10 @@ def test_reduced_matches_on_the_readme_cells_and_per_coordinate_inits():
 def test_reduced_matches_in_the_tau_clock_and_in_log_coordinates():
     W0, rho = _cells(*_grid(6))
     ts = np.linspace(0.05, 40.0, 30)
-    _agree(_run(W0, rho, "auto", clock="tau", ts=ts), _run(W0, rho, "off", clock="tau", ts=ts))
+    _agree(_run(W0, rho, "all", clock="tau", ts=ts), _run(W0, rho, "off", clock="tau", ts=ts))
     # The general engine in log coordinates needs rtol 1e-10 for 1e-6 on beta just before a
     # collapse (docs/benchmarks.md, "Large d"; 2.9e-6 at 1e-8 here); the reduction does not.
-    red, gen = _run(W0, rho, "auto", coords="log"), _run(W0, rho, "off", coords="log", rtol=1e-10)
+    red, gen = _run(W0, rho, "all", coords="log"), _run(W0, rho, "off", coords="log", rtol=1e-10)
     _agree(red, gen)
 
 
@@ -108,18 +108,18 @@ def test_reduced_matches_with_the_exponential_loss_and_at_d50():
     W0, rho = _cells(np.array([0.004, 0.02, 0.3]), np.array([0.01, 0.01, 0.1]), d=50)
     mu = list(np.arange(1, 51) / 50.0)
     data = sf.single_sample(mu)
-    _agree(_run(W0, rho, "auto", data=data), _run(W0, rho, "off", data=data), mu=mu)
+    _agree(_run(W0, rho, "all", data=data), _run(W0, rho, "off", data=data), mu=mu)
     W0, rho = _cells(*_grid(4))
-    _agree(_run(W0, rho, "auto", loss="exponential"), _run(W0, rho, "off", loss="exponential"), loss="exponential")
+    _agree(_run(W0, rho, "all", loss="exponential"), _run(W0, rho, "off", loss="exponential"), loss="exponential")
 
 
 def test_reduced_bits_do_not_depend_on_the_order_the_width_or_the_other_cells():
     W0, rho = _cells(*_grid())
-    ref = _run(W0, rho, "auto", width=7)
+    ref = _run(W0, rho, "all", width=7)
     perm = np.random.default_rng(3).permutation(len(rho))
-    back = jax.tree_util.tree_map(lambda x: x[np.argsort(perm)], _run(W0[perm], rho[perm], "auto", width=64))
+    back = jax.tree_util.tree_map(lambda x: x[np.argsort(perm)], _run(W0[perm], rho[perm], "all", width=64))
     assert all(_same(ref, back).values()), _same(ref, back)
-    one = _run(W0[10:11], rho[10:11], "auto", width=1)
+    one = _run(W0[10:11], rho[10:11], "all", width=1)
     assert all(_same(jax.tree_util.tree_map(lambda x: x[10:11], ref), one).values())
 
 
@@ -129,22 +129,22 @@ def test_cells_the_reduction_does_not_cover_come_from_the_general_engine_bit_for
     W0, rho = _cells(np.array([0.01, 0.5, 0.02]), np.array([0.01, 0.1, 0.01]))
     W0[0, 1] *= 1.5  # unequal layers
     W0[2, :, 3] = 0.0  # a weight at 0 in both layers
-    red, gen = _run(W0, rho, "auto"), _run(W0, rho, "off")
+    red, gen = _run(W0, rho, "all"), _run(W0, rho, "off")
     pick = lambda out: jax.tree_util.tree_map(lambda x: x[[0, 2]], out)
     assert all(_same(pick(red), pick(gen)).values())
     _agree(red, gen)
     data = sf.single_sample([0.0, 0.5, 1.0])
     Wz, rz = _cells(np.array([0.3]), np.array([0.1]), d=3)
     assert not bool(cell_reducible(jnp.asarray(Wz[0]), data))
-    assert all(_same(_run(Wz, rz, "auto", data=data), _run(Wz, rz, "off", data=data)).values())
+    assert all(_same(_run(Wz, rz, "all", data=data), _run(Wz, rz, "off", data=data)).values())
     # Blow-up in the tau clock: |beta| passes 10^blowup_log10.
     ts = np.linspace(1.0, 400.0, 8)
     Wb, rb = _cells(np.array([1.0, 0.5]), np.array([0.1, 0.01]))
-    red, gen = _run(Wb, rb, "auto", clock="tau", ts=ts), _run(Wb, rb, "off", clock="tau", ts=ts)
+    red, gen = _run(Wb, rb, "all", clock="tau", ts=ts), _run(Wb, rb, "off", clock="tau", ts=ts)
     assert np.all(gen.status == int(sf.Status.BLEW_UP))
     assert all(_same(red, gen).values())
     # Out of steps.
-    red, gen = _run(W0, rho, "auto", max_steps=12), _run(W0, rho, "off", max_steps=12)
+    red, gen = _run(W0, rho, "all", max_steps=12), _run(W0, rho, "off", max_steps=12)
     assert np.all(gen.status == int(sf.Status.MAX_STEPS))
     assert all(_same(red, gen).values())
 
@@ -161,7 +161,7 @@ def test_reduced_switch_times_match_the_general_engine(clock):
     alpha, rho = _grid(6)
     W0, rho = _cells(np.append(alpha, 0.0042), np.append(rho, 0.01))
     ts = np.linspace(0.1, 60.0, 120) if clock == "t" else np.linspace(0.05, 40.0, 60)
-    (red, _, sr), (gen, _, sg) = (_run(W0, rho, r, clock=clock, ts=ts, switches=8) for r in ("auto", "off"))
+    (red, _, sr), (gen, _, sg) = (_run(W0, rho, r, clock=clock, ts=ts, switches=8) for r in ("all", "off"))
     _agree(red, gen)
     r_time, r_t, r_from, r_to, r_count, r_first, r_ok = sr
     g_time, g_t, g_from, g_to, g_count, g_first, g_ok = sg
@@ -189,12 +189,12 @@ def test_reduced_saves_the_init_itself_and_a_frozen_cell_exactly():
     alphas = np.array([0.003, 0.7, 1e150, -2.5e-7])
     ts = np.array([0.0, 0.5, 20.0])
     out = {r: sf.solve("l2", data, alphas, np.full(4, 0.1), ts, alpha_batched=True,
-                       settings=sf.SolverSettings(reduce=r)) for r in ("auto", "off")}
+                       settings=sf.SolverSettings(reduce=r)) for r in ("all", "off")}
     for r, tr in out.items():
         W = np.asarray(tr.W)
         np.testing.assert_array_equal(W[:, 0], np.broadcast_to(alphas[:, None, None], W[:, 0].shape), err_msg=r)
         np.testing.assert_array_equal(W[2], 1e150, err_msg=r)
-    np.testing.assert_allclose(np.asarray(out["auto"].W), np.asarray(out["off"].W), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out["all"].W), np.asarray(out["off"].W), rtol=1e-6, atol=1e-12)
 
 
 # -- the equal-layer reduction (reduce="all") ----------------------------------------------
@@ -319,3 +319,19 @@ def test_equal_layers_switch_record_matches_the_general_engine():
         np.testing.assert_array_equal(a, b)
     assert np.sum(sg[4]) >= 3
     np.testing.assert_allclose(sr[0], sg[0], rtol=1e-6, equal_nan=True)
+
+
+def test_auto_reduces_from_d8_on_only():
+    """`reduce="auto"` is the general state below d = `AUTO_MIN_D` (bits of "off", one loop
+    to compile) and the two-scalar reduction from it on (bits of "all")."""
+    from samflow._reduced import AUTO_MIN_D, reducible
+
+    assert AUTO_MIN_D == 8
+    rule = lambda r, d, L=2, n=1, m=Method.L2: reducible(m, L, n, sf.SolverSettings(reduce=r), d)
+    assert [rule("auto", d) for d in (2, 5, 7, 8, 50)] == [False, False, False, True, True]
+    assert [rule("all", d) for d in (2, 5, 8)] == [True, True, True] and not rule("off", 50)
+    assert not (rule("auto", 50, L=3) or rule("auto", 50, n=2) or rule("auto", 50, m=Method.GD))
+    for d, like in ((AUTO_MIN_D - 1, "off"), (AUTO_MIN_D, "all")):
+        data = sf.single_sample(np.arange(1, d + 1) / d)
+        W0, rho = _cells(np.array([0.05, 0.5]), np.array([0.1, 0.1]), d=d)
+        assert all(_same(_run(W0, rho, "auto", data=data, width=2), _run(W0, rho, like, data=data, width=2)).values()), d
