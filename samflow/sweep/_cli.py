@@ -153,7 +153,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     stamp = store.code_stamp()
     try:
         data = build_data(cfg, config_path.parent, str(config_path))
-        check_data_file(cfg, data)  # before any folder is made
+        check_data_file(cfg, data, str(config_path))  # before any folder is made
     except ConfigError as err:
         return fail(str(err))
     if (problem := _take_lock(results_path, held)) is not None:  # before anything there is read

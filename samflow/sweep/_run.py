@@ -17,10 +17,9 @@ from .._io import free_bytes, size_text
 from .._progress import progress_bar
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
-from ..config._sweep import pattern_problems
+from ..config._sweep import pattern_problems, rule_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from ..flows import Method
-from .._settings import problems
 from ..store import to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
@@ -66,16 +65,20 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None, source: "str | 
         raise ConfigError(f"{where}: {err}") from None
 
 
-def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
-    """The rules that need the data's dimension d (`[init]` shapes), checked once a
-    `data.file` is read (inline and generated data are checked with the config).
+def check_data_file(cfg: SweepConfig, data: Dataset, source: "str | None" = None) -> None:
+    """The rules that need the data (`[init]` shapes, and the engine's rules between
+    clock, methods, lp's p, data, inits and coords: `samflow.config._sweep.rule_problems`),
+    checked once a `data.file` is read (inline and generated data are checked with
+    the config). `source` (the config file) starts the message, as the config's
+    other refusals do.
 
     **Raises:** `ConfigError`, one line naming the key and the file.
     """
     if cfg.data.file is not None:
-        found = experiment_problems(cfg, data.d) or pattern_problems(cfg, data.d)
+        found = experiment_problems(cfg, data.d) or pattern_problems(cfg, data.d) or rule_problems(cfg, data)
         if found:
-            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}{found[0]} (data.file = {cfg.data.file})")
 
 
 def _grid_cells(cfg: SweepConfig, d: int):
@@ -141,10 +144,6 @@ def run_sweep(
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
-    if cfg.data.file is not None:
-        found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords)
-        if found:
-            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
     memory_preflight(cfg, data, grid_slice)
     if code_stamp is None:
         code_stamp = store.code_stamp()
