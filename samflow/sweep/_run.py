@@ -14,7 +14,7 @@ import numpy as np
 from .. import store
 from .._backend import require_backend
 from .._io import free_bytes, size_text
-from .._progress import progress_bar
+from .._progress import progress_bar, progress_line
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems, rule_problems
@@ -179,6 +179,15 @@ def run_sweep(
     # One compiled program serves every flow of the sweep (the method is data, samflow._lanes.program_family).
     flows = tuple(dict.fromkeys(Method.parse(e.method) for e in cfg.flow_entries() if e.eta is None))
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
+        said: list = []
+
+        def compiling() -> None:
+            # Before the first compile: in a log, the first progress line comes only after it
+            # (86 s on a cold 2-core machine), and nothing said what the run was doing.
+            if not said:
+                said.append(True)
+                progress_line(bar, COMPILING.format(n=total))
+
         for label, method, eta, p in cfg.flow_entries():
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
@@ -187,11 +196,13 @@ def run_sweep(
                     method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                     chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                     memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                    sort_key=rank, summary=summary, switches=K, program_methods=flows, **p_keyword(p),
+                    sort_key=rank, summary=summary, switches=K, program_methods=flows, on_first_call=compiling,
+                    **p_keyword(p),
                 )
                 if K:
                     results[label], switches[label] = results[label]
             else:
+                compiling()
                 results[label] = solve_other(
                     cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
                     summary=summary, on_batch=bar.update, p=p,
@@ -211,6 +222,11 @@ def run_sweep(
     if grid_slice is not None:
         ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
     return ds
+
+
+#: The line a sweep's progress starts with, before the solver's first compilation (or its load
+#: from the compile cache, `samflow._cache`): `n` the cells of the run.
+COMPILING = "compiling the solver for {n} cells (first run on this machine: up to a minute) ..."
 
 
 def _n_cells(cfg: SweepConfig, grid_slice: "tuple[int, int] | None") -> int:
