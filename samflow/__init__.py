@@ -8,15 +8,20 @@ context when the program has not turned it on (`samflow._x64`); the command line
 turn it on for their process.
 """
 
-from .datasets import Dataset, single_sample
-from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2, velocity
-from .losses import Exponential, Logistic, get_loss
-from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
-from . import solve as _solve_module  # noqa: F401  (the deprecated module path, loaded first; see samflow/solve.py)
-from .solver import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
-from .status import STATUS_MESSAGES, Status
+from ._startup import command_start as _command_start
 
-del _solve_module
+# `python -m samflow.<command>` imports this package first: a Ctrl-C during these
+# imports (JAX, diffrax) is the command's one line and exit 130, not a traceback.
+with _command_start():
+    from .datasets import Dataset, single_sample
+    from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2, velocity
+    from .losses import Exponential, Logistic, get_loss
+    from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
+    from . import solve as _solve_module  # noqa: F401  (the deprecated module path, loaded first; see samflow/solve.py)
+    from .solver import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
+    from .status import STATUS_MESSAGES, Status
+
+del _solve_module, _command_start
 
 __version__ = "0.2.0"
 

@@ -158,11 +158,11 @@ def run_command(
     JAX's threads could crash it."""
     from ._x64 import prepare_process
 
-    prepare_process()
-    if (problem := backend_problem()) is not None:
-        sys.exit(fail(problem))
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
+        prepare_process()  # imports matplotlib: a Ctrl-C here is the same one line
+        if (problem := backend_problem()) is not None:
+            sys.exit(fail(problem))
         code = main()
     except DiskFullError as err:
         code = fail(f"{err}; {disk_full}")

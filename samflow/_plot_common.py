@@ -20,6 +20,11 @@ COLLAPSED_COLOR = "#d9d9d9"
 
 MISSING_COLOR = "#000000"
 
+#: The colour of a blown-up cell's pixels after its blow-up (status BLEW_UP: the tau
+#: clock's growth past 10**blowup_log10, or a finite-tau pole at depth >= 3): a category
+#: of its own, not the black of a failure.
+BLEW_UP_COLOR = "#d7191c"
+
 
 REGIME_COLORS = ["#ffffff", "#bdbdbd", "#fdae61", "#2c7bb6"]  # undetermined, 1, 2, 3
 
@@ -31,6 +36,7 @@ UNDETERMINED_NOTE = " (not at $d$ by the horizon)"
 
 
 NO_VALUE = -1  # regime_image / dominant index of a cell without a value
+BLOWN_UP = -2  # the same, for a cell that blew up (`with_blow_up`)
 
 
 # Statuses whose cells integrated to the final time (or to a collapse): a regime
@@ -279,10 +285,47 @@ def regime_image(reg, status) -> np.ndarray:
     return np.where((reg == 0) & ~done, NO_VALUE, reg).astype(np.int8)
 
 
+def with_blow_up(img, status) -> np.ndarray:
+    """`img` (a `regime_image`, or a dominant-index image) with the `NO_VALUE`
+    pixels of cells that blew up (status BLEW_UP) set to `BLOWN_UP`, so that a
+    figure draws a blow-up as its own category (`BLEW_UP_COLOR`, `blow_up_label`)
+    rather than as a failure.
+
+    **Arguments:** `img` int (...); `status` the cells' statuses, of `img`'s shape
+    or of its shape without the last axis (one status per row of a heat map over
+    time). **Returns:** int64 of `img`'s shape.
+    """
+    img = np.asarray(img).astype(np.int64)
+    blew = np.asarray(status).astype(np.int64) == int(Status.BLEW_UP)
+    if blew.shape != img.shape:
+        blew = blew[..., None]
+    return np.where((img == NO_VALUE) & blew, BLOWN_UP, img)
+
+
+def _blowup_log10(ds) -> float:
+    """`solver.blowup_log10` of the config stored in a results file (200, the default, without one)."""
+    import json
+
+    try:
+        return float(json.loads(ds.attrs["config"])["solver"]["blowup_log10"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 200.0
+
+
+def blow_up_label(ds=None) -> str:
+    r"""Legend text of the blow-up colour: what a BLEW_UP cell met (docs/theory.md
+    s.4.4), with the threshold of `ds`'s stored config, e.g. "blew up ($\tau$ clock:
+    $|\beta| \geq 10^{200}$, or a pole at depth $\geq 3$); no value after"."""
+    b = _blowup_log10(ds) if ds is not None else 200.0
+    return (rf"blew up ($\tau$ clock: $|\beta| \geq 10^{{{b:g}}}$, or a pole at depth $\geq 3$); "
+            "no value after")
+
+
 def regime_cmap():
-    """(cmap, norm, colors) for `regime_image`: -1 no value (black), 0 .. 3 as REGIME_COLORS."""
-    colors = [MISSING_COLOR] + REGIME_COLORS
-    return ListedColormap(colors), BoundaryNorm(np.arange(-1.5, 4.5, 1.0), len(colors)), colors
+    """(cmap, norm, colors) for `regime_image`: -2 blew up (`with_blow_up`, BLEW_UP_COLOR),
+    -1 no value (black), 0 .. 3 as REGIME_COLORS."""
+    colors = [BLEW_UP_COLOR, MISSING_COLOR] + REGIME_COLORS
+    return ListedColormap(colors), BoundaryNorm(np.arange(-2.5, 4.5, 1.0), len(colors)), colors
 
 
 def normalized_beta(beta) -> np.ndarray:

@@ -5,7 +5,9 @@ A bar redraws itself with carriage returns: with stderr redirected to a file (a
 batch job's log) its updates pile up on one line that ends only with the run.
 Where stderr is not a terminal, `progress_bar` prints instead one whole line
 ("cells: 1536/4096 (38%), 12 s, l2") at most every `interval_s` seconds, and one
-when the count is complete.
+when the count is complete. `progress_line` prints a line of its own with the
+progress (the sweep's "compiling the solver ..." before its first compilation,
+which in a cold run comes long before the first count).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import time
 from typing import Callable, TextIO
 
-__all__ = ["PlainProgress", "progress_bar", "LOG_INTERVAL_S"]
+__all__ = ["PlainProgress", "progress_bar", "progress_line", "LOG_INTERVAL_S"]
 
 #: Seconds between two progress lines in a log (and a line when the run completes).
 LOG_INTERVAL_S = 20.0
@@ -73,6 +75,16 @@ def progress_bar(total: int, desc: str, unit: str, *, disable: bool = False, fil
     if disable or notebook or _is_terminal(file):
         return tqdm.auto.tqdm(total=total, desc=desc, unit=unit, disable=disable, file=file)
     return PlainProgress(total, desc, file=file, interval_s=interval_s)
+
+
+def progress_line(bar, text: str) -> None:
+    """Print `text` as a line of its own with the progress of `bar` (a `progress_bar`):
+    above tqdm's bar on a terminal (which redraws below it), as the next line of a
+    log, nothing when the bar is disabled (`--quiet`)."""
+    if isinstance(bar, PlainProgress):
+        print(text, file=bar.file, flush=True)
+    elif not getattr(bar, "disable", True):
+        bar.write(text, file=bar.fp)
 
 
 def _is_terminal(file) -> bool:

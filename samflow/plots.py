@@ -2,14 +2,16 @@
 
 - `plot_dominant_heatmap`: dominant feature index argmax_j |beta_j| over
   (time, alpha) at one rho, one panel per method (docs/theory.md section 6). Discrete
-  colours 1 (minor) .. d (major); cells at beta = 0 (grey) and cells without a
-  value (black) have colours of their own, each in the legend only when drawn and
-  named by its cells' statuses ("collapsed" for l2-SAM, "slid to 0" for linf-SAM;
-  "blew up", "step limit", ... for black).
+  colours 1 (minor) .. d (major); cells at beta = 0 (grey), cells after a blow-up
+  (red: status BLEW_UP, the tau clock's growth past 10**blowup_log10 or a pole) and
+  cells without a value (black) have colours of their own, each in the legend only
+  when drawn and named by its cells' statuses ("collapsed" for l2-SAM, "slid to 0"
+  for linf-SAM; "step limit", "solver failed", ... for black).
 - `plot_trajectories`: |beta_j| on a log axis with the switches of the dominant
   feature marked, and the loss, for a few alphas (one per l2-SAM regime), per method.
 - `plot_regime_chart`: regime 1/2/3 over (alpha, rho), per method; cells that
-  failed are drawn "no value" (not "undetermined"), naming their status.
+  failed are drawn "no value" (not "undetermined"), naming their status, and
+  blown-up cells without a regime in the blow-up colour.
 - `plot_sweep`: all of the above that the sweep's grid allows (`figure_names`); returns the
   paths. `python -m samflow.plot RESULTS.nc` draws them from a results file alone.
 
@@ -45,6 +47,10 @@ from .status import Status
 from ._plot_common import (  # noqa: F401  (moved there; this module keeps the names)
     COLLAPSED_COLOR as COLLAPSED_COLOR,
     MISSING_COLOR as MISSING_COLOR,
+    BLEW_UP_COLOR as BLEW_UP_COLOR,
+    BLOWN_UP as BLOWN_UP,
+    blow_up_label as blow_up_label,
+    with_blow_up as with_blow_up,
     REGIME_COLORS as REGIME_COLORS,
     REGIME_NAMES as REGIME_NAMES,
     UNDETERMINED_NOTE as UNDETERMINED_NOTE,
@@ -96,6 +102,8 @@ __all__ = [
     "no_value_label",
     "zero_label",
     "regime_cmap",
+    "with_blow_up",
+    "blow_up_label",
     "regime_chart_edges",
     "FIGURES",
     "figure_names",
@@ -121,20 +129,22 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     d = ds.sizes["coord"]
     times = ds["time"].values
     alphas = ds["alpha"].values
-    colors = [MISSING_COLOR, COLLAPSED_COLOR] + feature_colors(d)
+    colors = [BLEW_UP_COLOR, MISSING_COLOR, COLLAPSED_COLOR] + feature_colors(d)
     cmap = ListedColormap(colors)
-    norm = BoundaryNorm(np.arange(-1.5, d + 1.5, 1.0), cmap.N)
+    norm = BoundaryNorm(np.arange(-2.5, d + 1.5, 1.0), cmap.N)
     (t_sc, t_lt), (a_sc, a_lt) = axis_scale(times), axis_scale(alphas)
     te, ae = cell_edges(times, t_sc, t_lt), cell_edges(alphas, a_sc, a_lt)
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 1.2, 4.2), sharey=True, squeeze=False)
     axes = axes[0]
     mesh = None
     missing = []  # statuses of the cells with a "no value" pixel
+    blew_up = False  # a cell with a pixel after its blow-up
     zero = {}  # method -> statuses of the cells with a beta = 0 pixel
     for ax, m in zip(axes, methods):
-        dom = _dominant(ds, m, ir)
         st = np.asarray(ds["status"].sel(flow=m).isel(rho=ir).values)
+        dom = with_blow_up(_dominant(ds, m, ir), st)
         missing += st[np.any(dom == NO_VALUE, axis=-1)].tolist()
+        blew_up = blew_up or bool(np.any(dom == BLOWN_UP))
         if np.any(dom == 0):
             zero[m] = st[np.any(dom == 0, axis=-1)].tolist()
         mesh = ax.pcolormesh(te, ae, dom, cmap=cmap, norm=norm, shading="flat", rasterized=True)
@@ -142,7 +152,7 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
         _set_scale(ax, "y", a_sc, a_lt)
         ax.set_xlim(te[0], te[-1])
         ax.set_ylim(ae[0], ae[-1])
-        none = bool(np.all(dom == NO_VALUE))
+        none = bool(np.all(dom < 0))  # NO_VALUE or BLOWN_UP
         ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in st.ravel()}))})" if none else ""))
         ax.set_xlabel(_time_label(ds) + _scale_note(t_sc, t_lt, "t"))
     axes[0].set_ylabel(_alpha_label(ds) + _scale_note(a_sc, a_lt, r"$\alpha$"))
@@ -158,6 +168,8 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     handles = []
     if zero:
         handles.append(Patch(color=COLLAPSED_COLOR, label=zero_label(zero)))
+    if blew_up:
+        handles.append(Patch(color=BLEW_UP_COLOR, label=blow_up_label(ds)))
     if missing:
         handles.append(Patch(color=MISSING_COLOR, label=no_value_label(missing)))
     if handles:
@@ -413,9 +425,11 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     its neighbours in the axis's coordinate (`regime_chart_edges`): geometric
     midpoints on a log axis; a grid with rho = 0 gets a symlog rho axis (noted in
     its label) so that rho = 0 is its own column. A cell whose regime is 0 because
-    it has no value (status BLEW_UP, MAX_STEPS, NONFINITE_INPUT, FAILED, SURFACE or unknown:
-    `regime_image`) is drawn black and its legend entry names those statuses; a
-    panel (and the chart) with no value in any cell says so in its title.
+    it has no value is drawn in the blow-up colour when it blew up (BLEW_UP,
+    `with_blow_up`, legend `blow_up_label`), else black (MAX_STEPS,
+    NONFINITE_INPUT, FAILED, SURFACE or unknown: `regime_image`) with a legend
+    entry naming those statuses; a panel (and the chart) with no value in any
+    cell says so in its title.
 
     **Returns:** the PNG path (a PDF is written next to it).
     """
@@ -426,13 +440,15 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     (x_sc, x_lt), (y_sc, y_lt), rho_e, alpha_e = regime_chart_edges(rhos, alpha_abs)
     cmap, norm, colors = regime_cmap()
     fig, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods) + 0.5, 4.0), squeeze=False, sharey=True)
-    missing, all_missing = [], []
+    missing, failed, all_missing, blew_up = [], [], [], False
     y_lo = min(e[0] for e in alpha_e if e is not None) if any(e is not None for e in alpha_e) else None
     y_hi = max(e[-1] for e in alpha_e if e is not None) if any(e is not None for e in alpha_e) else None
     for ax, m in zip(axes[0], methods):
         status = np.asarray(ds["status"].sel(flow=m).values)
-        img = regime_image(_regimes(ds, m), status)  # (alpha, rho)
+        img = with_blow_up(regime_image(_regimes(ds, m), status), status)  # (alpha, rho)
         missing += status[img == NO_VALUE].tolist()
+        failed += status[img < 0].tolist()
+        blew_up = blew_up or bool(np.any(img == BLOWN_UP))
         if alpha_e[0] is not None and all(e is not None and np.array_equal(e, alpha_e[0]) for e in alpha_e):
             ax.pcolormesh(rho_e, alpha_e[0], img, cmap=cmap, norm=norm, shading="flat", rasterized=True)
         else:  # alpha relative to rho: each column has its own alphas
@@ -448,18 +464,21 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
         if y_lo is not None:
             ax.set_ylim(y_lo, y_hi)
         ax.set_xlabel(r"SAM radius $\rho$" + _scale_note(x_sc, x_lt, r"$\rho$"))
-        none = bool(np.all(img == NO_VALUE))
+        none = bool(np.all(img < 0))  # NO_VALUE or BLOWN_UP
         all_missing.append(none)
         ax.set_title(_method_label(m) + (f"\nno value in any cell ({', '.join(sorted({_status_name(v) for v in status.ravel()}))})" if none else ""))
     axes[0, 0].set_ylabel(r"init scale $\alpha$" + _scale_note(y_sc, y_lt, r"$\alpha$"))
     names = [REGIME_NAMES[0] + UNDETERMINED_NOTE] + REGIME_NAMES[1:]
     handles = [Patch(facecolor=c, edgecolor="k", lw=0.3, label=n) for c, n in zip(REGIME_COLORS, names)]
+    if blew_up:
+        handles.append(Patch(facecolor=BLEW_UP_COLOR, edgecolor="k", lw=0.3, label=blow_up_label(ds)))
     if missing:
         handles.append(Patch(facecolor=MISSING_COLOR, edgecolor="k", lw=0.3, label=no_value_label(missing)))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3 if missing else 4), frameon=False, bbox_to_anchor=(0.5, -0.06 - 0.05 * bool(missing)))
+    more = blew_up or bool(missing)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 3 if more else 4), frameon=False, bbox_to_anchor=(0.5, -0.06 - 0.05 * more))
     title = f"Regimes over (alpha, rho), depth {ds.attrs.get('depth', '?')}"
     if all(all_missing):
-        title += f": every cell failed, no regime ({no_value_label(missing)[len('no value ('):-1]})"
+        title += f": every cell failed, no regime ({no_value_label(failed)[len('no value ('):-1]})"
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save_png_pdf(fig, path, dpi=130)

@@ -644,3 +644,25 @@ def test_linear_spacing_and_ts_alone_still_load(tmp_path):
     np.testing.assert_allclose(load_config(p).time.values(), np.linspace(1.25, 10.0, 8))
     p.write_text(edit("t1 = 10.0\nnum = 8\nt_min = 0.01", "t1 = 10.0\nts = [1.0, 10.0]"))
     np.testing.assert_array_equal(load_config(p).time.values(), [1.0, 10.0])
+
+
+def test_tau_clock_sweep_configs_end_before_their_cells_blow_up():
+    """Issue 35: configs/lp_family.toml ran to tau = 300, past tau ~ 229 where its cells reach
+    |beta| = 10^blowup_log10 and stop as "blew up": 189 of 336 cells, a strip across every heat
+    map panel. In tau, at depth 2 from equal layers on one sample, GD grows fastest of the flows,
+    |beta_j| = alpha^2 e^(2 mu_j tau) (docs/theory.md s.3.1; the SAM flows' rates are smaller), so
+    a shipped config's horizon must keep gd's largest |beta| below the threshold."""
+    checked = []
+    for path in sorted((ROOT / "configs").glob("*.toml")):
+        if "\n[grid]" not in path.read_text():
+            continue
+        cfg = load_config(path)
+        if cfg.clock != "tau" or cfg.depth != 2 or cfg.data.mu is None or cfg.init is not None:
+            continue
+        alpha = cfg.grid.alpha_values().max() * (cfg.grid.rho_values().max() if cfg.grid.alpha_relative_to_rho else 1)
+        log10_beta = 2 * np.log10(alpha) + 2 * max(cfg.data.mu) * cfg.time.values()[-1] / np.log(10)
+        assert log10_beta < cfg.solver.blowup_log10, (
+            f"{path.name}: gd reaches |beta| = 10^{log10_beta:.0f} by time.t1, past solver.blowup_log10 = "
+            f"{cfg.solver.blowup_log10:g}: its cells blow up before the horizon")
+        checked.append(path.name)
+    assert "lp_family.toml" in checked, checked

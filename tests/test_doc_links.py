@@ -131,3 +131,16 @@ def test_readme_links_resolve_on_github():
     } <= set(LINK.findall(fast))
     site = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
     assert site - {"docs/index.md"} <= {link.partition("#")[0] for link in links}  # a way into every page
+
+
+def test_every_status_is_in_the_status_tables():
+    """docs/theory.md s.4 and docs/troubleshooting.md each list the statuses of a cell in a
+    table; SURFACE (8) was missing from the theory's (issue 35): each table has one row per
+    `samflow.Status`, with its value, and no other."""
+    from samflow.status import Status
+
+    theory = {(m.group(1), int(m.group(2))) for m in re.finditer(r"^\| `([A-Z_]+)` \| (\d+) \|", THEORY.read_text(), re.M)}
+    assert theory == {(s.name, int(s)) for s in Status}, theory
+    trouble = (ROOT / "docs" / "troubleshooting.md").read_text()
+    rows = {(int(m.group(1)), m.group(2)) for m in re.finditer(r"^\| (\d+) ([a-z -]+?) \|", trouble, re.M)}
+    assert {v for v, _ in rows} == {int(s) for s in Status}, rows

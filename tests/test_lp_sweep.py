@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 import samflow as sf
-from samflow.config import ConfigError, parse_config
+from samflow.config import ConfigError, load_config, parse_config
 from samflow.merge import merge_slices
 from samflow.sweep import main, run_sweep
 
@@ -213,3 +213,51 @@ def test_discrete_lp_entries_run_their_p_and_eta():
     flow = ds["beta"].sel(flow="lp p=3").values[:, 0]
     gaps = [np.abs(ds["beta"].sel(flow=f"discrete_lp p=3 eta={e}").values[:, 0] - flow).max() for e in (0.1, 0.05)]
     assert 1.8 < gaps[0] / gaps[1] < 2.2, gaps
+
+
+# Issue 35, fault 1: "lp" with p > 2 on two samples (or from unequal layers, or in
+# log coordinates) passed the config and failed inside the run: a 29-line traceback
+# and a .partial/ folder that made the rerun ask for --resume. The config now applies
+# the engine's rule (samflow._settings.problems) for each exponent, before anything
+# is written.
+_TWO_SAMPLES = """\
+name = "lp3"
+methods = ["lp"]
+[lp]
+p = [1.5, 3, 4]
+[data]
+{data}
+[grid]
+alpha = [0.5, 1.0]
+rho = [0.1]
+[time]
+t1 = 10.0
+num = 5
+{extra}
+[output]
+figures = false
+"""
+
+
+@pytest.mark.parametrize("data, extra, start", [
+    ("X = [[1.0, 0.5], [0.3, 1.0]]\ny = [1, 1]", "",
+     "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
+    ('file = "two.npz"', "", "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
+    ("mu = [0.5, 1.0]", "[init]\nW0 = [[1.0, 1.0], [0.5, 1.0]]", "lp.p: method 'lp' with p > 2 needs balanced inits"),
+    ("mu = [0.5, 1.0]", "[solver]\ncoords = \"log\"", "solver.coords = 'log' does not apply to lp-SAM with p > 2"),
+])
+def test_cli_refuses_lp_p_above_2_where_the_engine_would(tmp_path, capsys, data, extra, start):
+    np.savez(tmp_path / "two.npz", X=np.array([[1.0, 0.5], [0.3, 1.0]]), y=np.array([1.0, 1.0]))
+    cfg = tmp_path / "lp3.toml"
+    cfg.write_text(_TWO_SAMPLES.format(data=data, extra=extra))
+    out = tmp_path / "out"
+    assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"error: {cfg}: {start}"), lines[0]
+    assert "(got p = 3, 4)" in lines[0] or "coords" in start, lines[0]
+    assert not out.exists()  # no folder, no .partial/: the rerun is not asked for --resume
+    # The same config with every p <= 2 is accepted (the rule is lp's with p > 2 only).
+    cfg.write_text(_TWO_SAMPLES.format(data=data, extra=extra).replace("p = [1.5, 3, 4]", "p = [1.5]"))
+    load_config(cfg)

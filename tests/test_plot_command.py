@@ -171,3 +171,66 @@ def test_a_slice_is_refused_with_the_merge_command(tmp_path, capsys):
     assert _one_error_line(capsys) == (
         f"error: {path} is one slice of a sweep; merge the slices first (python -m samflow.merge "
         f"{tmp_path / 'out'}) and draw the merged results.nc")
+
+
+# Issue 35, fault 2: a results file of an older samflow that lacks a variable the
+# figures read gave a 40-line KeyError (switch_ok, switch_from, switch_to) or a line
+# that did not say which samflow wrote it (loss, status, ...).
+SWITCHES = CONFIG.replace("switch_times = false\n", "").replace("figures = true", "figures = false").replace(
+    "rho = [0.05, 0.1]", "rho = [0.1]")
+
+
+@pytest.fixture(scope="module")
+def with_switches(tmp_path_factory):
+    """The results of a tiny sweep that stores the exact switch times (read by the trajectory figure)."""
+    root = tmp_path_factory.mktemp("switches")
+    cfg = root / "c.toml"
+    cfg.write_text(SWITCHES)
+    assert sweep_main([str(cfg), "--out", str(root / "out"), "--quiet"]) == 0
+    ds = xr.open_dataset(root / "out" / "results.nc", engine="h5netcdf").load()
+    assert "switch_ok" in ds and "switch_from" in ds
+    return ds
+
+
+@pytest.mark.parametrize("drop", ["switch_ok", "switch_from", "loss"])
+def test_a_file_lacking_a_variable_is_one_line_naming_it_and_the_version(with_switches, tmp_path, capsys, drop):
+    old = with_switches.drop_vars(drop)
+    old.attrs["versions"] = json.dumps({"samflow": "0.1.0", "jax": "0.4.30"})
+    path = write_results(old, tmp_path / "old.nc")
+    assert plot_main([str(path), "--out", str(tmp_path / "figs")]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {path} lacks the variable '{drop}'"), line
+    assert "written by samflow 0.1.0" in line and "rerun its sweep" in line, line
+    assert not (tmp_path / "figs").exists() or not any((tmp_path / "figs").glob("*.png"))
+
+
+def test_a_file_lacking_a_variable_and_the_versions_says_so(with_switches, tmp_path, capsys):
+    old = with_switches.drop_vars("switch_to")
+    for key in ("versions", "code_stamp"):
+        old.attrs.pop(key, None)
+    path = write_results(old, tmp_path / "old.nc")
+    assert plot_main([str(path), "--out", str(tmp_path / "figs")]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"error: {path} lacks the variable 'switch_to'") and "an unknown samflow version" in line, line
+    # The version is also read from the code stamp alone.
+    old.attrs["code_stamp"] = "samflow 0.1.5 git abc src def jax 0.4.30"
+    write_results(old, path)
+    assert plot_main([str(path), "--out", str(tmp_path / "figs")]) == 2
+    assert "written by samflow 0.1.5" in _one_error_line(capsys)
+
+
+def test_any_variable_a_figure_reads_and_the_file_lacks_is_one_line(with_switches, tmp_path, capsys, monkeypatch):
+    """The net under the checks of read_sweep_results: a figure that reads a variable the
+    file lacks (one a later samflow adds) ends in the same line; a KeyError that is not
+    about the file's variables is a bug, and keeps its traceback."""
+    path = write_results(with_switches, tmp_path / "r.nc")
+    monkeypatch.setattr(plots, "plot_dominant_heatmap", lambda ds, *a, **k: ds["added_later"])
+    assert plot_main([str(path), "--out", str(tmp_path / "figs"), "--only", "dominant_heatmap"]) == 2
+    assert _one_error_line(capsys).startswith(f"error: {path} lacks the variable 'added_later' that the figures of")
+
+    def bug(ds, *a, **k):
+        raise KeyError("beta")
+
+    monkeypatch.setattr(plots, "plot_dominant_heatmap", bug)
+    with pytest.raises(KeyError):
+        plot_main([str(path), "--out", str(tmp_path / "figs"), "--only", "dominant_heatmap"])

@@ -218,9 +218,54 @@ def test_heatmap_edges_and_no_value_legend_name_the_status(tmp_path, kept_figure
     np.testing.assert_allclose(mesh_x_edges(ms[0])[1:-1], np.sqrt(times[1:] * times[:-1]), rtol=1e-12)
     np.testing.assert_allclose(mesh_y_edges(ms[0])[1:-1], np.sqrt(CASE9_ALPHA[1:] * CASE9_ALPHA[:-1]), rtol=1e-12)
     dom = np.asarray(ms[1].get_array()).reshape(A, T)
-    assert np.all(dom[2, 3:] == -1) and ms[1].cmap(ms[1].norm(-1)) == BLACK
+    # Issue 35: a blow-up is its own labelled colour, not a black "no value" strip.
+    assert np.all(dom[2, 3:] == plots.BLOWN_UP) and np.all(dom[2, :3] == 3) and not np.any(dom == plots.NO_VALUE)
+    assert ms[1].cmap(ms[1].norm(plots.BLOWN_UP)) == to_rgba(plots.BLEW_UP_COLOR) != BLACK
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels == ["no value (BLEW_UP: blew up)"]  # no cell at beta = 0: no grey entry
+    assert labels == [plots.blow_up_label(ds)]  # no cell at beta = 0, none without a value: one entry
+    assert labels[0].startswith("blew up") and r"10^{200}" in labels[0]
+
+
+def test_heatmap_and_regime_chart_show_blow_up_beside_other_failures(tmp_path, kept_figures):
+    """Issue 35: configs/lp_family.toml's heat map had a black strip in every panel, labelled
+    "no value (BLEW_UP: blew up)" together with real failures. A blow-up (the tau clock's
+    growth past 10^blowup_log10, read from the stored config) has its own colour and legend
+    entry in both heat maps; a cell that failed otherwise stays black "no value"."""
+    import json
+
+    F, A, R, T = 2, 3, 2, 5
+    times = np.logspace(-2, 2, T)
+    beta = major_first_beta(F, A, R, T)
+    beta[:, :, :, :, :] = 1.0  # tied everywhere: no leader, regime 0 unless a status says more
+    beta[..., -1] = 2.0  # ... then the major feature leads: regime 3
+    status = np.zeros((F, A, R), dtype=int)
+    beta[0, 2, 0, 2:] = np.nan  # gd blew up after two saves
+    status[0, 2, 0] = Status.BLEW_UP
+    beta[1, 0, :, :] = np.nan  # l2 blew up at once (regime 0 without a value) at both rhos ...
+    status[1, 0, :] = Status.BLEW_UP
+    beta[1, 1, 1, :] = np.nan  # ... and stalled at the step limit at once in another cell
+    status[1, 1, 1] = Status.MAX_STEPS
+    ds = make_ds(beta, status, alpha=[0.1, 1.0, 10.0], rho=[0.1, 1.0], times=times)
+    ds.attrs["config"] = json.dumps({"solver": {"blowup_log10": 150.0}})
+    plots.plot_dominant_heatmap(ds, tmp_path / "heat.png")
+    fig = kept_figures[-1]
+    gd, l2 = (np.asarray(m.get_array()).reshape(A, T) for m in meshes(fig))
+    assert np.all(gd[2, 2:] == plots.BLOWN_UP) and np.all(l2[0] == plots.BLOWN_UP)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [plots.blow_up_label(ds)] and r"10^{150}" in labels[0]  # rho = 0.1: no step-limit cell
+    colours = [h.get_facecolor() for h in fig.legends[0].legend_handles]
+    assert colours == [to_rgba(plots.BLEW_UP_COLOR)]
+
+    plots.plot_regime_chart(ds, tmp_path / "regime.png")
+    fig = kept_figures[-1]
+    (l2,) = [np.asarray(m.get_array()).reshape(A, R) for m in meshes(fig)]  # gd is not drawn
+    assert list(l2[0]) == [plots.BLOWN_UP] * 2 and l2[1, 1] == plots.NO_VALUE
+    mesh = meshes(fig)[0]
+    assert mesh.cmap(mesh.norm(plots.BLOWN_UP)) == to_rgba(plots.BLEW_UP_COLOR)
+    assert mesh.cmap(mesh.norm(plots.NO_VALUE)) == BLACK
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[-2:] == [plots.blow_up_label(ds), "no value (MAX_STEPS: step limit, solver.max_steps)"]
+    assert fig._suptitle.get_text() == "Regimes over (alpha, rho), depth 2"
 
 
 def test_heatmap_legend_names_each_colour_by_its_cells(tmp_path, kept_figures):

@@ -93,3 +93,77 @@ def test_sweep_into_a_log_prints_whole_progress_lines(tmp_path, capsys):
     assert progress and progress[-1].startswith("cells: 6/6 (100%), ") and progress[-1].endswith(" s, gd")
     assert main([str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+# Issue 35, fault 4: a cold sweep into a log printed nothing for its first 86 s (the
+# compilation of the solver), then its first progress line. Now a line says it is
+# compiling, before the program's first call, then the progress as before.
+COMPILING = "compiling the solver for 6 cells (first run on this machine: up to a minute) ..."
+
+
+def test_a_sweep_into_a_log_says_it_is_compiling_before_it_compiles(tmp_path, capsys, monkeypatch):
+    from samflow.sweep import _grid, main
+
+    said_before_first_call = []
+    real = _grid.sharded_solver
+
+    def watched(*args, **kwargs):
+        fn, sharding = real(*args, **kwargs)
+
+        def call(*a):
+            if not said_before_first_call:  # what stderr held when the program was first called
+                said_before_first_call.append(capsys.readouterr().err)
+            return fn(*a)
+
+        return call, sharding
+
+    monkeypatch.setattr(_grid, "sharded_solver", watched)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG)
+    assert main([str(cfg), "--out", str(tmp_path / "a")]) == 0
+    assert said_before_first_call and said_before_first_call[0].splitlines() == [COMPILING]
+    err = capsys.readouterr().err.splitlines()
+    assert COMPILING not in err and err[-1].startswith("cells: 6/6 (100%), ")  # then progress, as before
+    # --quiet: no line at all; every chunk already done (--resume): nothing compiles, nothing said.
+    assert main([str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_the_compiling_line_is_not_said_when_nothing_is_solved(tmp_path, capsys):
+    """A resumed run whose chunks are all on disk solves nothing and says nothing of compiling."""
+    import shutil
+
+    from samflow.sweep import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG)
+    out = tmp_path / "a"
+    assert main([str(cfg), "--out", str(out), "--quiet", "--no-figures"]) == 0
+    # An interrupted run that had finished every chunk: its checkpoints, no results file.
+    partial = out / ".partial"
+    from samflow.sweep import run_sweep
+    from samflow.config import load_config
+
+    run_sweep(load_config(cfg), progress=False, base_dir=cfg.parent, checkpoint_dir=partial)
+    (out / "results.nc").unlink()
+    capsys.readouterr()
+    assert main([str(cfg), "--out", str(out), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "compiling" not in err and "cells: 6/6 (100%)" in err, err
+    shutil.rmtree(out)
+
+
+def test_the_compiling_line_goes_above_a_terminal_bar():
+    from samflow._progress import progress_line
+
+    tty, log = _Terminal(), io.StringIO()
+    with progress_bar(5, "cells", "cell", file=tty) as bar:
+        progress_line(bar, "compiling ...")
+    assert "compiling ...\n" in tty.getvalue()
+    with progress_bar(5, "cells", "cell", file=log) as bar:
+        progress_line(bar, "compiling ...")
+    assert log.getvalue() == "compiling ...\n"
+    quiet = io.StringIO()
+    with progress_bar(5, "cells", "cell", file=quiet, disable=True) as bar:
+        progress_line(bar, "compiling ...")
+    assert quiet.getvalue() == ""

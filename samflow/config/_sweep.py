@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._backend import backend_error
-from .._settings import SETTING_BOUNDS, SolverSettings, problems, stuck_inits
+from .._settings import LP_BALANCED, LP_ONE_SAMPLE, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
 from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
@@ -482,13 +482,7 @@ class SweepConfig(RunConfig):
         found = _init_problems(alphas * peak, rhos, relative, self.depth) if pattern is None or peak > 0 else []
         if pattern is not None and not found:
             found += pattern_problems(self, data.d)
-        W0 = None
-        if self.solver.coords == "log":  # the inits matter only there
-            scales = _init_scales(alphas, rhos, relative).ravel()
-            W0 = np.broadcast_to(scales[:, None, None], (scales.size, self.depth, data.d if data else 1))
-            if pattern is not None:
-                W0 = W0 * pattern[None]
-        found += problems(self.flow_methods, self.clock, data, W0, self.solver.coords)
+        found += rule_problems(self, data)
         out = self.output
         if out.plot_rho is not None:
             found += _off_grid("output.plot_rho", [out.plot_rho], rhos, "grid.rho")
@@ -551,6 +545,34 @@ class FlowEntry(NamedTuple):
 def _short(x: float) -> str:
     """A number as a label writes it: 3.0 -> "3", 1.5 -> "1.5" (repr otherwise, exact)."""
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
+    """The rules between clock, methods, lp's exponents, data, inits and coords that
+    the engine applies to each cell (`samflow._settings.problems`), applied to the
+    whole grid of `cfg`, one line each naming the key to change; `data` None (a
+    data file not read yet) skips the rules that need it.
+
+    "lp" runs once per `[lp] p` and the rules of lp are those of p > 2 (one sample,
+    balanced inits, linear coordinates), so they are checked once, at the largest p,
+    and the line says which exponents break them ("(got p = 3, 4)"). The inits
+    matter for log coordinates (every cell's W(0)) and for lp's balance (the
+    `[init]` pattern alone: alpha scales every layer alike).
+    """
+    pattern = cfg.init_pattern(data.d) if data is not None and cfg.init is not None else None
+    W0 = None
+    if cfg.solver.coords == "log":
+        g = cfg.grid
+        scales = _init_scales(g.alpha_values(), g.rho_values(), g.alpha_relative_to_rho).ravel()
+        W0 = np.broadcast_to(scales[:, None, None], (scales.size, cfg.depth, data.d if data else 1))
+        if pattern is not None:
+            W0 = W0 * pattern[None]
+    elif pattern is not None:
+        W0 = pattern[None]
+    ps = sorted(float(p) for p in cfg.lp.ps()) if cfg.lp is not None and "lp" in cfg.flow_methods else []
+    found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords, ps[-1] if ps else None)
+    above = ", ".join(_short(p) for p in ps if p > 2)
+    return [f"lp.p: {line} (got p = {above})" if line in (LP_ONE_SAMPLE, LP_BALANCED) else line for line in found]
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:

@@ -21,38 +21,45 @@ or anything compiled, `memory_preflight` refuses results that cannot fit in
 memory.
 """
 
-from ._checkpoint import (
-    _KEY_FILE as _KEY_FILE,
-    _STAMP_FILE as _STAMP_FILE,
-    NO_STAMP as NO_STAMP,
-    ChunkCheckpoint as ChunkCheckpoint,
-    _chunk_stamps as _chunk_stamps,
-    _finished_mismatch as _finished_mismatch,
-    config_key as config_key,
-    partial_mismatch as partial_mismatch,
-)
-from ._cli import _default_out as _default_out, main as main
-from ._devices import (  # the devices, sharding and memory model (once samflow.parallel)
-    DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE,
-    DEFAULT_MEMORY_BUDGET_MB as DEFAULT_MEMORY_BUDGET_MB,
-    available_memory_bytes as available_memory_bytes,
-    batch_width as batch_width,
-    cell_bytes as cell_bytes,
-    check_memory as check_memory,
-    chunk_cells as chunk_cells,
-    in_flight_bytes as in_flight_bytes,
-    resolve_devices as resolve_devices,
-    results_bytes as results_bytes,
-    sharded_solver as sharded_solver,
-    use_cpu_cores as use_cpu_cores,
-)
-from ._grid import _fields as _fields, solve_grid as solve_grid
-from ._run import (
-    _grid_cells as _grid_cells,
-    build_data as build_data,
-    memory_preflight as memory_preflight,
-    run_sweep as run_sweep,
-)
+from .._startup import command_start as _command_start
+
+# `python -m samflow.sweep` imports this package before its __main__: a Ctrl-C during
+# these imports (pydantic, xarray, the engine) is one line and exit 130, not a traceback.
+with _command_start():
+    from ._checkpoint import (
+        _KEY_FILE as _KEY_FILE,
+        _STAMP_FILE as _STAMP_FILE,
+        NO_STAMP as NO_STAMP,
+        ChunkCheckpoint as ChunkCheckpoint,
+        _chunk_stamps as _chunk_stamps,
+        _finished_mismatch as _finished_mismatch,
+        config_key as config_key,
+        partial_mismatch as partial_mismatch,
+    )
+    from ._cli import _default_out as _default_out, main as main
+    from ._devices import (  # the devices, sharding and memory model (once samflow.parallel)
+        DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE,
+        DEFAULT_MEMORY_BUDGET_MB as DEFAULT_MEMORY_BUDGET_MB,
+        available_memory_bytes as available_memory_bytes,
+        batch_width as batch_width,
+        cell_bytes as cell_bytes,
+        check_memory as check_memory,
+        chunk_cells as chunk_cells,
+        in_flight_bytes as in_flight_bytes,
+        resolve_devices as resolve_devices,
+        results_bytes as results_bytes,
+        sharded_solver as sharded_solver,
+        use_cpu_cores as use_cpu_cores,
+    )
+    from ._grid import _fields as _fields, solve_grid as solve_grid
+    from ._run import (
+        _grid_cells as _grid_cells,
+        build_data as build_data,
+        memory_preflight as memory_preflight,
+        run_sweep as run_sweep,
+    )
+
+del _command_start
 
 __all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main",
            "DEFAULT_BATCH_SIZE", "DEFAULT_MEMORY_BUDGET_MB", "available_memory_bytes", "batch_width", "cell_bytes",

@@ -2,12 +2,14 @@
 
 import sys
 
-from ._cli import main
+from .._startup import command_start
 
 if __name__ == "__main__":
-    from .._x64 import prepare_process
-    from ._devices import use_cpu_cores
+    with command_start(always=True):  # Ctrl-C while importing and setting up: one line, exit 130
+        from .._x64 import prepare_process
+        from ._cli import main
+        from ._devices import use_cpu_cores
 
-    prepare_process()  # float64 for the flows (docs/theory.md s.4), Agg for the figures
-    use_cpu_cores()  # one CPU device per core, unless the user chose a count: sweeps shard over them
-    sys.exit(main())
+        prepare_process()  # float64 for the flows (docs/theory.md s.4), Agg for the figures
+        use_cpu_cores()  # one CPU device per core, unless the user chose a count: sweeps shard over them
+    sys.exit(main())  # from here on, main says how far a Ctrl-C got

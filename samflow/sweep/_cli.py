@@ -67,12 +67,13 @@ def main(argv: "list[str] | None" = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
-    if (problem := _start_distributed(args) or backend_problem()) is not None:
-        return fail(problem)
     agreed: list = []  # _run appends to it once every process has agreed to run
     held: list = []  # the output lock, once taken; released however the run ends
     with _sigterm_interrupts():  # a SIGTERM before the solve killed the run with its lock left behind
         try:
+            # JAX starting its platform takes seconds (a GPU's much more): a Ctrl-C then is one line too.
+            if (problem := _start_distributed(args) or backend_problem()) is not None:
+                return fail(problem)
             code = _checks_and_run(args, agreed, held)
         except KeyboardInterrupt as err:  # before the solve (`_run` says how far a solve got)
             signum = getattr(err, "signum", signal.SIGINT)
@@ -153,7 +154,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     stamp = store.code_stamp()
     try:
         data = build_data(cfg, config_path.parent, str(config_path))
-        check_data_file(cfg, data)  # before any folder is made
+        check_data_file(cfg, data, str(config_path))  # before any folder is made
     except ConfigError as err:
         return fail(str(err))
     if (problem := _take_lock(results_path, held)) is not None:  # before anything there is read

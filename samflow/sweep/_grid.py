@@ -73,6 +73,7 @@ def solve_grid(
     p: "float | None" = None,
     switches: int = 0,
     program_methods: "Sequence[str | Method] | None" = None,
+    on_first_call: Callable[[], None] | None = None,
 ) -> "Trajectory | Summary | tuple":
     """Solve a batch of B cells, sharded over devices, in memory-bounded chunks.
 
@@ -117,6 +118,10 @@ def solve_grid(
       event fields), reduced on the device: about 1.8 kB per cell instead of
       8.9 kB for L = 2, d = 5, 64 save times.
     - `on_chunk(n)`: called with the number of cells finished after each call.
+    - `on_first_call()`: called once, just before the compiled program's first
+      call (where it is compiled, or loaded from the compile cache); not at all
+      when every chunk comes from `checkpoint`. The sweep says there that it is
+      compiling.
     - `checkpoint`: a `ChunkCheckpoint` that stores each finished chunk on disk
       and supplies the chunks a previous, interrupted run already finished.
     - `sort_key` (B,): the order in which the cells are handed to the lanes
@@ -180,7 +185,7 @@ def solve_grid(
     result = _solve_chunks(fn, sharding, method, data, W0, rho, ts, ts_np, perm, size=size, width=width,
                            n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
                            checkpoint=checkpoint, p=p_array(method, p), switches=int(switches),
-                           index=jnp.asarray(family.index(method), jnp.int32))
+                           index=jnp.asarray(family.index(method), jnp.int32), on_first_call=on_first_call)
     sw = {name[len(SWITCH_PREFIX):]: result.pop(name) for name in list(result) if name.startswith(SWITCH_PREFIX)}
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
@@ -218,10 +223,12 @@ def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batc
 def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, rho: np.ndarray, ts, ts_np: np.ndarray,
                   perm: np.ndarray, *, size: int, width: int, n_dev: int, per_call: int, summary: bool, cls,
                   on_chunk: Callable[[int], None] | None, checkpoint: "ChunkCheckpoint | None",
-                  p=None, switches: int = 0, index=None) -> dict[str, np.ndarray]:
+                  p=None, switches: int = 0, index=None,
+                  on_first_call: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
     """Solve the cells (already sorted by `perm`) chunk by chunk, `IN_FLIGHT` calls of `fn` dispatched at a
     time; each chunk taken from or stored in `checkpoint`; `p`, `index`: lp's exponent and the method's index
-    in the program's family, passed to `fn`. Returns the output fields, in the original order."""
+    in the program's family, passed to `fn`; `on_first_call` as `solve_grid`'s. Returns the output fields, in
+    the original order."""
     B = perm.size
     result: dict[str, np.ndarray] = {}
     in_flight: collections.deque = collections.deque()
@@ -274,6 +281,9 @@ def _solve_chunks(fn, sharding, method: Method, data: Dataset, W0: np.ndarray, r
             idx = idx.reshape(width, n_dev).T.reshape(-1)
             if len(in_flight) >= IN_FLIGHT:
                 finish_oldest()
+            if on_first_call is not None:
+                on_first_call()
+                on_first_call = None
             out = fn(jax.device_put(W0[idx], sharding), jax.device_put(rho[idx], sharding), data, ts, p, index)
             in_flight.append((c0, idx, n_call, out))  # dispatched asynchronously
         while in_flight:

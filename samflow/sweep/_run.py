@@ -14,13 +14,12 @@ import numpy as np
 from .. import store
 from .._backend import require_backend
 from .._io import free_bytes, size_text
-from .._progress import progress_bar
+from .._progress import progress_bar, progress_line
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
-from ..config._sweep import pattern_problems
+from ..config._sweep import pattern_problems, rule_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from ..flows import Method
-from .._settings import problems
 from ..store import to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
@@ -66,16 +65,20 @@ def build_data(cfg: SweepConfig, base_dir: "Path | None" = None, source: "str | 
         raise ConfigError(f"{where}: {err}") from None
 
 
-def check_data_file(cfg: SweepConfig, data: Dataset) -> None:
-    """The rules that need the data's dimension d (`[init]` shapes), checked once a
-    `data.file` is read (inline and generated data are checked with the config).
+def check_data_file(cfg: SweepConfig, data: Dataset, source: "str | None" = None) -> None:
+    """The rules that need the data (`[init]` shapes, and the engine's rules between
+    clock, methods, lp's p, data, inits and coords: `samflow.config._sweep.rule_problems`),
+    checked once a `data.file` is read (inline and generated data are checked with
+    the config). `source` (the config file) starts the message, as the config's
+    other refusals do.
 
     **Raises:** `ConfigError`, one line naming the key and the file.
     """
     if cfg.data.file is not None:
-        found = experiment_problems(cfg, data.d) or pattern_problems(cfg, data.d)
+        found = experiment_problems(cfg, data.d) or pattern_problems(cfg, data.d) or rule_problems(cfg, data)
         if found:
-            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
+            where = f"{source}: " if source else ""
+            raise ConfigError(f"{where}{found[0]} (data.file = {cfg.data.file})")
 
 
 def _grid_cells(cfg: SweepConfig, d: int):
@@ -141,10 +144,6 @@ def run_sweep(
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
     W0, rho, alpha_abs = _grid_cells(cfg, data.d)
-    if cfg.data.file is not None:
-        found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords)
-        if found:
-            raise ConfigError(f"{found[0]} (data.file = {cfg.data.file})")
     memory_preflight(cfg, data, grid_slice)
     if code_stamp is None:
         code_stamp = store.code_stamp()
@@ -180,6 +179,15 @@ def run_sweep(
     # One compiled program serves every flow of the sweep (the method is data, samflow._lanes.program_family).
     flows = tuple(dict.fromkeys(Method.parse(e.method) for e in cfg.flow_entries() if e.eta is None))
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
+        said: list = []
+
+        def compiling() -> None:
+            # Before the first compile: in a log, the first progress line comes only after it
+            # (86 s on a cold 2-core machine), and nothing said what the run was doing.
+            if not said:
+                said.append(True)
+                progress_line(bar, COMPILING.format(n=total))
+
         for label, method, eta, p in cfg.flow_entries():
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
@@ -188,11 +196,13 @@ def run_sweep(
                     method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
                     chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
                     memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
-                    sort_key=rank, summary=summary, switches=K, program_methods=flows, **p_keyword(p),
+                    sort_key=rank, summary=summary, switches=K, program_methods=flows, on_first_call=compiling,
+                    **p_keyword(p),
                 )
                 if K:
                     results[label], switches[label] = results[label]
             else:
+                compiling()
                 results[label] = solve_other(
                     cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
                     summary=summary, on_batch=bar.update, p=p,
@@ -212,6 +222,11 @@ def run_sweep(
     if grid_slice is not None:
         ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
     return ds
+
+
+#: The line a sweep's progress starts with, before the solver's first compilation (or its load
+#: from the compile cache, `samflow._cache`): `n` the cells of the run.
+COMPILING = "compiling the solver for {n} cells (first run on this machine: up to a minute) ..."
 
 
 def _n_cells(cfg: SweepConfig, grid_slice: "tuple[int, int] | None") -> int:
