@@ -823,7 +823,8 @@ def numba_cells(prob: Problem, alpha, rho, rtol, atol, ts=TS, max_steps=NB_MAX_S
     (`prob.X` None): alpha, rho (B,) float64; ts (n_save,) the save times. Returns
     beta (B, n_save, d), T (B,) collapse times (inf if none), steps (B,) int64
     (accepted + rejected Tsit5 steps), status (B,) int64 (NB_DONE, NB_COLLAPSED,
-    NB_OUT_OF_STEPS) and seconds (the kernel's wall). Needs numba (the "bench" extra).
+    NB_OUT_OF_STEPS), seconds (the kernel's wall) and cpu_s (the process' CPU seconds
+    over the kernel, every thread's, user + system). Needs numba (the "bench" extra).
     The first call compiles (seconds then include the compilation)."""
     if numba is None:
         raise RuntimeError('numba is not installed (pip install -e ".[bench]")')
@@ -841,10 +842,14 @@ def numba_cells(prob: Problem, alpha, rho, rtol, atol, ts=TS, max_steps=NB_MAX_S
     T = np.empty(B)
     steps = np.empty(B, np.int64)
     status = np.empty(B, np.int64)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     _nb_cells(order, alpha, rho, mu, prob.depth, ts, float(rtol), float(atol), int(max_steps), beta, T, steps,
               status)
-    return dict(beta=beta, T=T, steps=steps, status=status, seconds=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return dict(beta=beta, T=T, steps=steps, status=status, seconds=wall, cpu_s=cpu)
 
 
 def numba_baseline(prob: Problem, res: dict, target: float, levels: int, repeats: int) -> "dict | None":
@@ -854,8 +859,8 @@ def numba_baseline(prob: Problem, res: dict, target: float, levels: int, repeats
     NB_ATOL_PER_RTOL rtol) on the reference cells until the error reaches `target`, then
     the whole grid at that rtol, warm, best of `repeats` walls. Returns cells_per_s,
     rtol, err, reached, compile_s, grid_s (s), steps_sum (accepted + rejected steps of
-    the grid), ns_per_step (grid wall / steps_sum, ns) and threads; None, after one
-    line, where numba is not installed."""
+    the grid), ns_per_step (grid wall / steps_sum, ns), cpu_s (that run's CPU seconds,
+    all threads) and threads; None, after one line, where numba is not installed."""
     if numba is None:
         say('  numba is not installed (pip install -e ".[bench]"): baseline C not run; '
             "numba_cells_per_s and speedup_vs_numba are nan")
@@ -892,11 +897,13 @@ def numba_baseline(prob: Problem, res: dict, target: float, levels: int, repeats
     steps_sum = int(np.sum(best["steps"]))
     st = np.bincount(best["status"], minlength=3)
     say(f"  whole {res['n']}x{res['n']} grid at rtol {rtol:.0e}, atol {atol:.0e}: {grid_s:.3f} s (best of "
-        f"{len(runs)}) = {res['cells'] / grid_s:.1f} cells/s; {steps_sum} steps (accepted + rejected; "
-        f"{steps_sum / res['cells']:.0f}/cell), {grid_s / steps_sum * 1e9:.0f} ns of wall per step on "
-        f"{threads} threads; done {st[NB_DONE]}, collapsed {st[NB_COLLAPSED]}, out of steps {st[NB_OUT_OF_STEPS]}")
+        f"{len(runs)}; cpu {best['cpu_s']:.2f} s) = {res['cells'] / grid_s:.1f} cells/s; {steps_sum} steps "
+        f"(accepted + rejected; {steps_sum / res['cells']:.0f}/cell), {grid_s / steps_sum * 1e9:.0f} ns of wall "
+        f"and {best['cpu_s'] / steps_sum * 1e9:.0f} ns of CPU per step on {threads} threads; done {st[NB_DONE]}, "
+        f"collapsed {st[NB_COLLAPSED]}, out of steps {st[NB_OUT_OF_STEPS]}")
     return dict(cells_per_s=res["cells"] / grid_s, rtol=rtol, err=e, reached=reached, compile_s=compile_s,
-                grid_s=grid_s, steps_sum=steps_sum, ns_per_step=grid_s / steps_sum * 1e9, threads=threads)
+                grid_s=grid_s, steps_sum=steps_sum, ns_per_step=grid_s / steps_sum * 1e9, cpu_s=best["cpu_s"],
+                threads=threads)
 
 
 # ----------------------------------------------------------------------------
@@ -1514,7 +1521,8 @@ def main(argv=None) -> int:
             f"cells/s; samflow ({big['cells_per_s']:.1f} cells/s on the same grid, {big['run_s']:.3f} s) is "
             f"{speedup_numba:.3g}x{'' if nb['reached'] else ' (a lower bound)'} ("
             f"{_goal(speedup_numba, 1, 'x', higher=True)}); samflow {big['steps_sum'] / big['cells']:.0f} "
-            f"steps/cell, numba {nb['steps_sum'] / big['cells']:.0f}")
+            f"steps/cell, numba {nb['steps_sum'] / big['cells']:.0f}; CPU seconds of the grid (all threads; "
+            f"less sensitive to other jobs than walls): samflow {big['cpu_s']:.2f}, numba {nb['cpu_s']:.2f}")
     else:
         numba_rate = speedup_numba = float("nan")
 
@@ -1562,9 +1570,9 @@ def main(argv=None) -> int:
     say(f"  lane_step_ns: the {big['n']}x{big['n']} chart's warm wall {big['run_s']:.3f} s / its "
         f"{big['steps_sum']} steps (the sum over the cells of samflow's num_steps, accepted + rejected) = "
         f"{lane_step_ns:.0f} ns of wall per step with {n_dev} device(s) working ({lane_step_ns * n_dev:.0f} "
-        f"device-ns per step)"
-        + (f"; the numba loop: {nb['ns_per_step']:.0f} ns of wall per step on {nb['threads']} threads"
-           if nb is not None else ""))
+        f"device-ns per step; CPU {big['cpu_s'] / big['steps_sum'] * 1e9:.0f} ns per step)"
+        + (f"; the numba loop: {nb['ns_per_step']:.0f} ns of wall and {nb['cpu_s'] / nb['steps_sum'] * 1e9:.0f} "
+           f"ns of CPU per step on {nb['threads']} threads" if nb is not None else ""))
     say("")
     say("== compilation, the whole sweep, the figures ==")
     cold_s, warm_s = sweep_runs(mode)
