@@ -1,5 +1,6 @@
 """The benchmark script runs end to end (tiny grids) and ends with a parseable BENCH line."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -12,16 +13,21 @@ BENCH_KEYS = ["cells_per_s", "speedup_vs_scipy", "speedup_vs_numpy_rk4", "grid25
               "peak_mem_mb", "floor_ratio", "d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy",
               "l4_vs_scipy", "n4_vs_scipy", "warm_sweep_s", "figures_s", "first_compile_s",
               "d50_log_cells_per_s", "d200_log_cells_per_s", "cold_sweep_s", "first_python_solve_s",
-              "lane_efficiency", "d50_general_cells_per_s", "d200_general_cells_per_s"]
+              "lane_efficiency", "d50_general_cells_per_s", "d200_general_cells_per_s",
+              "numba_cells_per_s", "speedup_vs_numba", "lane_step_ns", "suite_s"]
 # Not measured in tiny mode (the other charts; the figure script runs only under --full;
-# (lane_efficiency is measured in every mode, by the lane engine).
+# the suite only under --suite); lane_efficiency and lane_step_ns are measured in every mode.
 TINY_NAN = {"d50_cells_per_s", "d200_cells_per_s", "l3_vs_scipy", "l4_vs_scipy", "n4_vs_scipy", "figures_s",
-            "d50_log_cells_per_s", "d200_log_cells_per_s", "d50_general_cells_per_s", "d200_general_cells_per_s"}
-# The targets of issue 26, one line each above the BENCH line: key, target.
-TARGETS = {"grid256_s": "<= 2 s", "speedup_vs_scipy": ">= 400x", "d50_cells_per_s": ">= 5000 cells/s",
-           "d200_cells_per_s": ">= 2000 cells/s", "lane_efficiency": ">= 0.9", "cold_sweep_s": "<= 15 s",
-           "warm_sweep_s": "<= 4 s", "figures_s": "<= 60 s", "first_compile_s": "<= 2 s",
-           "first_python_solve_s": "<= 3 s"}
+            "d50_log_cells_per_s", "d200_log_cells_per_s", "d50_general_cells_per_s", "d200_general_cells_per_s",
+            "suite_s"}
+# Baseline C (the numba loop): measured where numba is installed (the "bench" extra), nan otherwise.
+NUMBA_KEYS = {"numba_cells_per_s", "speedup_vs_numba"}
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+# The targets of issue 34, one line each above the BENCH line: key, target.
+TARGETS = {"speedup_vs_numba": ">= 1x", "grid256_s": "<= 1.1 s", "speedup_vs_scipy": ">= 700x",
+           "d50_cells_per_s": ">= 5000 cells/s", "d200_cells_per_s": ">= 2000 cells/s",
+           "first_python_solve_s": "<= 4 s", "cold_sweep_s": "<= 15 s", "warm_sweep_s": "<= 4 s",
+           "figures_s": "<= 90 s", "suite_s": "<= 600 s"}
 NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan)"
 
 
@@ -37,9 +43,15 @@ def test_bench_tiny_prints_a_bench_line_with_positive_numbers():
     m = re.match(pattern, last)
     assert m, f"last line is not a BENCH line in the expected form: {last!r}"
     values = dict(zip(BENCH_KEYS, (float(v) for v in m.groups())))
-    assert all(v > 0 and v < float("inf") for k, v in values.items() if k not in TINY_NAN), last
-    assert all(v != v for k, v in values.items() if k in TINY_NAN), last  # nan: not measured in tiny mode
+    measured = {k for k in BENCH_KEYS if k not in TINY_NAN and (HAVE_NUMBA or k not in NUMBA_KEYS)}
+    assert all(0 < values[k] < float("inf") for k in measured), last
+    assert all(v != v for k, v in values.items() if k not in measured), last  # nan: not measured here
     assert 0 < values["lane_efficiency"] <= 1, last  # cell-steps / lane-steps
+    assert 1 < values["lane_step_ns"] < 1e8, last  # wall ns per step of the chart: neither 0 nor absurd
+    if HAVE_NUMBA:  # the loop's compile time is printed apart from its timings
+        assert re.search(r"compiled in [0-9.]+ s", proc.stdout), proc.stdout[-3000:]
+    else:
+        assert "numba is not installed" in proc.stdout
     # Each target line: the BENCH value, the target, and the verdict that follows from the two.
     lines = proc.stdout.splitlines()
     raw = dict(zip(BENCH_KEYS, m.groups()))
