@@ -267,13 +267,15 @@ def test_one_program_gives_every_method_its_own_bits():
     for bit those of its program alone; and in the program the method is a real
     conditional (a `cond` over the three methods on an unbatched int32 scalar, not a
     select over all three), at the start, the step, the end of a run and the outputs.
-    With `reduce="all"` (the default "auto" does the same from d = 8 on): l2's cells (equal layers) take the
-    two-scalar reduction inside the program too (`samflow._reduced`), as in l2's own."""
+    With `reduce="all"` (the default "auto" does the same for l2 from d = 8 on): l2's cells
+    (equal layers) take the two-scalar reduction inside the program too (`samflow._reduced`),
+    as in l2's own, and gd's the equal-layer reduction: a fifth conditional over the three
+    methods picks the member's equal-layer branch."""
     family = (Method.GD, Method.L2, Method.LINF)
     fn, args = _same_family_bits(family, switches=4, reduce="all")
     jaxpr = jax.make_jaxpr(fn)(*args[:2], jnp.asarray(0, jnp.int32), args[2]).jaxpr
     conds = [e for e in _eqns(jaxpr) if e.primitive.name == "cond" and len(e.params["branches"]) == 3]
-    assert len(conds) == 4
+    assert len(conds) == 5
     for e in conds:
         assert e.invars[0].aval.shape == () and e.invars[0].aval.dtype == jnp.int32
 
