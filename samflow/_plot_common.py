@@ -312,11 +312,16 @@ def _blowup_log10(ds) -> float:
         return 200.0
 
 
-def blow_up_label(ds=None) -> str:
+def blow_up_label(ds=None, *, blowup_log10: float | None = None) -> str:
     r"""Legend text of the blow-up colour: what a BLEW_UP cell met (docs/theory.md
     s.4.4), with the threshold of `ds`'s stored config, e.g. "blew up ($\tau$ clock:
-    $|\beta| \geq 10^{200}$, or a pole at depth $\geq 3$); no value after"."""
-    b = _blowup_log10(ds) if ds is not None else 200.0
+    $|\beta| \geq 10^{200}$, or a pole at depth $\geq 3$); no value after".
+    `blowup_log10` gives the threshold instead, for a figure drawn from solves
+    rather than from a results file (`samflow.figures`: its `SETTINGS`)."""
+    if blowup_log10 is not None:
+        b = float(blowup_log10)
+    else:
+        b = _blowup_log10(ds) if ds is not None else 200.0
     return (rf"blew up ($\tau$ clock: $|\beta| \geq 10^{{{b:g}}}$, or a pole at depth $\geq 3$); "
             "no value after")
 

@@ -666,3 +666,20 @@ def test_tau_clock_sweep_configs_end_before_their_cells_blow_up():
             f"{cfg.solver.blowup_log10:g}: its cells blow up before the horizon")
         checked.append(path.name)
     assert "lp_family.toml" in checked, checked
+
+
+def test_lp_family_figure_ends_before_its_cells_blow_up():
+    """Issue 35, the figure's twin of the test above: configs/figures/lp_family.toml ran to
+    tau = 300, and 280 of its 576 chart cells (58 of 112 quick) stopped as "blew up" between
+    tau = 229 and 295. lp-SAM's perturbation only slows a weight w_j >= 0, so at depth 2 in tau
+    (rho = 1) |beta_j| <= a^2 e^(2 mu_j tau), a = alpha/rho: the horizon of both versions of the
+    figure must keep that below the figures' threshold."""
+    from samflow.figures import CONFIG_DIR, SETTINGS, CommonConfig, LpFamilyConfig, load_figure_config
+
+    for quick in (False, True):
+        mu = load_figure_config(CONFIG_DIR / "common.toml", CommonConfig, quick).mu
+        cfg = load_figure_config(CONFIG_DIR / "lp_family.toml", LpFamilyConfig, quick)
+        log10_beta = 2 * np.log10(cfg.a.values().max()) + 2 * max(mu) * cfg.tau1 / np.log(10)
+        assert log10_beta < SETTINGS.blowup_log10, (
+            f"lp_family.toml{' [quick]' if quick else ''}: |beta| can reach 10^{log10_beta:.0f} by tau1 = "
+            f"{cfg.tau1:g}, past blowup_log10 = {SETTINGS.blowup_log10:g}: its cells blow up before the horizon")

@@ -18,11 +18,11 @@ from .. import theory
 from ..analysis import band_dominance, visited_sequence
 from ..datasets import Dataset, banded
 from ..models import Model, diagonal_network, linear_conv, solve_model, two_layer_linear
-from ..plots import feature_colors, no_value_label
+from ..plots import BLEW_UP_COLOR, BLOWN_UP, MISSING_COLOR, feature_colors, no_value_label, with_blow_up
 from ..status import FAILED_STATUSES, Status
 from ._context import Context, SETTINGS, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _one_config_figure
-from ._draw import _label, _layout_with_legend, _log_edges, _save
+from ._draw import _blow_up_handle, _label, _layout_with_legend, _log_edges, _save
 
 
 # --- figure 8: banded data, the diagonal net and two non-diagonal nets --------------
@@ -135,15 +135,17 @@ def _solve_banded(ctx: Context, cfg: BandedConfig, name: str, data: Dataset, alp
 
 
 def _band_map(sol: dict, ts, band) -> np.ndarray:
-    """Dominant band (alpha, time): 1..n_bands, 0 from the collapse time on, -1 without a value."""
+    """Dominant band (alpha, time): 1..n_bands, 0 from the collapse time on, `BLOWN_UP`
+    (-2) after a blow-up (status BLEW_UP, `with_blow_up`), -1 without a value."""
     dom = band_dominance(sol["beta"], band)
-    gone = (sol["status"] == int(Status.COLLAPSED))[:, None] & (np.asarray(ts)[None, :] >= sol["event_time"][:, None])
-    return np.where(gone, 0, dom)
+    status = np.asarray(sol["status"])
+    gone = (status == int(Status.COLLAPSED))[:, None] & (np.asarray(ts)[None, :] >= sol["event_time"][:, None])
+    return with_blow_up(np.where(gone, 0, dom), status)
 
 
 def _band_cmap(nb: int):
-    colors = ["#000000", "#bdbdbd"] + feature_colors(nb)  # no value, collapsed, bands 1..nb
-    return ListedColormap(colors), BoundaryNorm(np.arange(-1.5, nb + 1.5), len(colors)), colors
+    colors = [BLEW_UP_COLOR, MISSING_COLOR, "#bdbdbd"] + feature_colors(nb)  # blew up, no value, collapsed, bands 1..nb
+    return ListedColormap(colors), BoundaryNorm(np.arange(-2.5, nb + 1.5), len(colors)), colors
 
 
 def _range_text(x) -> str:
@@ -237,10 +239,12 @@ def _draw_banded(ctx: Context, cfg: BandedConfig, run: _BandedRun) -> str:
                 ax.axhline(mark, color="k", ls="--", lw=1.3)
                 ax.text(ts[-1] / 1.5, mark * 1.04, f"band-{nb}-first mark {mark:.3f}", color="k", fontsize=8, va="bottom", ha="right",
                         bbox=dict(boxstyle="round,pad=0.15", fc="w", ec="none", alpha=0.8))
-    handles = [Patch(facecolor=colors[2 + b], label=f"band {b + 1}" + (" (minor)" if b == 0 else " (major)" if b == nb - 1 else ""))
+    handles = [Patch(facecolor=colors[3 + b], label=f"band {b + 1}" + (" (minor)" if b == 0 else " (major)" if b == nb - 1 else ""))
                for b in range(nb)]
-    handles += [Patch(facecolor=colors[1], label="collapsed (critical point of $L$, $\\beta = 0$)"),
-                Patch(facecolor=colors[0], label=no_value_label(band_missing)),
+    handles.append(Patch(facecolor=colors[2], label="collapsed (critical point of $L$, $\\beta = 0$)"))
+    if any(np.any(dom == BLOWN_UP) for pair in maps.values() for dom in pair):
+        handles.append(_blow_up_handle())
+    handles += [Patch(facecolor=colors[1], label=no_value_label(band_missing)),
                 Line2D([], [], color="k", ls="--", label=r"theory: band-$%d$-first mark (l2_major_band_mark)" % nb)]
     fig.suptitle(f"Dominant band of the predictor on banded data (n = {data.n}, d = {data.d}, {nb} bands), "
                  f"$\\rho = {cfg.rho:g}$: GD (top) vs $\\ell_2$-SAM (bottom)", fontsize=11.5)

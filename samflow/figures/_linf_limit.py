@@ -14,12 +14,12 @@ from pydantic import Field
 
 from .. import theory
 from ..analysis import dominant_index, limit_direction
-from ..plots import MISSING_COLOR, feature_colors, no_value_label
+from ..plots import BLEW_UP_COLOR, BLOWN_UP, MISSING_COLOR, feature_colors, no_value_label, with_blow_up
 from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
 from ._report import Check, FigureResult, _one_config_figure
-from ._draw import _lin_edges, _save
+from ._draw import _blow_up_handle, _lin_edges, _save
 
 
 # --- figure 2: linf-SAM limit direction over per-coordinate inits ---------------
@@ -96,10 +96,21 @@ def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):
 
 
 def _linf_cmap(d: int):
-    """(cmap, norm, colors) of the measured limit feature: -1 not measured (the "no value" colour;
-    below the old norm's range it was drawn as 0), 0 none (grey), 1..d features; `colors` from 0."""
+    """(cmap, norm, colors) of the measured limit feature: -2 blew up without a finite save
+    (`with_blow_up`, depth 2), -1 not measured (the "no value" colour; below the old norm's
+    range it was drawn as 0), 0 none (grey), 1..d features; `colors` from 0."""
     colors = ["#d9d9d9"] + feature_colors(d)
-    return ListedColormap([MISSING_COLOR] + colors), BoundaryNorm(np.arange(-1.5, d + 1.5), d + 2), colors
+    return (ListedColormap([BLEW_UP_COLOR, MISSING_COLOR] + colors), BoundaryNorm(np.arange(-2.5, d + 1.5), d + 3),
+            colors)
+
+
+def _linf_map_image(L: int, meas_map: np.ndarray, status) -> np.ndarray:
+    """The codes a map of depth L draws: the measured limit feature, -1 not measured. At
+    depth 2 a cell is measured at its last finite save, so one not measured that blew up
+    (status BLEW_UP: before its first save) is drawn as a blow-up (`with_blow_up`). At
+    depth >= 3 every measured cell blew up (the blow-up is the measurement): one not
+    measured failed in the rescaled second pass and stays "not measured"."""
+    return with_blow_up(meas_map, status) if L == 2 else np.asarray(meas_map)
 
 
 def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
@@ -224,13 +235,14 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
     F1, F2 = np.meshgrid(fine, fine, indexing="xy")
     for k, dep in enumerate(run.depths):
         L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r = dep
-        shown |= {int(v) for v in np.unique(meas_map)}
-        if np.any(meas_map == -1):
-            unmeasured.append(f"depth {L}: " + (no_value_label(tr_map.status[meas_map == -1])[len("no value ("):-1] if L == 2
+        img = _linf_map_image(L, meas_map, tr_map.status)
+        shown |= {int(v) for v in np.unique(img)}
+        if np.any(img == -1):
+            unmeasured.append(f"depth {L}: " + (no_value_label(np.asarray(tr_map.status)[img == -1])[len("no value ("):-1] if L == 2
                                                  else "the rescaled second pass did not reach the blow-up"))
         agree = float(np.mean(meas_map == pred_map))
         ax = axes[0, k]
-        ax.pcolormesh(_lin_edges(g), _lin_edges(g), meas_map.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
+        ax.pcolormesh(_lin_edges(g), _lin_edges(g), img.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
         fa = np.full((F1.size, d), cfg.others * cfg.rho)
         fa[:, ia], fa[:, ib] = F1.ravel() * cfg.rho, F2.ravel() * cfg.rho
         pred_fine = theory.linf_limit_index(mu, alpha=fa, rho=cfg.rho, depth=L).reshape(F1.shape)
@@ -266,6 +278,8 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
     handles = [Patch(color=colors[0], label="0: no limit feature (depth 2: $\\beta \\to 0$; depth 3: nothing blows up)")]
     handles += [Patch(color=colors[j], label=f"feature {j}" + (" (minor)" if j == 1 else " (major)" if j == d else ""))
                 for j in range(1, d + 1) if j in shown]
+    if BLOWN_UP in shown:
+        handles.append(_blow_up_handle())
     if unmeasured:
         handles.append(Patch(color=MISSING_COLOR, label="no value: not measured (" + "; ".join(unmeasured) + ")"))
     handles.append(Line2D([], [], color="k", ls="--", label="boundaries of the rule"))

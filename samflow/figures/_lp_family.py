@@ -11,15 +11,16 @@ from pydantic import Field, field_validator
 from .. import theory
 from ..analysis import regime_label
 from ..edges import EdgeSearch, collapse_edge, major_death_edge, major_first_edge
-from ..plots import NO_VALUE, REGIME_COLORS, REGIME_NAMES, MISSING_COLOR, regime_image
+from ..plots import BLEW_UP_COLOR, MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, blow_up_label, regime_image, with_blow_up
 from ..status import Status
-from ._context import Context, _LogAxis, _Strict, _init, _solve
+from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
 from ._draw import _log_edges, _save
 from ._report import Check, FigureResult, _one_config_figure, mu_text
 
 #: The chart's label of a cell whose major feature died (p > 2) without a collapse.
 MAJOR_DIES = 4
-MAJOR_DIES_COLOR = "#d7191c"
+#: Green: the red it had is the blow-up colour of every heat map (`samflow.plots.BLEW_UP_COLOR`).
+MAJOR_DIES_COLOR = "#1a9641"
 
 
 class LpFamilyConfig(_Strict):
@@ -83,6 +84,7 @@ def _measure(ctx: Context, cfg: LpFamilyConfig) -> dict:
     W0 = _init(a_ax, 2, ctx.d)
     reg = np.zeros((a_ax.size, ps.size), np.int64)
     img = np.zeros_like(reg)
+    status = np.zeros_like(reg)
     for k, p in enumerate(ps):
         tr = _solve(ctx, "lp", data, W0, np.ones(a_ax.size), ts, clock="tau", p=float(p))
         beta, st = np.asarray(tr.beta), np.asarray(tr.status)
@@ -91,6 +93,7 @@ def _measure(ctx: Context, cfg: LpFamilyConfig) -> dict:
         dies = major_dead & (lab != 1)
         reg[:, k] = np.where(dies, MAJOR_DIES, lab)
         img[:, k] = np.where(dies, MAJOR_DIES, regime_image(lab, st))
+        status[:, k] = st
     search = EdgeSearch(rtol=cfg.edge_rtol)
     ce = collapse_edge(mu, 2, "lp", p=list(ps), search=search)
     me = major_first_edge(mu, 2, "lp", p=list(ps))
@@ -103,7 +106,7 @@ def _measure(ctx: Context, cfg: LpFamilyConfig) -> dict:
     death = np.full(ps.size, np.nan)
     if de is not None:
         death[ps > 2] = de.edge
-    return dict(ps=ps, a_ax=a_ax, ts=ts, reg=reg, img=img, ce=ce, me=me, death=death, de=de, l2c=l2c, l2m=l2m,
+    return dict(ps=ps, a_ax=a_ax, ts=ts, reg=reg, img=img, status=status, ce=ce, me=me, death=death, de=de, l2c=l2c, l2m=l2m,
                 pc=pc, shrink_c=np.asarray(marks.all_shrink), major_c=np.asarray(marks.major_first),
                 mshrink_c=np.asarray(theory.lp_major_shrink_mark(mu, p=pc)),
                 major_th=np.asarray(theory.lp_alpha_marks(mu, p=ps).major_first),
@@ -200,9 +203,12 @@ def _draw(ctx: Context, cfg: LpFamilyConfig, m: dict) -> str:
 
     ps, a_ax = m["ps"], m["a_ax"]
     fig, ax = plt.subplots(figsize=(11.5, 6.4))
-    colors = [MISSING_COLOR] + REGIME_COLORS + [MAJOR_DIES_COLOR]
-    cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(-1.5, 5.5, 1.0), len(colors))
-    ax.pcolormesh(_log_edges(ps), _log_edges(a_ax), m["img"], cmap=cmap, norm=norm, rasterized=True)
+    # -2 blew up (`with_blow_up`: a cell without a regime whose status is BLEW_UP), -1 no
+    # value (another failure), 0..3 the regimes, 4 the major feature dies.
+    img = with_blow_up(m["img"], m["status"])
+    colors = [BLEW_UP_COLOR, MISSING_COLOR] + REGIME_COLORS + [MAJOR_DIES_COLOR]
+    cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(-2.5, 5.5, 1.0), len(colors))
+    ax.pcolormesh(_log_edges(ps), _log_edges(a_ax), img, cmap=cmap, norm=norm, rasterized=True)
     pc = m["pc"]
     ax.plot(pc, m["shrink_c"], "k--", lw=1.3, label=r"all-shrink mark $c_q\mu_1^{q-1}$ (theory)")
     ax.plot(pc, m["major_c"], "k-.", lw=1.5,
@@ -231,8 +237,9 @@ def _draw(ctx: Context, cfg: LpFamilyConfig, m: dict) -> str:
     ax.set_xlabel(r"exponent $p$ of the SAM ball $\|\varepsilon\|_p \leq \rho$ (log)")
     ax.set_ylabel(r"$\alpha/\rho$ ($w(0) = \alpha\mathbf{1}$, log)")
     handles, labels = ax.get_legend_handles_labels()
-    shown = set(np.unique(m["img"]).tolist())
-    for v, c, n in zip(range(-1, 5), colors, ["no value"] + list(REGIME_NAMES) + ["major feature dies (p > 2)"]):
+    shown = set(np.unique(img).tolist())
+    names = [blow_up_label(blowup_log10=SETTINGS.blowup_log10), "no value"] + list(REGIME_NAMES) + ["major feature dies (p > 2)"]
+    for v, c, n in zip(range(-2, 5), colors, names):
         if v in shown:
             handles.append(Patch(facecolor=c, edgecolor="k", lw=0.3))
             labels.append(("regime " + n) if n[0].isdigit() else n + (" (not at $d$ by the horizon)" if v == 0 else ""))

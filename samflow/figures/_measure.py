@@ -7,7 +7,10 @@ import numpy as np
 from ..analysis import dominant_index, tied
 
 
-TIED, MISSING = -2, -1
+# Codes of a dominant-feature map besides the features 1..d and 0 (collapsed): all
+# |beta_j| tied, and no value. -2 is the blow-up's (`samflow._plot_common.BLOWN_UP`,
+# set by `with_blow_up` when the map is drawn), so a tie is -3.
+TIED, MISSING = -3, -1
 
 
 def staircase_ok(seq: list[int], d: int) -> bool:

@@ -13,11 +13,11 @@ from pydantic import Field
 
 from .. import theory
 from ..analysis import dominant_index, regime_label, tied, visited_sequence
-from ..plots import NO_VALUE, UNDETERMINED_NOTE, regime_cmap, regime_image
+from ..plots import BLOWN_UP, NO_VALUE, UNDETERMINED_NOTE
 from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start, mu_text
-from ._draw import _log_edges, _regime_handles, _save
+from ._draw import _log_edges, _regime_handles, _regime_panel, _save
 from ._measure import staircase_ok
 
 
@@ -224,9 +224,8 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
     """The regime chart with the marks, the measured edges and their fits; the PNG path."""
     ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
     fig, ax = plt.subplots(figsize=(11.5, 6.4))
-    cmap, norm, _ = regime_cmap()
-    img = regime_image(reg, st_chart)  # failed cells: "no value", not "undetermined"
-    ax.pcolormesh(_log_edges(r_ax), _log_edges(a_ax), img, cmap=cmap, norm=norm, rasterized=True)
+    # Failed cells: "no value", not "undetermined"; blown-up ones in the blow-up colour.
+    img = _regime_panel(ax, _log_edges(r_ax), _log_edges(a_ax), reg, st_chart)
     rr = np.geomspace(r_ax[0] / 1.5, r_ax[-1] * 1.5, 50)
     ax.plot(rr, c_shrink * rr, "k--", lw=1.5, label=rf"predicted all-shrink mark $\alpha = {c_shrink:.3f}\,\rho$")
     ax.plot(rr, c_major * rr, "k-.", lw=1.5, label=rf"predicted major-first mark $\alpha = {c_major:.3f}\,\rho$")
@@ -247,7 +246,8 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
             # The fits are drawn in white over the chart; outline the legend sample.
             handles[i] = Line2D([], [], color="w", lw=1.5, path_effects=[patheffects.withStroke(linewidth=3, foreground="0.3")])
             labels[i] = "white lines: log-log fits of the measured edges"
-    regimes = _regime_handles(st_chart[img == NO_VALUE], undetermined=UNDETERMINED_NOTE)
+    regimes = _regime_handles(st_chart[img == NO_VALUE], blew_up=bool(np.any(img == BLOWN_UP)),
+                              undetermined=UNDETERMINED_NOTE)
     handles += regimes
     labels += [h.get_label() for h in regimes]
     # Outside the axes, to the right: inside it covered the top-left cells (issue 17).

@@ -7,6 +7,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ..analysis import regime_label, visited_sequence
+from ..plots import BLOWN_UP
 from ..status import Status
 from ._context import Context, MethodName, _Strict, _init, _solve, time_pair_problem
 from ._report import Check, FigureResult, _finish, _start, mu_text
@@ -72,6 +73,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
                                  squeeze=False, sharey=True)
         gd_cells = gd_major = 0
         missing: list[int] = []
+        blew_up = False  # a row with a pixel after its blow-up (its own colour, not "no value")
         stair, coll, linf_bad, linf_n = [], [], 0, 0
         for i, L in enumerate(cfg.depths):
             rho, t1 = spec.rho[str(L)], spec.t1[str(L)]
@@ -79,9 +81,10 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
             for j, m in enumerate(cfg.methods):
                 tr = _solve(ctx, m, data, _init(a_rel * rho, L, d), rho, ts, clock="t")
                 dom = _dominant_with_ties(tr.beta)
-                missing += np.asarray(tr.status)[np.any(dom == MISSING, axis=-1)].tolist()
                 ax = axes[i, j]
-                _heatmap_panel(ax, ts, a_rel, dom, d)
+                img = _heatmap_panel(ax, ts, a_rel, dom, d, tr.status)
+                missing += np.asarray(tr.status)[np.any(img == MISSING, axis=-1)].tolist()
+                blew_up = blew_up or bool(np.any(img == BLOWN_UP))
                 reg = regime_label(tr.beta, tr.status)
                 n2 = int(np.sum(reg == 2))
                 ax.set_title(f"{_label(m)}, depth $L={L}$, $\\rho={rho:g}$" + (f"\n{n2} rows in regime 2 (staircase)" if m == "l2" else ""), fontsize=9.5)
@@ -105,7 +108,7 @@ def staircase(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
                     linf_bad += int(np.sum(reg[above] != 3))
         fig.suptitle(f"Dominant feature over real time, {dname}" + (r" $\{(\mu, +1)\}$, $\mu = (" + f"{ctx.mu[0]:g}, \\ldots, {ctx.mu[-1]:g})$" if key == "single" else " of increasing feature scale")
                      + ": GD flat at the major feature, $\\ell_2$-SAM climbs a staircase", fontsize=11.5)
-        _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2], missing), ncol=d + 3,
+        _layout_with_legend(fig, _staircase_handles(d, _staircase_cmap(d)[2], missing, blew_up=blew_up), ncol=d + 3,
                             title=r"dominant feature $\arg\max_j |\beta_j(t)|$", top=1 - 0.45 / fig.get_figheight())
         pngs.append(_save(fig, ctx, f"staircase_{key}"))
         checks += _staircase_checks(dname, d, cfg.depths, cfg.methods, (gd_major, gd_cells), stair, coll, (linf_n, linf_bad))

@@ -10,11 +10,10 @@ from pydantic import Field
 from .. import theory
 from ..analysis import regime_label
 from ..plots import (
+    BLOWN_UP,
     MISSING_COLOR,
     NO_VALUE,
     no_value_label,
-    regime_cmap,
-    regime_image,
 )
 from ._context import Context, _LogAxis, _Strict, _init, _solve
 from ._report import Check, FigureResult, _finish, _start
@@ -24,6 +23,7 @@ from ._draw import (
     _layout_with_legend,
     _log_edges,
     _regime_handles,
+    _regime_panel,
     _save,
     _staircase_cmap,
     _staircase_handles,
@@ -62,66 +62,25 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
     cfg = ctx.config("usam_ablation", UsamConfig)
-    mu, d = ctx.mu, ctx.d
+    d = ctx.d
     data = ctx.single_rows()
     a_rel = cfg.alpha_over_rho.values()
     ts = ctx.log_times(cfg.t_min, cfg.t1)
-    fig, axes = plt.subplots(2, 3, figsize=(14, 9.4))
-    first = {}
-    missing: list[int] = []
-    for j, m in enumerate(["gd", "usam", "l2"]):
+    first, top = {}, {}
+    for m in ["gd", "usam", "l2"]:
         tr = _solve(ctx, m, data, _init(a_rel * cfg.rho, 2, d), cfg.rho, ts, clock="t")
-        dom = _dominant_with_ties(tr.beta)
-        missing += np.asarray(tr.status)[np.any(dom == MISSING, axis=-1)].tolist()
-        ax = axes[0, j]
-        _heatmap_panel(ax, ts, a_rel, dom, d)
-        ax.set_title(f"{_label(m)}, $\\rho = {cfg.rho:g}$", fontsize=10)
-        ax.set_xlabel("real time $t$")
-        ax.set_ylabel(r"init scale $\alpha/\rho$")
+        top[m] = (_dominant_with_ties(tr.beta), np.asarray(tr.status))
         first[m] = _first_informative_dominant(tr.beta)
     # Regimes over (rho, alpha/rho).
     rr = cfg.chart_rho.values()
     AA, RR = np.meshgrid(a_rel, rr, indexing="ij")
-    cmap, norm, _ = regime_cmap()
-    regs = {}
-    reg_missing: list[int] = []
-    for j, m in enumerate(["usam", "l2"]):
+    regs, bottom = {}, {}
+    for m in ["usam", "l2"]:
         tr = _solve(ctx, m, data, _init((AA * RR).ravel(), 2, d), RR.ravel(), ts, clock="t")
         reg = regime_label(tr.beta, tr.status).reshape(AA.shape)
         regs[m] = reg
-        st = np.asarray(tr.status).reshape(AA.shape)
-        img = regime_image(reg, st)  # failed cells: "no value", not "undetermined"
-        reg_missing += st[img == NO_VALUE].tolist()
-        ax = axes[1, j]
-        ax.pcolormesh(_log_edges(rr), _log_edges(a_rel), img, cmap=cmap, norm=norm, rasterized=True)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(r"SAM radius $\rho$")
-        ax.set_ylabel(r"init scale $\alpha/\rho$")
-        ax.set_title(f"{_label(m)}: regime over $(\\rho, \\alpha/\\rho)$", fontsize=10)
-    ax = axes[1, 2]
-    pred = theory.l2_first_dominant(mu, a=a_rel)
-    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=_label("l2") + r", predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
-    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=f"{_label('l2')}, measured")
-    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label=f"{_label('usam')}, measured")
-    ax.plot(a_rel, first["gd"], "x", ms=3.5, color="k", label="GD, measured")
-    ax.set_xscale("log")
-    ax.set_ylim(0.5, d + 2.6)  # room for the legend above the top feature
-    ax.set_yticks(range(1, d + 1))
-    ax.set_xlabel(r"init scale $\alpha/\rho$")
-    ax.set_ylabel("first dominant feature (1 = minor)")
-    ax.set_title(f"first dominant feature, $\\rho = {cfg.rho:g}$", fontsize=10)
-    ax.legend(fontsize=7.5, loc="upper left")
-    ax.grid(True, alpha=0.3)
-    handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
-    if missing:
-        handles.append(Patch(facecolor=MISSING_COLOR, label="top: " + no_value_label(missing)))
-    handles += _regime_handles(reg_missing, missing_prefix="bottom: ")
-    fig.suptitle("Ablation: USAM (perturbation $\\rho G$) vs $\\ell_2$-SAM ($\\rho G/\\|G\\|_2$), depth 2, one sample: "
-                 "the normalization causes minor first", fontsize=12)
-    _layout_with_legend(fig, handles, ncol=6, inches=0.8, top=1 - 0.35 / fig.get_figheight(),
-                        title=r"top: dominant feature $\arg\max_j|\beta_j|$;  bottom: regime")
-    png = _save(fig, ctx, "usam_ablation")
+        bottom[m] = (reg, np.asarray(tr.status).reshape(AA.shape))
+    png = _draw_usam(ctx, cfg, ts, a_rel, rr, top, bottom, first)
     checks = []
     u = regs["usam"]
     checks.append(Check("usam_ablation", "USAM, depth 2: no minor-first phase (normalization removed)",
@@ -152,3 +111,60 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
     )
     return _finish(ctx, FigureResult("usam_ablation", "Figure 6: USAM vs l2-SAM, the normalization ablation", [png], caption,
                                      [ctx.config_ref("usam_ablation"), ctx.config_ref("common")], checks), t0)
+
+
+def _draw_usam(ctx, cfg: UsamConfig, ts, a_rel, rr, top: dict, bottom: dict, first: dict) -> str:
+    """The USAM ablation figure; returns the PNG name. `top`: method ("gd", "usam", "l2")
+    -> (dominant feature (alpha, time) with ties, `_dominant_with_ties`; status (alpha,)),
+    drawn over (t, alpha/rho); `bottom`: method ("usam", "l2") -> (regime (alpha, rho),
+    status (alpha, rho)), drawn over (rho, alpha/rho); `first`: method -> the first
+    dominant feature (alpha,). A cell that blew up is drawn in the blow-up colour (one
+    legend entry for both rows), other failures black "no value" (one entry per row)."""
+    mu, d = ctx.mu, ctx.d
+    fig, axes = plt.subplots(2, 3, figsize=(14, 9.4))
+    missing: list[int] = []
+    blew_up = False
+    for j, m in enumerate(["gd", "usam", "l2"]):
+        dom, st = top[m]
+        ax = axes[0, j]
+        img = _heatmap_panel(ax, ts, a_rel, dom, d, st)
+        missing += st[np.any(img == MISSING, axis=-1)].tolist()
+        blew_up = blew_up or bool(np.any(img == BLOWN_UP))
+        ax.set_title(f"{_label(m)}, $\\rho = {cfg.rho:g}$", fontsize=10)
+        ax.set_xlabel("real time $t$")
+        ax.set_ylabel(r"init scale $\alpha/\rho$")
+    reg_missing: list[int] = []
+    for j, m in enumerate(["usam", "l2"]):
+        reg, st = bottom[m]
+        ax = axes[1, j]
+        img = _regime_panel(ax, _log_edges(rr), _log_edges(a_rel), reg, st)  # failed cells: not "undetermined"
+        reg_missing += st[img == NO_VALUE].tolist()
+        blew_up = blew_up or bool(np.any(img == BLOWN_UP))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"SAM radius $\rho$")
+        ax.set_ylabel(r"init scale $\alpha/\rho$")
+        ax.set_title(f"{_label(m)}: regime over $(\\rho, \\alpha/\\rho)$", fontsize=10)
+    ax = axes[1, 2]
+    pred = theory.l2_first_dominant(mu, a=a_rel)
+    ax.step(a_rel, pred, where="mid", color="k", lw=2.5, alpha=0.35, label=_label("l2") + r", predicted: $\arg\max_j \mu_j(1 - \mu_j/(\sqrt{2} a \|\mu\|))$")
+    ax.plot(a_rel, first["l2"], "o", ms=3.5, color="tab:blue", label=f"{_label('l2')}, measured")
+    ax.plot(a_rel, first["usam"], "s", ms=3.5, mfc="none", color="tab:green", label=f"{_label('usam')}, measured")
+    ax.plot(a_rel, first["gd"], "x", ms=3.5, color="k", label="GD, measured")
+    ax.set_xscale("log")
+    ax.set_ylim(0.5, d + 2.6)  # room for the legend above the top feature
+    ax.set_yticks(range(1, d + 1))
+    ax.set_xlabel(r"init scale $\alpha/\rho$")
+    ax.set_ylabel("first dominant feature (1 = minor)")
+    ax.set_title(f"first dominant feature, $\\rho = {cfg.rho:g}$", fontsize=10)
+    ax.legend(fontsize=7.5, loc="upper left")
+    ax.grid(True, alpha=0.3)
+    handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
+    if missing:
+        handles.append(Patch(facecolor=MISSING_COLOR, label="top: " + no_value_label(missing)))
+    handles += _regime_handles(reg_missing, blew_up=blew_up, missing_prefix="bottom: ")
+    fig.suptitle("Ablation: USAM (perturbation $\\rho G$) vs $\\ell_2$-SAM ($\\rho G/\\|G\\|_2$), depth 2, one sample: "
+                 "the normalization causes minor first", fontsize=12)
+    _layout_with_legend(fig, handles, ncol=6, inches=0.8, top=1 - 0.35 / fig.get_figheight(),
+                        title=r"top: dominant feature $\arg\max_j|\beta_j|$;  bottom: regime")
+    return _save(fig, ctx, "usam_ablation")
