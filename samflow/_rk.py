@@ -7,61 +7,41 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 
 def _erk_step(tableau, field, t0, t1, y0, args, f0):
     """One explicit Runge-Kutta step of diffrax's Butcher `tableau` (first same as
-    last): (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in diffrax, so
-    `dense_info` feeds the solver's own `interpolation_cls`.
-
-    The stages are rolled: one `lax.fori_loop` over the tableau's rows, so the
-    vector field is traced and compiled once per step, not once per stage (six
-    times for Tsit5), which is most of a solver program's size. Each stage sum is
-    still written out term by term in the tableau's order (no `tensordot`: XLA
-    picks a dot kernel by the batch shape, and the lanes' bits must not depend on
-    the width); the terms of a row past its last coefficient are skipped by a
-    select, not multiplied by 0, so a stage's bits are those of the unrolled sum.
+    last), unrolled: (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in
+    diffrax, so `dense_info` feeds the solver's own `interpolation_cls`. The
+    stage sums are written out term by term (no `tensordot`): XLA picks a dot
+    kernel by the batch shape, and the lanes' bits must not depend on the width.
     """
     h = t1 - t0
-    n_stages = len(tableau.c) + 1
-    dtype = jnp.result_type(t0)
-    A = np.zeros((n_stages, n_stages))
-    for i, row in enumerate(tableau.a_lower, start=1):
-        A[i, : len(row)] = row
-    C = np.concatenate([[0.0], np.asarray(tableau.c, dtype=np.float64)])
-    A, C = jnp.asarray(A, dtype), jnp.asarray(C, dtype)
-
-    def stage_y(i, ks):
-        # y_i = y0 + sum_{j < i} a_ij k_j, added in order of j.
+    add = lambda a, b: jax.tree.map(jnp.add, a, b)
+    scale = lambda c, x: jax.tree.map(lambda v: c * v, x)
+    ks = [scale(h, f0)]
+    for ci, row in zip(tableau.c, tableau.a_lower):
         yi = y0
-        for j in range(n_stages - 1):
-            yi = jax.tree.map(lambda y, k: jnp.where(j < i, y + A[i, j] * k[j], y), yi, ks)
-        return yi
-
-    ks0 = jax.tree.map(lambda f: jnp.zeros((n_stages,) + jnp.shape(f), jnp.result_type(f)).at[0].set(h * f), f0)
-
-    def body(i, carry):
-        ks, _ = carry
-        fi = field(t0 + C[i] * h, stage_y(i, ks), args)
-        ks = jax.tree.map(lambda k, f: k.at[i].set(h * f), ks, fi)
-        return ks, fi
-
-    ks, fi = jax.lax.fori_loop(1, n_stages, body, (ks0, f0))
+        for aij, kj in zip(row, ks):
+            if aij != 0:
+                yi = add(yi, scale(float(aij), kj))
+        fi = field(t0 + float(ci) * h, yi, args)
+        ks.append(scale(h, fi))
     if tableau.fsal:  # the last stage is at (t1, y1): its y is the solution
-        y1 = stage_y(n_stages - 1, ks)
+        y1 = yi
     else:  # pragma: no cover - every solver of _SOLVERS is FSAL
         y1 = y0
-        for i, bi in enumerate(tableau.b_sol):
+        for bi, ki in zip(tableau.b_sol, ks):
             if bi != 0:
-                y1 = jax.tree.map(lambda y, k: y + float(bi) * k[i], y1, ks)
+                y1 = add(y1, scale(float(bi), ki))
     err = None
-    for i, ei in enumerate(tableau.b_error):
+    for ei, ki in zip(tableau.b_error, ks):
         if ei != 0:
-            term = jax.tree.map(lambda k: float(ei) * k[i], ks)
-            err = term if err is None else jax.tree.map(jnp.add, err, term)
-    return y1, err, dict(y0=y0, y1=y1, k=ks), fi
+            term = scale(float(ei), ki)
+            err = term if err is None else add(err, term)
+    k = jax.tree.map(lambda *xs: jnp.stack(xs), *ks)
+    return y1, err, dict(y0=y0, y1=y1, k=k), fi
 
 
 class _Dense(eqx.Module):
