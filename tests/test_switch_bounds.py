@@ -6,7 +6,13 @@ own error taken as its distance to the same solve at rtol 1e-12. The cells are
 l2-SAM on one sample, d = 5, at depth 2 in the clock tau (horizon 150) and
 depth 3 in real time (horizon 1e5), including shallow crossings: the gap
 log|beta_j| - log|beta_k| moves at 2.2e-4 per unit tau at tau = 107.6 (two
-features whose mu differ by 1.1e-4), and at 5.7e-6 per unit t at t = 8867.
+features whose mu differ by 1.1e-4), at 3.8e-6 per unit t at t = 12284 and at
+2.5e-4 at t = 18.9; and a cell whose flow amplifies early errors (DEPTH2[1]:
+small weights, rho = 0.16; a relative perturbation of the state at tau = 0 moves
+the gap at tau = 146 by 1.4e3 times as much), where the pass's local bound is
+below the error (docs/theory.md s.5) and only the refinement's bound holds.
+
+    python -m pytest -n 0 -m "" tests/test_switch_bounds.py    # all of them (about 5 minutes on 2 loaded cores)
 """
 
 import numpy as np
@@ -35,6 +41,9 @@ DEPTH3 = [
     ([0.2371, 0.3589, 0.3607, 0.7608, 0.8425], 0.2402, np.full((3, 5), 0.0996)),  # 2 -> 1 at t = 19, slope 2.5e-4
 ]
 CASES = {2: ("tau", 150.0, DEPTH2), 3: ("t", 1e5, DEPTH3)}
+# (depth, cell, switch) where the flow amplifies the errors of the solve's early
+# steps: the local bound of the pass misses (by 24x measured, at rtol 1e-8).
+AMPLIFIED = {(2, 1, 1)}
 
 
 def _save_times(clock, T):
@@ -42,30 +51,35 @@ def _save_times(clock, T):
 
 
 def _references(clock, T, cells):
-    """Per cell: (times (n,), from, to, the reference's own error (n,))."""
+    """Per cell: (times (n,), from, to, the reference's own error (n,), rates (n,))."""
     out = []
     for mu, rho, W0 in cells:
         fine = ref.switches(np.asarray(W0), rho, np.asarray(mu), clock, T, rtol=1e-13)
         coarse = ref.switches(np.asarray(W0), rho, np.asarray(mu), clock, T, rtol=1e-12)
         assert [s[1:3] for s in fine] == [s[1:3] for s in coarse] and fine
         t = np.array([s[0] for s in fine])
-        out.append((t, [s[1] for s in fine], [s[2] for s in fine], np.abs(t - np.array([s[0] for s in coarse]))))
+        out.append((t, [s[1] for s in fine], [s[2] for s in fine], np.abs(t - np.array([s[0] for s in coarse])),
+                    np.array([s[3] for s in fine])))
     return out
 
 
-def _check_against(sw: SwitchTimes, refs, *, target=None):
+def _check_against(sw: SwitchTimes, refs, *, target=None, amplified=()):
     """Same switches as the reference; |time - t_ref| <= time_err (+ the reference's
-    own error) for every switch; with `target`, time_err <= target |time| and the
-    true error too. Returns (relative errors, relative bounds)."""
+    own error) for every switch but those in `amplified` (within 100 x time_err
+    there); with `target`, time_err <= target |time| and the true error too.
+    Returns (relative errors, relative bounds)."""
     errs, bounds = [], []
-    for i, (t_ref, fr, to, t_ref_err) in enumerate(refs):
+    for i, (t_ref, fr, to, t_ref_err, rate) in enumerate(refs):
         n = len(t_ref)
         assert bool(sw.ok[i]) and int(sw.count[i]) == n, (i, sw.count[i], n)
         assert list(sw.from_[i, :n]) == fr and list(sw.to[i, :n]) == to
         err = np.abs(sw.time[i, :n] - t_ref)
         bound = sw.time_err[i, :n]
         assert np.all(np.isfinite(bound)) and np.all(bound > 0), bound
-        assert np.all(err <= bound + t_ref_err), (i, err / t_ref, bound / t_ref)
+        np.testing.assert_allclose(sw.rate[i, :n], rate, rtol=1e-4)  # the gap's rate at the switch
+        assert np.all(np.isnan(sw.rate[i, n:]))
+        factor = np.array([100.0 if k in amplified else 1.0 for k in range(n)])
+        assert np.all(err <= factor * bound + t_ref_err), (i, err / t_ref, bound / t_ref)
         assert np.all(np.isnan(sw.time_err[i, n:]))
         if target is not None:
             assert np.all(bound <= target * t_ref), (i, bound / t_ref)
@@ -82,13 +96,15 @@ def refs():
 
 @pytest.mark.parametrize("L", [2, 3])
 def test_the_sweep_pass_bounds_cover_the_error_of_every_switch(L, refs):
-    """solve_grid(..., switches=K) at the default rtol 1e-8: each time's bound covers
-    its distance to the reference, shallow crossings included."""
+    """solve_grid(..., switches=K) at the default rtol 1e-8: each time's local bound
+    covers its distance to the reference, shallow crossings included, but where the
+    flow amplified the errors of the early steps (`AMPLIFIED`: within 100x there)."""
     clock, T, cells = CASES[L]
     for i, (m, r, w) in enumerate(cells):
         _, sw = solve_grid("l2", sf.single_sample(m), np.asarray(w, float)[None], np.array([r]),
                            _save_times(clock, T), clock=clock, switches=12)
-        _, bounds = _check_against(sw, [refs[L][i]])
+        amplified = {k for (L_, c, k) in AMPLIFIED if (L_, c) == (L, i)}
+        _, bounds = _check_against(sw, [refs[L][i]], amplified=amplified)
         assert np.all(bounds < 1e-2)  # a bound that says something
 
 
@@ -117,18 +133,22 @@ def test_locate_switches_meets_1e_9_with_its_bound(L, refs):
         _check_against(sw, [refs[L][i]], target=1e-9)
 
 
-def test_a_record_that_meets_the_target_is_returned_as_it_is():
-    """No solve where every bound already meets 1e-9 relative (or the record is refused)."""
+def test_cells_without_switches_and_refused_records_are_not_solved_again():
+    """refine_switches solves only the cells with a kept switch (none here: a cell
+    without a switch, a refused record), and refine_to=None returns the record as it is."""
+    nan3 = [np.nan] * 3
     sw = SwitchTimes(
-        time=np.array([[1.0, 2.0, np.nan], [np.nan, np.nan, np.nan]]), t=np.array([[1.0, 2.0, np.nan]] * 2),
-        from_=np.array([[1, 2, -1], [-1, -1, -1]], np.int32), to=np.array([[2, 3, -1], [-1, -1, -1]], np.int32),
-        count=np.array([2, 5], np.int32), first=np.array([1, 1], np.int32), ok=np.array([True, False]),
-        time_err=np.array([[1e-10, 2e-9, np.nan], [np.nan] * 3]),
+        time=np.array([nan3, nan3]), t=np.array([nan3, nan3]),
+        from_=np.full((2, 3), -1, np.int32), to=np.full((2, 3), -1, np.int32),
+        count=np.array([0, 5], np.int32), first=np.array([3, 1], np.int32), ok=np.array([True, False]),
+        time_err=np.array([nan3, nan3]), rate=np.array([nan3, nan3]),
     )
-    out = refine_switches("l2", sf.single_sample([1.0, 2.0, 3.0]), np.full((2, 2, 3), 0.1), np.full(2, 0.1),
-                          [0.0, 1.0, 3.0], sw)
-    for name in ("time", "t", "from_", "to", "count", "first", "ok", "time_err"):
-        np.testing.assert_array_equal(getattr(out, name), getattr(sw, name))
+    args = ("l2", sf.single_sample([1.0, 2.0, 3.0]), np.full((2, 2, 3), 0.1), np.full(2, 0.1), [0.0, 1.0, 3.0])
+    for out in (refine_switches(*args, sw), refine_switches(*args, sw, refine_to=None)):
+        for name in ("time", "t", "from_", "to", "count", "first", "ok", "time_err", "rate"):
+            np.testing.assert_array_equal(getattr(out, name), getattr(sw, name))
+    with pytest.raises(ValueError, match=r"^refine_to must be a number in \(0, 1\)"):
+        refine_switches(*args, sw, refine_to=0.0)
 
 
 def test_the_results_file_has_switch_time_err_in_the_clock_units():
@@ -140,7 +160,7 @@ def test_the_results_file_has_switch_time_err_in_the_clock_units():
         time=np.array([[1.0, 2.0, np.nan]]), t=np.array([[1.5, 2.5, np.nan]]),
         from_=np.array([[1, 2, -1]], np.int32), to=np.array([[2, 3, -1]], np.int32),
         count=np.array([2], np.int32), first=np.array([1], np.int32), ok=np.array([True]),
-        time_err=np.array([[3e-10, 4e-9, np.nan]]),
+        time_err=np.array([[3e-10, 4e-9, np.nan]]), rate=np.array([[0.5, 0.1, np.nan]]),
     )
     ds = xr.Dataset(coords={"flow": ["l2", "gd"], "alpha": [1.0], "rho": [0.1], "coord": np.arange(1, 4)},
                     attrs={"clock": "tau"})
