@@ -170,3 +170,32 @@ def test_the_results_file_has_switch_time_err_in_the_clock_units():
     assert err.attrs["units"] == "tau"
     np.testing.assert_array_equal(err.sel(flow="l2").values.ravel(), [3e-10, 4e-9, np.nan])
     assert np.all(np.isnan(err.sel(flow="gd").values))
+
+
+@pytest.mark.slow
+def test_a_sweep_writes_refined_switch_times_with_their_bounds(tmp_path):
+    """run_sweep refines its pass's switch times (output.switch_refine, default true):
+    switch_time_err within 1e-9 of switch_time and covering the distance to scipy;
+    with switch_refine = false the file holds the pass's times and local bounds."""
+    from samflow.config import parse_config
+    from samflow.sweep import run_sweep
+
+    mu, T = [0.2, 0.4, 0.6, 0.8, 1.0], 15.0
+    raw = {"name": "refine", "methods": ["l2"], "depth": 2, "clock": "tau", "data": {"mu": mu},
+           "grid": {"alpha": [0.4, 0.45], "rho": [1.0], "alpha_relative_to_rho": True},
+           "time": {"t1": T, "num": 8, "spacing": "linear"}, "output": {"dir": str(tmp_path), "figures": False}}
+    out = {}
+    for refine in (True, False):
+        raw["output"]["switch_refine"] = refine
+        out[refine] = run_sweep(parse_config(raw), progress=False).sel(flow="l2", rho=1.0)
+    for i, a in enumerate([0.4, 0.45]):
+        t_ref = np.array([s[0] for s in ref.switches(np.full((2, 5), a), 1.0, np.array(mu), "tau", T)])
+        n = t_ref.size
+        assert n >= 2
+        for refine, ds in out.items():
+            cell = ds.isel(alpha=i)
+            assert bool(cell["switch_ok"]) and int(cell["switch_count"]) == n
+            time, err = cell["switch_time"].values[:n], cell["switch_time_err"].values[:n]
+            assert np.all(np.abs(time - t_ref) <= err + 1e-12 * t_ref)
+            assert np.all(err <= 1e-9 * t_ref) == refine
+            assert cell["switch_time_err"].attrs["units"] == "tau"
