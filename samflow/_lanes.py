@@ -291,7 +291,7 @@ class _Engine(eqx.Module):
                      & (jnp.abs(_lead_value(field, new.Y, lead)) <= 1e-7))
             to = _leader(field, new, lane.rho, self.data, self.multi, exclude=lead)
             # The bound of the time's error (docs/theory.md s.5): the controller's tolerances
-            # summed over the cell's steps, through the gap's slope at the root.
+            # summed over the cell's steps, through the gap and its rate, over the gap's rate at the root.
             ctrl = self.controller(field, lane.w_scale)
             new_args = new.segment_args(lane.rho, self.data, self.multi)
             err, rate = _switch_time_err(

@@ -44,6 +44,17 @@ more than 1e-9 relative, the leader the record implies must equal the argmax
 of the solve's beta. A cell that fails this (or has more switches than
 `max_switches`) is refused: `ok` False and every time NaN, never a wrong time.
 
+**Errors** (docs/theory.md s.5, issue 35). Every time carries `time_err`, a bound
+on its error in the clock's units, and `rate`, d(log|beta_to| - log|beta_from|)/dclock
+at the switch (an error e of the gap moves the time by e / rate). The engine's
+record has the *local* bound (the controller's tolerance summed over the steps,
+`samflow._events._switch_time_err`), which misses errors that the flow amplified
+after they were made (l2-SAM from small weights: by up to 24x, measured).
+`refine_switches` (by default in `locate_switches`, `switch_times` and sweeps)
+solves the cells with switches again at rtol 1e-12, 1e-13, 1e-14 until each
+time's bound, its distance to the solve one rtol looser plus what both share,
+meets 1e-9 relative.
+
 Both clocks: `time` is in the clock of the solve; `t` is real time (equal to
 `time` in the t clock; in the tau clock from the engine's s = log(1 + t), +inf
 past the tracked range, docs/theory.md s.3). tau is not tracked in the t clock.
@@ -79,7 +90,7 @@ REFINE_RTOL = 1e-10
 #: The relative bound `refine_switches` brings every switch time to (docs/theory.md s.5).
 REFINE_TO = 1e-9
 #: The rtols of `refine_switches`' re-solves, in order (each below the record's own).
-REFINE_LADDER = (1e-12, 1e-13)
+REFINE_LADDER = (1e-12, 1e-13, 1e-14)
 
 
 class SwitchTimes(eqx.Module):
@@ -297,7 +308,7 @@ def refine_switches(
 
     Each cell with a switch whose time is not yet confirmed by two solves, or
     whose bound exceeds `refine_to` |time|, is solved again from its init at
-    the rtols of `REFINE_LADDER` (1e-12, then 1e-13) below the record's own, with
+    the rtols of `REFINE_LADDER` (1e-12, 1e-13, 1e-14) below the record's own, with
     its switches located again. When the tighter solve finds the same switches,
     each time's bound is its distance to the looser solve's time (the tighter
     solve's error is at most half the looser one's: errors fall about 10x per

@@ -74,13 +74,13 @@ def main(argv=None):
     cols = ["pass", "pass+refine", "locate", "locate+refine"]
     print(f"{'L':>1} {'cell':>4} {'t_ref':>11} {'rate':>8} {'ref':>7} "
           + " ".join(f"{c + ' err':>17} {'bound':>7}" for c in cols))
-    worst = {c: ([], []) for c in cols}
-    misses = {c: 0 for c in cols}
+    worst = {(L, c): ([], []) for L in (2, 3) for c in cols}
+    misses = {(L, c): 0 for L in (2, 3) for c in cols}
     t_start = time.perf_counter()
     for L in (2, 3):
         clock, T, test_cells = tb.CASES[L]
         cells = [(f"t{i}", np.asarray(m, float), r, np.asarray(w, float)) for i, (m, r, w) in enumerate(test_cells)]
-        cells += [(f"r{i}", m, r, w) for i, (m, r, w) in enumerate(random_cells(L, clock, T, args.cells, 35 + L))]
+        cells += [(f"r{i}", m, r, w) for i, (m, r, w) in enumerate(random_cells(L, clock, T, args.cells, 350 + L))]
         ts = tb._save_times(clock, T)
         for name, mu, rho, W0 in cells:
             with warnings.catch_warnings():
@@ -109,16 +109,16 @@ def main(argv=None):
                     e = abs(sw.time[0, k] - t_ref[k])
                     b = sw.time_err[0, k]
                     miss = e > b + ref_err[k]
-                    misses[c] += miss
-                    worst[c][0].append(e / t_ref[k])
-                    worst[c][1].append(b / t_ref[k])
+                    misses[L, c] += miss
+                    worst[L, c][0].append(e / t_ref[k])
+                    worst[L, c][1].append(b / t_ref[k])
                     row += f"{e / t_ref[k]:16.1e}{'x' if miss else ' '} {b / t_ref[k]:7.1e} "
                 print(row, flush=True)
     print()
-    for c in cols:
-        e, b = np.array(worst[c][0]), np.array(worst[c][1])
-        print(f"{c:>14}: {e.size} switches, relative error {e.min():.1e} .. {e.max():.1e}, "
-              f"relative bound {b.min():.1e} .. {b.max():.1e}, bound below the error: {misses[c]}")
+    for (L, c), (e, b) in worst.items():
+        e, b = np.array(e), np.array(b)
+        print(f"depth {L} {c:>14}: {e.size} switches, relative error {e.min():.1e} .. {e.max():.1e}, "
+              f"relative bound {b.min():.1e} .. {b.max():.1e}, bound below the error: {misses[L, c]}")
     print(f"({time.perf_counter() - t_start:.0f} s)")
 
 

@@ -412,9 +412,9 @@ class OutputConfig(_Strict):
     """Locate every change of the dominant feature exactly (the `switch_*` variables; each flow cell solved
     again with a switch event, about 1.6x the solve's time); false leaves them out."""
     switch_refine: bool = True
-    """Refine the switch times: the cells with a switch are solved again at rtol 1e-12 (then 1e-13) until each
+    """Refine the switch times: the cells with a switch are solved again at rtol 1e-12 (then 1e-13, 1e-14) until each
     time's bound `switch_time_err` is within 1e-9 of it (docs/theory.md s.5); false keeps the pass's times and
-    their local bounds (about 1e-7 .. 1e-3 relative at rtol 1e-8)."""
+    their local bounds (5e-7 .. 3e-3 relative at rtol 1e-8, but below the error where the flow amplified it)."""
 
     @model_validator(mode="after")
     def _weights_need_full(self):
