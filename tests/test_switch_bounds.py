@@ -7,10 +7,11 @@ l2-SAM on one sample, d = 5, at depth 2 in the clock tau (horizon 150) and
 depth 3 in real time (horizon 1e5), including shallow crossings: the gap
 log|beta_j| - log|beta_k| moves at 2.2e-4 per unit tau at tau = 107.6 (two
 features whose mu differ by 1.1e-4), at 3.8e-6 per unit t at t = 12284 and at
-2.5e-4 at t = 18.9; and a cell whose flow amplifies early errors (DEPTH2[1]:
+2.5e-4 at t = 18.9; and two cells whose flow amplifies early errors (DEPTH2[1]:
 small weights, rho = 0.16; a relative perturbation of the state at tau = 0 moves
-the gap at tau = 146 by 1.4e3 times as much), where the pass's local bound is
-below the error (docs/theory.md s.5) and only the refinement's bound holds.
+the gap at tau = 146 by 1.4e3 times as much; and DEPTH2[3]), where the pass's
+local bound is below the error (docs/theory.md s.5) and only the refinement's
+bound holds (DEPTH2[3] meets 1e-9 only at rtol 1e-14).
 
     python -m pytest -n 0 -m "" tests/test_switch_bounds.py    # all of them (about 5 minutes on 2 loaded cores)
 """
@@ -32,6 +33,8 @@ DEPTH2 = [
      [[0.0759, 0.0284, 0.0481, 0.0359, 0.0897], [0.0824, 0.0671, 0.0368, 0.0694, 0.0581]]),  # at 74.7, 146
     ([0.2094, 0.2189, 0.3128, 0.6355, 0.8827], 0.9107,
      [[0.3033, 0.5066, 0.341, 0.3943, 0.3602], [0.4326, 0.3112, 0.37, 0.2188, 0.2587]]),
+    ([0.1323, 0.1931, 0.2302, 0.7197, 0.8195], 0.3379,  # amplified too: the refinement needs rtol 1e-14
+     [[0.0993, 0.1701, 0.1903, 0.0422, 0.1508], [0.0423, 0.1422, 0.1027, 0.076, 0.109]]),
 ]
 # Depth 3, clock t, horizon 1e5.
 DEPTH3 = [
@@ -42,8 +45,8 @@ DEPTH3 = [
 ]
 CASES = {2: ("tau", 150.0, DEPTH2), 3: ("t", 1e5, DEPTH3)}
 # (depth, cell, switch) where the flow amplifies the errors of the solve's early
-# steps: the local bound of the pass misses (by 24x measured, at rtol 1e-8).
-AMPLIFIED = {(2, 1, 1)}
+# steps: the local bound of the pass misses (by 24x, 1.6x and 17x measured, at rtol 1e-8).
+AMPLIFIED = {(2, 1, 1), (2, 3, 1), (2, 3, 2)}
 
 
 def _save_times(clock, T):
