@@ -328,11 +328,14 @@ def refine_switches(
     **Returns:** `SwitchTimes` (NumPy) with leading axis B: the cells that
     needed nothing, and the refused records, as in `sw`.
 
-    **Raises:** `ValueError` (one line) as `locate_switches`.
+    **Raises:** `ValueError` (one line) as `locate_switches`, or for a record
+    `sw` without one row per init.
     """
     _check_refine_to(refine_to)
     K = int(np.shape(sw.time)[-1])
     method, p, clock, ts, W0, rho, K = _validated(method, data, W0, rho, ts, clock, K, p)
+    if np.shape(sw.time) != (W0.shape[0], K):
+        raise ValueError(f"sw must hold one record per init, time of shape ({W0.shape[0]}, K), got {np.shape(sw.time)}")
     first = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
     sw = jax.tree_util.tree_map(np.asarray, sw)
     return _refine(method, data, W0, rho, ts, sw, clock, first, K, p, chunk, refine_to)

@@ -152,6 +152,8 @@ def test_cells_without_switches_and_refused_records_are_not_solved_again():
             np.testing.assert_array_equal(getattr(out, name), getattr(sw, name))
     with pytest.raises(ValueError, match=r"^refine_to must be a number in \(0, 1\)"):
         refine_switches(*args, sw, refine_to=0.0)
+    with pytest.raises(ValueError, match=r"^sw must hold one record per init"):
+        refine_switches(*args[:2], np.full((3, 2, 3), 0.1), np.full(3, 0.1), args[4], sw)
 
 
 def test_the_results_file_has_switch_time_err_in_the_clock_units():
