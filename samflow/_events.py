@@ -276,5 +276,46 @@ def _leader(field: SamField, c, rho, data, multi, exclude=None):
     return jnp.argmax(jnp.where(near, rate, -jnp.inf))
 
 
+#: The bisection's tolerance in time (`BracketBisection(rtol=1e-13, atol=1e-13)`).
+_ROOT_TOL = 1e-13
+#: Rounding per step and per unit of |d g / d y_i| |y_i| (a few ULP of each stage sum).
+_ROUND = 8 * np.finfo(np.float64).eps
+
+
+def _gap_rate(field: SamField, Y, s, args, lead, to) -> Float[Array, ""]:
+    """d/dclock (log|beta_to| - log|beta_lead|) at (Y, s), from the field (`args`: the
+    segment's arguments)."""
+    dW, _ = field.velocity_W(Y, s, args)
+    W = field.to_W(Y)
+    rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
+    return rate[to] - rate[lead]
+
+
+def _switch_time_err(gap, gap_rate, y, rtol, atol, steps, t) -> tuple:
+    """(bound, rate): a bound on the error of a switch time located at clock time `t`
+    (docs/theory.md s.5), and the gap's rate there.
+
+    `gap(y)`, `gap_rate(y)`: the gap g = log|beta_to| - log|beta_lead| and its rate
+    dg/dclock as functions of the solver's state `y` (a pytree); `rtol`, `atol`: the
+    step-size controller's tolerances on y; `steps`: the steps taken to here. Every
+    accepted step has an error estimate e with RMS_i(e_i / (atol + rtol |y_i|)) <= 1
+    over the N components of y, so it moves a function with gradient a by at most
+    sqrt(N) ||a (atol + rtol |y|)||_2 (Cauchy-Schwarz). Summed over the steps (and
+    once more for the dense interpolant the root is found on), the state's error
+    reaches g directly (a = dg/dy) and through the rate of g, over the time elapsed
+    (a = d(dg/dclock)/dy, times |t|): both gradients are taken at the root. Then the
+    rounding, the lead condition's offset 1e-12 (the event is late by offset / |rate|),
+    divided by |rate|, and the bisection's tolerance."""
+    c = jax.grad(gap)(y)
+    rate, r = jax.value_and_grad(gap_rate)(y)
+    ys = jax.tree.leaves(y)
+    n = sum(x.size for x in ys)
+    tol = [atol + rtol * jnp.abs(yi) for yi in ys]
+    size = lambda a: jnp.sqrt(n * sum(jnp.sum((ai * ti) ** 2) for ai, ti in zip(jax.tree.leaves(a), tol)))
+    rounding = _ROUND * sum(jnp.sum(jnp.abs(ci * yi)) for ci, yi in zip(jax.tree.leaves(c), ys))
+    err_g = (steps + 1) * (size(c) + jnp.abs(t) * size(r) + rounding) + _OFFSET
+    return err_g / jnp.abs(rate) + _ROOT_TOL * (1.0 + jnp.abs(t)), rate
+
+
 def _no_event_value(events: EventSet, t, y, args):
     return events.value(t, y, args) if events.names else jnp.asarray(1.0, jnp.result_type(t))

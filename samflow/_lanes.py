@@ -62,7 +62,8 @@ from .losses import get_loss
 from .status import Status
 from ._cache import no_runtime_checks
 from ._cell_state import CellState
-from ._events import _LOG_ZERO, BracketBisection, EventSet, _lead_value, _leader, _log_abs_beta, _no_event_value, _with_lead
+from ._events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
+                      _no_event_value, _switch_time_err, _with_lead)
 from ._field import SamField
 from ._record import _after_event, _field_p, _finish, _initial_state
 from ._reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
@@ -95,7 +96,7 @@ class Lane(eqx.Module):
     - `save_idx`: `()` the next save time to write.
     - `lead`: `()` the leader argmax |beta_j| (0-based) when switches are
       recorded; `sw`: the cell's switches so far (time, s, from, to: `(K,)`;
-      count: `()`), else None.
+      count: `()`; the bounds of the times' errors and the gaps' rates: `(K,)`), else None.
     """
 
     cell: Int[Array, ""]
@@ -289,12 +290,21 @@ class _Engine(eqx.Module):
             fired = (tried.event & root_ok & lead_hit & ~new.done & live
                      & (jnp.abs(_lead_value(field, new.Y, lead)) <= 1e-7))
             to = _leader(field, new, lane.rho, self.data, self.multi, exclude=lead)
-            r_time, r_s, r_from, r_to, count = sw
+            # The bound of the time's error (docs/theory.md s.5): the controller's tolerances
+            # summed over the cell's steps, through the gap and its rate, over the gap's rate at the root.
+            ctrl = self.controller(field, lane.w_scale)
+            new_args = new.segment_args(lane.rho, self.data, self.multi)
+            err, rate = _switch_time_err(
+                lambda y: _log_abs_beta(field, y[0])[to] - _log_abs_beta(field, y[0])[lead],
+                lambda y: _gap_rate(field, y[0], y[1], new_args, lead, to),
+                (new.Y, new.s), ctrl.rtol, ctrl.atol, new.steps, t_end)
+            r_time, r_s, r_from, r_to, count, r_err, r_rate = sw
             K = r_time.shape[0]
             slot = jnp.minimum(count, K - 1)
             put = lambda arr, v: jnp.where(fired & (count < K), arr.at[slot].set(v), arr)
             sw = (put(r_time, t_end), put(r_s, s_end), put(r_from, (lead + 1).astype(jnp.int32)),
-                  put(r_to, (to + 1).astype(jnp.int32)), count + fired.astype(jnp.int32))
+                  put(r_to, (to + 1).astype(jnp.int32)), count + fired.astype(jnp.int32), put(r_err, err),
+                  put(r_rate, rate))
             lead = jnp.where(fired, to, lead).astype(lane.lead.dtype)
         # The next run starts at the event with the step size of this one.
         dt = jnp.maximum(tried.t1 - tried.t0, 0.0)
@@ -412,8 +422,10 @@ def solve_lanes(
     leading axis n (the same fields and meaning as `samflow.solve`), the number
     of loop iterations (lane efficiency = sum of `num_steps` / (iterations x
     width)), and with `switches` > 0 the raw record `(time, t, from_, to,
-    count, first, ok)` (`(n, K)` float64 clock times and real times, 1-based
-    int32 leaders, `(n,)` counts, first leaders and done flags; the check of
+    count, first, ok, time_err, rate)` (`(n, K)` float64 clock times and real times, 1-based
+    int32 leaders, `(n,)` counts, first leaders and done flags, `(n, K)` bounds of
+    the times' errors in the clock's units and the rates d(log|beta_to| -
+    log|beta_from|)/dclock at the switches, docs/theory.md s.5; the check of
     `samflow.switches` is not applied here), else None.
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
@@ -490,7 +502,8 @@ def solve_lanes(
     K = int(switches)
     sw0 = (
         (jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), jnp.nan, dtype), jnp.full((n, K), -1, jnp.int32),
-         jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32)) if K else None
+         jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32), jnp.full((n, K), jnp.nan, dtype),
+         jnp.full((n, K), jnp.nan, dtype)) if K else None
     )
     if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d):
         # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
@@ -628,11 +641,11 @@ def solve_lanes(
     traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
     if not K:
         return traj, iters, None
-    r_time, r_s, r_from, r_to, count = sw_all
+    r_time, r_s, r_from, r_to, count, r_err, r_rate = sw_all
     if clock is Clock.TAU:
         # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
         untracked = records.t_untracked[:, None]
         t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < untracked, jnp.expm1(r_s), jnp.inf))
     else:
         t_real = r_time
-    return traj, iters, (r_time, t_real, r_from, r_to, count, lead0 + 1, finite & records.done)
+    return traj, iters, (r_time, t_real, r_from, r_to, count, lead0 + 1, finite & records.done, r_err, r_rate)

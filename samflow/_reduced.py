@@ -50,7 +50,8 @@ from .flows import Clock, Method
 from .status import Status
 from ._cell_state import CellState
 from ._field import SamField, SegmentArgs
-from ._events import _LOG_ZERO, BracketBisection, _lead_value, _leader, _log_abs_beta, _no_event_value
+from ._events import (_LOG_ZERO, BracketBisection, _gap_rate, _lead_value, _leader, _log_abs_beta, _no_event_value,
+                      _switch_time_err)
 from ._rk import _Dense, _erk_step, _put, _take
 from ._singular import _beta_direction, extrapolate_collapse
 
@@ -274,7 +275,8 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     with `sign`), to be finished by `samflow._record._finish` as the general
     engine's; `ok` `(n,)` bool, the cells whose record it is (reducible, not
     done at time 0, ended at the horizon or in a collapse); `sw` the switch
-    record (time, s, from, to: `(n, K)`, count: `(n,)`; 1-based leaders) or None.
+    record (time, s, from, to: `(n, K)`, count: `(n,)`, the bounds of the times'
+    errors and the gaps' rates: `(n, K)`; 1-based leaders) or None.
     The cells not `ok` keep `c0` and go to the general engine.
     """
     return _solve_all(_TwoScalars(), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
@@ -366,7 +368,8 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
     def fresh_sw(m):
         return ((jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), -1, jnp.int32),
-                 jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32)) if K else None)
+                 jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32), jnp.full((m, K), jnp.nan, dtype),
+                 jnp.full((m, K), jnp.nan, dtype)) if K else None)
 
     def load(cell):
         """Lane state for these cells (B: idle, with a harmless copy of cell 0's)."""
@@ -405,18 +408,20 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         t_ev = root.value
         return t_ev, interp.evaluate(t_ev), root.result == optx.RESULTS.successful
 
-    def at_event(cell, lead, t_ev, y_ev, t_new, y1):
+    def at_event(cell, lead, t_ev, y_ev, t_new, y1, steps):
         """At a located event: (collapse, switch, new leader, the lead condition at the
-        step's end with the new leader): the fired condition as in `samflow._lanes`."""
+        step's end with the new leader, the bound of the switch time's error, the gap's
+        rate): the fired condition as in `samflow._lanes`."""
         events = events_of(cell, lead)
+        nan = jnp.full((), jnp.nan, dtype)
         if not events.names:  # no condition (gd in the t clock): no event is ever located
-            return jnp.asarray(False), jnp.asarray(False), lead, jnp.ones((), dtype)
+            return jnp.asarray(False), jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
         Y, s = engine_state(cell, t_ev, y_ev)
         values = events.values(t_ev, (Y, s), args_of(cell))
         which = jnp.argmin(values)
         collapse = (which == events.names.index("collapse")) if "collapse" in events.names else jnp.asarray(False)
         if not K:
-            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype)
+            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
         field = eng.field(cell[2])
         lb = _log_abs_beta(field, Y)
         live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > eng.L * _LOG_ZERO)
@@ -424,7 +429,12 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         here = _At(Y, s, *cell[5])
         to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
         new = jnp.where(switch, to, lead)
-        return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1)
+        # The bound of the time's error (docs/theory.md s.5), on the reduced state and its tolerances.
+        ctrl = kind.controller(eng, cell)
+        gap = lambda y: (lambda lb: lb[to] - lb[lead])(_log_abs_beta(field, engine_state(cell, t_ev, y)[0]))
+        gap_rate = lambda y: _gap_rate(field, *engine_state(cell, t_ev, y), args_of(cell), lead, to)
+        err, rate = _switch_time_err(gap, gap_rate, y_ev, ctrl.rtol, ctrl.atol, steps, t_ev)
+        return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1), err, rate
 
     def cond(state):
         return jnp.any(state["lanes"]["cell"] < B)
@@ -441,11 +451,12 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
         def on_event():  # paid only in the iterations where some cell of the block has an event
             t_ev, y_ev, root_ok = jax.vmap(locate)(cells, lead, t_prev, t_new, dense)
-            return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1)
+            return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1, st["steps"])
 
         no = jnp.zeros((W,), bool)
-        t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to = jax.lax.cond(
-            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((W,), dtype)))
+        nan = jnp.full((W,), jnp.nan, dtype)
+        t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to, sw_err, sw_rate = jax.lax.cond(
+            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((W,), dtype), nan, nan))
         event = event & root_ok
         collapse, switch = event & collapse, event & switch
         # A switch: the field does not change, so the step is taken whole unless a
@@ -485,7 +496,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             seg=st["seg"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
         )
         if K:
-            r_time, r_s, r_from, r_to, count = st["sw"]
+            r_time, r_s, r_from, r_to, count, r_err, r_rate = st["sw"]
             slot = jnp.minimum(count, K - 1)
             s_ev = jax.vmap(lambda c, t, y: engine_state(c, t, y)[1])(cells, t_ev, y_ev)
 
@@ -493,7 +504,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
                 return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(W), slot].set(v), arr)
 
             new["sw"] = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
-                         count + switch.astype(jnp.int32))
+                         count + switch.astype(jnp.int32), put(r_err, sw_err), put(r_rate, sw_rate))
 
             def restarted():
                 return jax.vmap(start)(cells, new_lead, t_ev, y_ev, jnp.maximum(st["tnext"] - t_prev, 0.0))

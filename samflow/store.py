@@ -18,6 +18,7 @@
 | p (coordinate)       | flow                                  | exponent of the SAM ball: p of "lp p=3", 2 for l2, inf for linf, NaN for gd, usam (only with [lp]) |
 | weights (optional)   | flow, alpha, rho, time, layer, coord  | all weights |
 | switch_time          | flow, alpha, rho, switch              | exact switch times of the dominant feature, clock units, NaN-padded (`add_switch_times`) |
+| switch_time_err      | flow, alpha, rho, switch              | a bound on the error of each switch_time, clock units, NaN-padded (docs/theory.md s.5; after the sweep's refinement, from two solves, at most 1e-9 x switch_time where it was reached) |
 | switch_real_time     | flow, alpha, rho, switch              | the same in real time t (+inf past e^69 in the tau clock) |
 | switch_from, switch_to | flow, alpha, rho, switch            | int8 (int16 for d > 127, int32 for d > 32767): leader before / after (1-based), -1 padded |
 | switch_first         | flow, alpha, rho                      | int8 (as switch_from): leader at the start (1-based), -1 without a record |
@@ -397,6 +398,9 @@ def add_switch_times(ds: xr.Dataset, switches: dict, cells=None) -> xr.Dataset:
     ds = ds.assign_coords(switch=np.arange(1, K + 1))
     ds["switch_time"] = (dims + ("switch",), stack("time", np.nan, np.float64, (K,)),
                          {"long_name": "switch time of the dominant feature argmax_j |beta_j| (event-located)", "units": unit})
+    ds["switch_time_err"] = (dims + ("switch",), stack("time_err", np.nan, np.float64, (K,)),
+                             {"long_name": "bound on the error of switch_time (docs/theory.md s.5), NaN-padded",
+                              "units": unit})
     ds["switch_real_time"] = (dims + ("switch",), stack("t", np.nan, np.float64, (K,)),
                               {"long_name": "switch time in real time t (+inf past e^69)"})
     ds["switch_from"] = (dims + ("switch",), stack("from_", -1, idx, (K,)), {"long_name": "leader before the switch (1-based), -1 padded"})

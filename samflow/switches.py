@@ -44,6 +44,17 @@ more than 1e-9 relative, the leader the record implies must equal the argmax
 of the solve's beta. A cell that fails this (or has more switches than
 `max_switches`) is refused: `ok` False and every time NaN, never a wrong time.
 
+**Errors** (docs/theory.md s.5, issue 35). Every time carries `time_err`, a bound
+on its error in the clock's units, and `rate`, d(log|beta_to| - log|beta_from|)/dclock
+at the switch (an error e of the gap moves the time by e / rate). The engine's
+record has the *local* bound (the controller's tolerance summed over the steps,
+`samflow._events._switch_time_err`), which misses errors that the flow amplified
+after they were made (l2-SAM from small weights: by up to 24x, measured).
+`refine_switches` (by default in `locate_switches`, `switch_times` and sweeps)
+solves the cells with switches again at rtol 1e-12, 1e-13, 1e-14 until each
+time's bound, its distance to the solve one rtol looser plus what both share,
+meets 1e-9 relative.
+
 Both clocks: `time` is in the clock of the solve; `t` is real time (equal to
 `time` in the t clock; in the tau clock from the engine's s = log(1 + t), +inf
 past the tracked range, docs/theory.md s.3). tau is not tracked in the t clock.
@@ -63,18 +74,23 @@ from jaxtyping import Array, Bool, Float, Int
 from ._cache import StoredProgram, programs_dir
 from .datasets import Dataset
 from .flows import Clock, Method
-from ._events import _TIE
+from ._events import _OFFSET, _ROOT_TOL, _TIE
 from ._integrate import batch_cells
 from ._lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._methods import check_p, p_array
 from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._x64 import in_float64, require_float64
 
-__all__ = ["SwitchTimes", "locate_switches", "switch_times", "switches_of", "REFINE_RTOL"]
+__all__ = ["SwitchTimes", "locate_switches", "refine_switches", "switch_times", "switches_of", "REFINE_RTOL",
+           "REFINE_TO", "REFINE_LADDER"]
 
 # The re-solve's tolerance: tighter than the main solve's default 1e-8, so that
 # the switch times meet 1e-6 relative with margin (tests/test_switches.py).
 REFINE_RTOL = 1e-10
+#: The relative bound `refine_switches` brings every switch time to (docs/theory.md s.5).
+REFINE_TO = 1e-9
+#: The rtols of `refine_switches`' re-solves, in order (each below the record's own).
+REFINE_LADDER = (1e-12, 1e-13, 1e-14)
 
 
 class SwitchTimes(eqx.Module):
@@ -94,6 +110,11 @@ class SwitchTimes(eqx.Module):
     - `ok`: `()` bool. False when the record was refused (more than K switches,
       or the save-time check of the module docstring failed): then every slot
       is NaN / -1.
+    - `time_err`: `(K,)` float64, a bound on |time - exact switch time| in the
+      clock of the solve (docs/theory.md s.5: from two solves at two tolerances
+      after `refine_switches`, else the solve's local bound); NaN-padded.
+    - `rate`: `(K,)` float64, d(log|beta_to| - log|beta_from|)/dclock at the
+      switch (> 0; a shallow crossing has a small rate); NaN-padded.
     """
 
     time: Float[Array, " K"]
@@ -103,6 +124,8 @@ class SwitchTimes(eqx.Module):
     count: Int[Array, ""]
     first: Int[Array, ""]
     ok: Bool[Array, ""]
+    time_err: Float[Array, " K"]
+    rate: Float[Array, " K"]
 
 
 def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
@@ -125,7 +148,7 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     neg = jnp.full_like(sw.from_, -1)
     return SwitchTimes(
         jnp.where(ok, sw.time, nan), jnp.where(ok, sw.t, nan), jnp.where(ok, sw.from_, neg),
-        jnp.where(ok, sw.to, neg), sw.count, sw.first, ok,
+        jnp.where(ok, sw.to, neg), sw.count, sw.first, ok, jnp.where(ok, sw.time_err, nan), jnp.where(ok, sw.rate, nan),
     )
 
 
@@ -162,41 +185,9 @@ def refine_settings(settings: SolverSettings, rtol: "float | None" = REFINE_RTOL
     return dataclasses.replace(settings, rtol=rtol, atol=settings.atol * f)
 
 
-@in_float64
-def locate_switches(
-    method: "str | Method",
-    data: Dataset,
-    W0,
-    rho,
-    ts,
-    *,
-    clock: "str | Clock" = Clock.T,
-    settings: SolverSettings = SolverSettings(),
-    max_switches: "int | None" = None,
-    rtol: "float | None" = REFINE_RTOL,
-    chunk: int = 256,
-    p: "float | None" = None,
-) -> SwitchTimes:
-    """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
-    by an event of the engine (module docstring; docs/theory.md s.5).
-
-    **Arguments:** `method`, `data`, `clock`, `settings` as in `samflow.solve`;
-    `W0` float `(B, L, d)` inits (`samflow.solve.batch_cells` makes them from
-    alpha); `rho` `(B,)`; `ts` `(n_save,)` the save times of the main solve
-    (the horizon is `ts[-1]`; the record is checked at these times);
-    `max_switches` K slots per cell (default 2 d + 2); `rtol` the re-solve's
-    relative tolerance (default `REFINE_RTOL` = 1e-10; None keeps
-    `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
-    the last chunk padded, so the bits do not depend on how a grid is sliced);
-    `p` the exponent of "lp" (as `samflow.solve`: required for "lp", refused
-    otherwise; traced).
-
-    **Returns:** `SwitchTimes` with leading axis B.
-
-    **Raises:** `ValueError` (one line) for an unknown method or clock, bad
-    save times, `W0` not `(B, L, d)` or `rho` not `(B,)`, a rho that is negative
-    or not finite, an init no flow can leave (as `samflow.solve`), or K < 1.
-    """
+def _validated(method, data, W0, rho, ts, clock, max_switches, p):
+    """The arguments of `locate_switches` / `refine_switches` checked and parsed:
+    (method, p, clock, ts, W0, rho, K); `ValueError` (one line) as `locate_switches`."""
     method = Method.parse(method)
     p = check_p(method, p)
     clock = Clock.parse(clock)
@@ -216,7 +207,12 @@ def locate_switches(
                                      or not isinstance(max_switches, (int, np.integer)) or max_switches < 1):
         raise ValueError(f"max_switches must be an integer >= 1 (or None: 2 d + 2), got {max_switches!r}")
     K = 2 * data.d + 2 if max_switches is None else int(max_switches)
-    settings = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
+    return method, p, clock, ts, W0, rho, K
+
+
+def _solve_switches(method, data, W0, rho, ts, clock, settings, K, p, chunk) -> SwitchTimes:
+    """The switch records (NumPy) of B cells solved by the lane engine at the
+    resolved `settings`, `chunk` cells per compiled call (the last call padded)."""
     B = W0.shape[0]
     width = max(1, min(int(chunk), B))
     family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone (as solve)
@@ -231,6 +227,170 @@ def locate_switches(
             out = _stored_switch_batch(family, clock, settings, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
+
+
+@in_float64
+def locate_switches(
+    method: "str | Method",
+    data: Dataset,
+    W0,
+    rho,
+    ts,
+    *,
+    clock: "str | Clock" = Clock.T,
+    settings: SolverSettings = SolverSettings(),
+    max_switches: "int | None" = None,
+    rtol: "float | None" = REFINE_RTOL,
+    chunk: int = 256,
+    p: "float | None" = None,
+    refine_to: "float | None" = REFINE_TO,
+) -> SwitchTimes:
+    """Every switch of the dominant feature argmax_j |beta_j| of B cells, located
+    by an event of the engine (module docstring; docs/theory.md s.5), each time
+    with a bound on its error, refined to `refine_to` (`refine_switches`).
+
+    **Arguments:** `method`, `data`, `clock`, `settings` as in `samflow.solve`;
+    `W0` float `(B, L, d)` inits (`samflow.solve.batch_cells` makes them from
+    alpha); `rho` `(B,)`; `ts` `(n_save,)` the save times of the main solve
+    (the horizon is `ts[-1]`; the record is checked at these times);
+    `max_switches` K slots per cell (default 2 d + 2); `rtol` the re-solve's
+    relative tolerance (default `REFINE_RTOL` = 1e-10; None keeps
+    `settings.rtol`); `chunk` cells per compiled call (a fixed batch shape,
+    the last chunk padded, so the bits do not depend on how a grid is sliced);
+    `p` the exponent of "lp" (as `samflow.solve`: required for "lp", refused
+    otherwise; traced); `refine_to` the relative bound every switch time should
+    meet (default `REFINE_TO` = 1e-9): the cells with switches are solved again
+    at tighter tolerances (`refine_switches`); None returns the first solve's
+    record with its local bounds.
+
+    **Returns:** `SwitchTimes` with leading axis B (`time_err` the bound of each
+    time's error, in the clock's units).
+
+    **Raises:** `ValueError` (one line) for an unknown method or clock, bad
+    save times, `W0` not `(B, L, d)` or `rho` not `(B,)`, a rho that is negative
+    or not finite, an init no flow can leave (as `samflow.solve`), K < 1, or a
+    `refine_to` that is not a number in (0, 1).
+    """
+    _check_refine_to(refine_to)
+    method, p, clock, ts, W0, rho, K = _validated(method, data, W0, rho, ts, clock, max_switches, p)
+    first = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
+    sw = _solve_switches(method, data, W0, rho, ts, clock, first, K, p, chunk)
+    return _refine(method, data, W0, rho, ts, sw, clock, first, K, p, chunk, refine_to)
+
+
+def _check_refine_to(refine_to) -> None:
+    if refine_to is not None and (isinstance(refine_to, (bool, np.bool_))
+                                  or not isinstance(refine_to, (int, float, np.integer, np.floating))
+                                  or not 0.0 < refine_to < 1.0):
+        raise ValueError(f"refine_to must be a number in (0, 1) (a relative bound) or None, got {refine_to!r}")
+
+
+@in_float64
+def refine_switches(
+    method: "str | Method",
+    data: Dataset,
+    W0,
+    rho,
+    ts,
+    sw: SwitchTimes,
+    *,
+    clock: "str | Clock" = Clock.T,
+    settings: SolverSettings = SolverSettings(),
+    rtol: "float | None" = None,
+    chunk: int = 256,
+    p: "float | None" = None,
+    refine_to: "float | None" = REFINE_TO,
+) -> SwitchTimes:
+    """Refine the switch record `sw` of B cells (leading axis B, K slots: from
+    `locate_switches`, or a sweep's pass, `samflow.sweep.solve_grid(...,
+    switches=K)`) until every time's bound meets `refine_to` relative
+    (docs/theory.md s.5).
+
+    Each cell with a switch whose time is not yet confirmed by two solves, or
+    whose bound exceeds `refine_to` |time|, is solved again from its init at
+    the rtols of `REFINE_LADDER` (1e-12, 1e-13, 1e-14) below the record's own, with
+    its switches located again. When the tighter solve finds the same switches,
+    each time's bound is its distance to the looser solve's time (the tighter
+    solve's error is at most half the looser one's: errors fall about 10x per
+    decade of rtol) plus what both share: the lead condition's offset 1e-12 /
+    rate and the bisection's 1e-13 (1 + |time|). Where they disagree the bound
+    is the tighter solve's local one, and the next rtol is tried. A cell stops
+    at the first rtol where every bound meets `refine_to` |time|, or at the last
+    one: its `time_err` then says what was reached. A refused re-solve (`ok`
+    False) keeps the record it had.
+
+    **Arguments:** `method`, `data`, `W0` `(B, L, d)`, `rho` `(B,)`, `ts`,
+    `clock`, `settings`, `chunk`, `p` as given to the solve that made `sw`
+    (`settings` before any tightening); `rtol` the rtol `sw` was solved at
+    (None: `settings.rtol`, a sweep's pass); `refine_to` the relative bound to
+    meet (None: `sw` as it is).
+
+    **Returns:** `SwitchTimes` (NumPy) with leading axis B: the cells that
+    needed nothing, and the refused records, as in `sw`.
+
+    **Raises:** `ValueError` (one line) as `locate_switches`, or for a record
+    `sw` without one row per init.
+    """
+    _check_refine_to(refine_to)
+    K = int(np.shape(sw.time)[-1])
+    method, p, clock, ts, W0, rho, K = _validated(method, data, W0, rho, ts, clock, K, p)
+    if np.shape(sw.time) != (W0.shape[0], K):
+        raise ValueError(f"sw must hold one record per init, time of shape ({W0.shape[0]}, K), got {np.shape(sw.time)}")
+    first = refine_settings(settings.resolved(method, W0, data, clock, p), rtol)
+    sw = jax.tree_util.tree_map(np.asarray, sw)
+    return _refine(method, data, W0, rho, ts, sw, clock, first, K, p, chunk, refine_to)
+
+
+def _needs(sw: SwitchTimes, confirmed, refine_to) -> np.ndarray:
+    """(B,) bool: cells with a kept record, a switch, and a time not confirmed or not within bound."""
+    n = np.arange(sw.time.shape[-1])[None, :] < np.minimum(sw.count, sw.time.shape[-1])[:, None]
+    loose = ~(sw.time_err <= refine_to * np.abs(sw.time)) | ~confirmed
+    return sw.ok & (sw.count > 0) & np.any(n & loose, axis=1)
+
+
+def _refine(method, data, W0, rho, ts, sw, clock, settings, K, p, chunk, refine_to) -> SwitchTimes:
+    """`refine_switches` on validated arguments; `settings` (resolved) those `sw` was solved at."""
+
+    def solve(idx, tighter):
+        # Calls of a power-of-two number of cells (up to `chunk`): one program per size.
+        width = min(int(chunk), 1 << int(np.ceil(np.log2(idx.size))))
+        return _solve_switches(method, data, W0[idx], rho[idx], ts, clock, tighter, K, p, width)
+
+    return refine_with(sw, settings, refine_to, solve)
+
+
+def refine_with(sw: SwitchTimes, settings: SolverSettings, refine_to, solve) -> SwitchTimes:
+    """The loop of `refine_switches` with the solver given: `solve(idx, settings)`
+    returns the `SwitchTimes` (NumPy, K slots) of the cells `idx` (int array into
+    `sw`'s leading axis) solved again from their inits at `settings` (`settings`
+    with rtol lowered, `refine_settings`); `settings` the ones `sw` was solved at.
+    A sweep passes its sharded solve (`samflow.sweep._run`)."""
+    if refine_to is None:
+        return sw
+    sw = jax.tree_util.tree_map(lambda x: np.array(x, copy=True), sw)
+    confirmed = np.zeros(sw.time.shape, bool)
+    prev_rtol = settings.rtol
+    for rtol in REFINE_LADDER:
+        need = _needs(sw, confirmed, refine_to)
+        if not need.any():
+            break
+        if rtol >= prev_rtol:
+            continue
+        prev_rtol = rtol
+        idx = np.flatnonzero(need)
+        new = jax.tree_util.tree_map(np.asarray, solve(idx, refine_settings(settings, rtol)))
+        old = jax.tree_util.tree_map(lambda x: x[idx], sw)
+        same = (new.ok & old.ok & (new.count == old.count) & np.all(new.from_ == old.from_, axis=1)
+                & np.all(new.to == old.to, axis=1))[:, None] & ~np.isnan(new.time)
+        # Both solves share the lead condition's offset (late by 1e-12 / rate) and the bisection's tolerance.
+        post = np.abs(new.time - old.time) + _OFFSET / np.abs(new.rate) + _ROOT_TOL * (1.0 + np.abs(new.time))
+        new = dataclasses.replace(new, time_err=np.where(same, post, new.time_err))
+        keep = new.ok  # a refused re-solve keeps the record it had
+        for f in dataclasses.fields(SwitchTimes):
+            a, b = getattr(sw, f.name), getattr(new, f.name)
+            a[idx] = np.where(keep.reshape((-1,) + (1,) * (b.ndim - 1)), b, a[idx])
+        confirmed[idx] = np.where(keep[:, None], same, confirmed[idx])
+    return sw
 
 
 def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
@@ -255,7 +415,7 @@ def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: 
 
 
 def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
-                 p=None):
+                 p=None, refine_to=REFINE_TO):
     """Exact switch times of the dominant feature argmax_j |beta_j| of a
     `Trajectory` (docs/theory.md s.5), located by an event of the engine, not
     dated at save times (`samflow.switches`).
@@ -272,7 +432,9 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     `settings` (default `SolverSettings()`) as given to `samflow.solve`;
     `max_switches` slots per cell (default 2 d + 2); `rtol` of the re-solve
     ("default": `samflow.switches.REFINE_RTOL` = 1e-10; None: `settings.rtol`);
-    `p` the exponent of "lp", as given to `samflow.solve`.
+    `p` the exponent of "lp", as given to `samflow.solve`; `refine_to` the
+    relative bound of every time's error to refine to (default 1e-9,
+    `refine_switches`; None: the re-solve's record as it is).
 
     **Returns:** `SwitchTimes` (`time` in the clock of the solve and `t` in
     real time, `from_`, `to` 1-based, `count`, `first`, `ok`), NumPy arrays
@@ -304,12 +466,10 @@ def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, 
     settings = SolverSettings() if settings is None else settings
     out = locate_switches(
         method, data, W[:, 0], rho_b, ts - ts[0], clock=clock, settings=settings,
-        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, p=p,
+        max_switches=max_switches, rtol=REFINE_RTOL if rtol == "default" else rtol, p=p, refine_to=refine_to,
     )
     # Back to the trajectory's clocks: the re-solve started at ts[0], t[0].
-    out = type(out)(
-        out.time + ts[0], out.t + t_real[:, None], out.from_, out.to, out.count, out.first, out.ok,
-    )
+    out = dataclasses.replace(out, time=out.time + ts[0], t=out.t + t_real[:, None])
     return jax.tree_util.tree_map(lambda x: x[0], out) if one else out
 
 

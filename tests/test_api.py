@@ -127,7 +127,7 @@ CONFIG_KEYS = {
     "solver.blowup_log10", "solver.max_segments", "solver.coords", "solver.reduce", "solver.batch_size",
     "solver.memory_budget_mb", "solver.chunk_size",
     "output.dir", "output.figures", "output.plot_rho", "output.trajectory_alphas",
-    "output.save_weights", "output.save", "output.switch_times",
+    "output.save_weights", "output.save", "output.switch_times", "output.switch_refine",
     # issue 15: generators, generic models, per-layer inits, discrete methods
     "data.generator", "data.n", "data.d", "data.seed", "data.n_bands", "data.intensities", "data.scales",
     "data.spread", "data.noise",
@@ -149,6 +149,7 @@ RESULT_VARS = {
     "event_real_time": ("flow", "alpha", "rho"),
     "collapse_direction": ("flow", "alpha", "rho", "coord"),
     "switch_time": ("flow", "alpha", "rho", "switch"),
+    "switch_time_err": ("flow", "alpha", "rho", "switch"),
     "switch_real_time": ("flow", "alpha", "rho", "switch"),
     "switch_from": ("flow", "alpha", "rho", "switch"),
     "switch_to": ("flow", "alpha", "rho", "switch"),

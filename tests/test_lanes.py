@@ -151,7 +151,11 @@ def test_switches_in_the_same_pass_match_the_trajectory():
     own |beta| (the switches are located inside the steps, not at the saves)."""
     alpha, rho = _cells(4)
     tr, _, raw = _run("l2", alpha, rho, width=4, switches=12)
-    time, _, frm, to, count, first, ok = (np.asarray(x) for x in raw)
+    time, _, frm, to, count, first, ok, time_err, rate = (np.asarray(x) for x in raw)
+    found = ~np.isnan(time)
+    # every switch carries the bound of its time's error and its gap's rate (docs/theory.md s.5)
+    assert np.all(time_err[found] > 0) and np.all(np.isfinite(time_err[found])) and np.all(rate[found] > 0)
+    assert np.all(np.isnan(time_err[~found])) and np.all(np.isnan(rate[~found]))
     beta = np.abs(np.asarray(tr.beta))
     for i in range(alpha.size):
         assert ok[i] and count[i] <= 12

@@ -163,8 +163,8 @@ def test_reduced_switch_times_match_the_general_engine(clock):
     ts = np.linspace(0.1, 60.0, 120) if clock == "t" else np.linspace(0.05, 40.0, 60)
     (red, _, sr), (gen, _, sg) = (_run(W0, rho, r, clock=clock, ts=ts, switches=8) for r in ("all", "off"))
     _agree(red, gen)
-    r_time, r_t, r_from, r_to, r_count, r_first, r_ok = sr
-    g_time, g_t, g_from, g_to, g_count, g_first, g_ok = sg
+    r_time, r_t, r_from, r_to, r_count, r_first, r_ok, r_err, r_rate = (np.asarray(x) for x in sr)
+    g_time, g_t, g_from, g_to, g_count, g_first, g_ok, g_err, g_rate = (np.asarray(x) for x in sg)
     for a, b in ((r_from, g_from), (r_to, g_to), (r_count, g_count), (r_first, g_first), (r_ok, g_ok)):
         np.testing.assert_array_equal(a, b)
     assert np.sum(g_count) >= 5  # 7 in the t clock
@@ -172,6 +172,13 @@ def test_reduced_switch_times_match_the_general_engine(clock):
     # `samflow.switches` refines at 1e-10); the two engines differ by 3.9e-7 at most here.
     np.testing.assert_allclose(r_time, g_time, rtol=1e-6, equal_nan=True)
     np.testing.assert_allclose(np.log1p(r_t), np.log1p(g_t), rtol=1e-6, equal_nan=True)
+    # Each time carries a bound (docs/theory.md s.5) and its gap's rate, in both engines;
+    # the two times agree within their bounds.
+    found = ~np.isnan(g_time)
+    for err, rate in ((r_err, r_rate), (g_err, g_rate)):
+        assert np.all(err[found] > 0) and np.all(np.isfinite(err[found])) and np.all(np.isnan(err[~found]))
+        assert np.all(rate[found] > 0) and np.all(np.isnan(rate[~found]))
+    assert np.all(np.abs(r_time - g_time)[found] <= (r_err + g_err)[found])
     if clock == "t":
         assert list(r_from[-1, :3]) == [2, 3, 4] and list(r_to[-1, :3]) == [3, 4, 5]
         np.testing.assert_allclose(r_time[-1, :3], [6.184938, 12.236628, 16.385923], atol=2e-6)
@@ -315,7 +322,7 @@ def test_equal_layers_switch_record_matches_the_general_engine():
     ts = np.linspace(0.1, 60.0, 120)
     (red, _, sr), (gen, _, sg) = (_run_m("l2", W0, rho, r, ts=ts, switches=8) for r in ("all", "off"))
     _agree(red, gen, beta_tol=EQUAL_BETA_TOL[3], time_tol=EQUAL_TIME_TOL)
-    for a, b in zip(sr[2:], sg[2:]):  # from, to, count, first, ok
+    for a, b in zip(sr[2:7], sg[2:7]):  # from, to, count, first, ok
         np.testing.assert_array_equal(a, b)
     assert np.sum(sg[4]) >= 3
     np.testing.assert_allclose(sr[0], sg[0], rtol=1e-6, equal_nan=True)

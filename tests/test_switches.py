@@ -230,6 +230,7 @@ def test_stored_leaders_keep_their_value_for_any_d(d, dtype):
         time=np.array([[1.0, 2.0, np.nan]]), t=np.array([[1.0, 2.0, np.nan]]),
         from_=np.array([[lead[0], lead[1], -1]], np.int32), to=np.array([[lead[1], lead[2], -1]], np.int32),
         count=np.array([2], np.int32), first=np.array([lead[0]], np.int32), ok=np.array([True]),
+        time_err=np.array([[1e-9, 2e-9, np.nan]]), rate=np.array([[0.1, 0.2, np.nan]]),
     )
     ds = xr.Dataset(coords={"flow": ["l2", "gd"], "alpha": [1.0], "rho": [0.1], "coord": np.arange(1, d + 1)})
     out = store.add_switch_times(ds, {"l2": sw})

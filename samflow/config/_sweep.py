@@ -389,7 +389,10 @@ class OutputConfig(_Strict):
     grids); the trajectory figure then is not drawn (see `samflow.store`).
     `switch_times`: locate every change of the dominant feature exactly
     (`samflow.switches`: the switch is one more event of each flow cell, recorded
-    in the same pass as the solve; the `switch_*` variables); false leaves them out."""
+    in the same pass as the solve; the `switch_*` variables); false leaves them out.
+    `switch_refine`: solve the cells with switches again at tighter tolerances until
+    every switch time's bound (`switch_time_err`) meets 1e-9 relative
+    (`samflow.switches.refine_switches`)."""
 
     dir: str = "results"
     """The results folder; results go to `<dir>/<name>/` (the command line's --out overrides it)."""
@@ -408,6 +411,10 @@ class OutputConfig(_Strict):
     switch_times: bool = True
     """Locate every change of the dominant feature exactly (the `switch_*` variables; each flow cell solved
     again with a switch event, about 1.6x the solve's time); false leaves them out."""
+    switch_refine: bool = True
+    """Refine the switch times: the cells with a switch are solved again at rtol 1e-12 (then 1e-13, 1e-14) until each
+    time's bound `switch_time_err` is within 1e-9 of it (docs/theory.md s.5); false keeps the pass's times and
+    their local bounds (5e-7 .. 3e-3 relative at rtol 1e-8, but below the error where the flow amplified it)."""
 
     @model_validator(mode="after")
     def _weights_need_full(self):
