@@ -158,6 +158,16 @@ class _Engine(eqx.Module):
     ts: Float[Array, " n_save"]
     p: "Float[Array, ''] | None"
     r_scale: "Float[Array, ''] | None"
+    tol: "Float[Array, ' 2'] | None" = None
+
+    @property
+    def rtol(self):
+        """The controller's relative tolerance: traced (`tol`) or the settings'."""
+        return self.settings.rtol if self.tol is None else self.tol[0]
+
+    @property
+    def atol(self):
+        return self.settings.atol if self.tol is None else self.tol[1]
 
     @property
     def solver(self):
@@ -179,10 +189,10 @@ class _Engine(eqx.Module):
     def controller(self, field, w_scale):
         # As the former segment solver: atol relative to the init scale (floored
         # at 1e-150), rtol alone in log coordinates.
-        atol = self.settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+        atol = self.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
         if field.log_coords:
-            atol = self.settings.rtol
-        return diffrax.PIDController(rtol=self.settings.rtol, atol=atol)
+            atol = self.rtol
+        return diffrax.PIDController(rtol=self.rtol, atol=atol)
 
     def args(self, lane_or_rec, rho):
         return lane_or_rec.segment_args(rho, self.data, self.multi)
@@ -433,6 +443,7 @@ def solve_lanes(
     slots: "int | None" = None,
     switches: int = 0,
     family: "tuple[Method, ...] | None" = None,
+    tol: "Float[Array, ' 2'] | None" = None,
 ) -> tuple[Trajectory, Int[Array, ""], "tuple | None"]:
     """Solve `n` cells in `width` lanes; traceable (call it inside `jax.jit`).
 
@@ -461,6 +472,10 @@ def solve_lanes(
     the times' errors in the clock's units and the rates d(log|beta_to| -
     log|beta_from|)/dclock at the switches, docs/theory.md s.5; the check of
     `samflow.switches` is not applied here), else None.
+
+    `tol`: `(2,)` float64 `[rtol, atol]`, traced: the controller's tolerances
+    instead of `settings.rtol` and `settings.atol` (then one program serves
+    every tolerance: give `settings.program_key()` and `settings.tolerances()`).
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
     multi-sample linf data (as `samflow.solve_cell`), a `family` whose members
@@ -509,7 +524,8 @@ def solve_lanes(
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if settings.coords == "log" else None
     w_scale = jnp.max(jnp.abs(W0), axis=(1, 2))
     engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
-                       _field_p(m, p, dtype), _r_scale(data) if multi else None) for m in family]
+                       _field_p(m, p, dtype), _r_scale(data) if multi else None,
+                       None if tol is None else jnp.asarray(tol, dtype)) for m in family]
     eng = engines[0]  # for what no method changes: the solver's steps, saves and interpolants
     n_save = ts.shape[0]
     t_final = ts[-1]
