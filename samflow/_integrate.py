@@ -63,11 +63,12 @@ def solve_cell(
 
 
 @eqx.filter_jit
-def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p):
+def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p, tol):
     """The cells solved by the program of `family` (static), the method `family[index]`
-    (`index` a traced int32: one program serves the family)."""
+    (`index` a traced int32: one program serves the family) at the tolerances `tol`
+    (traced; `settings` is a `program_key()`)."""
     out, _, _ = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
-                            width=min(W0.shape[0], DEFAULT_LANES), family=family)
+                            width=min(W0.shape[0], DEFAULT_LANES), family=family, tol=tol)
     return out
 
 
@@ -114,7 +115,8 @@ _PER_SAVE = ("ts", "t", "W", "beta", "loss")
 def _stored_solve(family: tuple, clock: Clock, settings: SolverSettings) -> StoredProgram:
     """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`:
     keyed by the family (here the called method alone) and the other static arguments."""
-    fn = jax.jit(lambda W0, rho, data, ts, p, index: _solve_batch(W0, rho, data, ts, family, index, clock, settings, p))
+    fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _solve_batch(W0, rho, data, ts, family, index, clock,
+                                                                        settings, p, tol))
     return StoredProgram(fn, ("samflow.solve", family, clock, settings))
 
 
@@ -258,10 +260,12 @@ def solve(
     index = jnp.asarray(family.index(method), jnp.int32)
     n, n_save = W0.shape[0], ts.shape[0]
     W0, rho_b, ts = canonical_shapes(W0, rho_b, ts)
+    # rtol and atol traced (`SolverSettings.program_key`): one program for every tolerance.
+    key, tol = settings.program_key(), jnp.asarray(settings.tolerances())
     if programs_dir() is None:
-        out = _solve_batch(W0, rho_b, data, ts, family, index, clock, settings, p_array(method, p))
+        out = _solve_batch(W0, rho_b, data, ts, family, index, clock, key, p_array(method, p), tol)
     else:  # a stored program (samflow._cache): loaded, not traced, when a session has made it before
-        out = _stored_solve(family, clock, settings)(W0, rho_b, data, ts, p_array(method, p), index)
+        out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)
     out = unpad(out, n, n_save)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)

@@ -23,9 +23,17 @@ no lane waits for another. Around the step the lane does what the cell needs:
 - **the end of a cell**: the horizon, a stopping event, its step budget
   (`max_steps` per run between events, `max_segments` runs) or a failure.
 
-Lanes that end a run in the same iteration are processed in a compact batch of
-`slots` lanes (the rest redo the same step in the next iteration, which gives
-the same bits), so the costly event work is paid per event, not per lane.
+**The hot path.** An iteration does for every lane only what a step needs: the
+Runge-Kutta stages, the controller, the event condition at the step's end, the
+saves inside the step. A lane carries only its record's hot fields (`HOT`: where
+it is, its modes, its step count); the rest of the record (`COLD`: the event
+record, the run count, done) and the switch record stay in the call's per-cell
+arrays. Lanes whose runs end wait, redoing the same step (which gives the same
+bits), until `slots` of them wait (or the queue is empty, or no other lane
+moves); then one real conditional (`lax.cond`) locates their events, updates
+their records (`end_runs`) and refills the lanes of finished cells. So the costly
+event work runs in few iterations, on a compact batch, not in every iteration on
+every lane (docs/benchmarks.md, "Issue 34, second round").
 Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call (with
 `samflow._x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
@@ -48,6 +56,7 @@ own, and log coordinates have no linf.
 
 from __future__ import annotations
 
+import dataclasses
 import diffrax
 import equinox as eqx
 import equinox.internal as eqxi
@@ -149,6 +158,16 @@ class _Engine(eqx.Module):
     ts: Float[Array, " n_save"]
     p: "Float[Array, ''] | None"
     r_scale: "Float[Array, ''] | None"
+    tol: "Float[Array, ' 2'] | None" = None
+
+    @property
+    def rtol(self):
+        """The controller's relative tolerance: traced (`tol`) or the settings'."""
+        return self.settings.rtol if self.tol is None else self.tol[0]
+
+    @property
+    def atol(self):
+        return self.settings.atol if self.tol is None else self.tol[1]
 
     @property
     def solver(self):
@@ -170,10 +189,10 @@ class _Engine(eqx.Module):
     def controller(self, field, w_scale):
         # As the former segment solver: atol relative to the init scale (floored
         # at 1e-150), rtol alone in log coordinates.
-        atol = self.settings.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
+        atol = self.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
         if field.log_coords:
-            atol = self.settings.rtol
-        return diffrax.PIDController(rtol=self.settings.rtol, atol=atol)
+            atol = self.rtol
+        return diffrax.PIDController(rtol=self.rtol, atol=atol)
 
     def args(self, lane_or_rec, rho):
         return lane_or_rec.segment_args(rho, self.data, self.multi)
@@ -344,6 +363,31 @@ class _Engine(eqx.Module):
         )
 
 
+#: The fields of a cell's record that only the end of a run reads or writes: they
+#: stay in the call's per-cell records while the cell steps (`_hot`), so that the
+#: hot loop carries, selects and copies only what a step needs.
+COLD = ("seg", "status", "event_time", "event_s", "collapse_direction", "W_detect", "t_detect", "W_stop",
+        "slide_time", "t_arrive_capture", "W_arrive_capture", "t_untracked", "done")
+
+
+#: The other fields of a cell's record (but the saved outputs, which the loop writes apart).
+HOT = tuple(f.name for f in dataclasses.fields(CellState) if f.name not in COLD + ("out_Y", "out_s"))
+
+
+def _cold(rec: CellState):
+    return tuple(getattr(rec, f) for f in COLD)
+
+
+def _hot(lane: Lane) -> Lane:
+    """`lane` without its record's `COLD` fields and its switch record (None)."""
+    return eqx.tree_at(lambda l: _cold(l.rec) + (l.sw,), lane, (None,) * (len(COLD) + 1), is_leaf=lambda x: x is None)
+
+
+def _whole(lane: Lane, rec: CellState, sw) -> Lane:
+    """A `_hot` lane with its cold fields (from `rec`) and switch record `sw` back."""
+    return eqx.tree_at(lambda l: _cold(l.rec) + (l.sw,), lane, _cold(rec) + (sw,), is_leaf=lambda x: x is None)
+
+
 def _where_rows(mask, a, b):
     """Per-lane select of two pytrees with a leading lane axis."""
     return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
@@ -399,6 +443,7 @@ def solve_lanes(
     slots: "int | None" = None,
     switches: int = 0,
     family: "tuple[Method, ...] | None" = None,
+    tol: "Float[Array, ' 2'] | None" = None,
 ) -> tuple[Trajectory, Int[Array, ""], "tuple | None"]:
     """Solve `n` cells in `width` lanes; traceable (call it inside `jax.jit`).
 
@@ -413,8 +458,8 @@ def solve_lanes(
     not checked here: see `samflow.solve`). `p`: lp's exponent (float64 scalar,
     traced; required for "lp", NaN results when lp is chosen by a traced index
     without it). `width`: lanes (static); `slots`: lanes whose
-    runs end that are processed per iteration (static; default width // 8,
-    at least 1). `switches`: K > 0 records every switch of the leader argmax_j
+    runs end that are processed together (static; default width // 8,
+    at least 1; module docstring, "the hot path"). `switches`: K > 0 records every switch of the leader argmax_j
     |beta_j| in the same pass, up to K per cell (static; docs/theory.md s.5):
     the lead condition is one more event of the cell, located like the others.
 
@@ -427,6 +472,10 @@ def solve_lanes(
     the times' errors in the clock's units and the rates d(log|beta_to| -
     log|beta_from|)/dclock at the switches, docs/theory.md s.5; the check of
     `samflow.switches` is not applied here), else None.
+
+    `tol`: `(2,)` float64 `[rtol, atol]`, traced: the controller's tolerances
+    instead of `settings.rtol` and `settings.atol` (then one program serves
+    every tolerance: give `settings.program_key()` and `settings.tolerances()`).
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
     multi-sample linf data (as `samflow.solve_cell`), a `family` whose members
@@ -475,7 +524,8 @@ def solve_lanes(
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if settings.coords == "log" else None
     w_scale = jnp.max(jnp.abs(W0), axis=(1, 2))
     engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
-                       _field_p(m, p, dtype), _r_scale(data) if multi else None) for m in family]
+                       _field_p(m, p, dtype), _r_scale(data) if multi else None,
+                       None if tol is None else jnp.asarray(tol, dtype)) for m in family]
     eng = engines[0]  # for what no method changes: the solver's steps, saves and interpolants
     n_save = ts.shape[0]
     t_final = ts[-1]
@@ -550,10 +600,10 @@ def solve_lanes(
         """Lanes for the given cells (n: idle, with a harmless copy of cell 0)."""
         i = jnp.minimum(slot_cells, n - 1)
         return Lane(
-            cell=slot_cells, rec=_take(records, i), rho=rho[i], sign=None if sign is None else sign[i],
+            cell=slot_cells, rec=_take(eqx.tree_at(_cold, records, (None,) * len(COLD)), i), rho=rho[i], sign=None if sign is None else sign[i],
             w_scale=w_scale[i], tnext=tnext0[i], f0=_take(f00, i), pid=_take(pid0, i), v=v0[i],
             run_steps=jnp.zeros(slot_cells.shape, jnp.int32), save_idx=jnp.zeros(slot_cells.shape, jnp.int32),
-            lead=lead0[i], sw=None if sw0 is None else _take(sw0, i),
+            lead=lead0[i], sw=None,
         )
 
     lane_ids = jnp.arange(width, dtype=jnp.int32)
@@ -565,21 +615,51 @@ def solve_lanes(
         lanes = carry[0]
         return jnp.any(lanes.cell < n)
 
+    def no_ends(lanes, tried, records, sw_all):
+        """`end_runs` of an iteration that ends no run: the saves of a step go up to
+        its end (or its start if rejected)."""
+        t_limit = jnp.where(tried.keep, tried.t_new, tried.t0)
+        no = jnp.zeros((width,), bool)
+        return no, (lanes, t_limit, no), (no, records, sw_all)
+
+    def end_runs(lanes, tried, ends, records, sw_all):
+        """The first `slots` lanes of `ends` end their runs (`_Engine.end_run`) with
+        their cells' cold fields from `records`: their new hot states, where their
+        saves stop, and which of them finish their cells, at full width; `records`
+        and `sw_all` with their cold fields."""
+        idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
+        chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
+        at = jnp.minimum(idx, width - 1)
+        sub = _take(lanes, at)
+        rows = jnp.minimum(sub.cell, n - 1)
+        whole = _whole(sub, _take(records, rows), None if sw_all is None else _take(sw_all, rows))
+        ended, t_lim, strict = _switch(index, [jax.vmap(e.end_run) for e in engines], whole, _take(tried, at))
+        rows = jnp.where(idx < width, sub.cell, n)
+        records = _put(records, rows, ended.rec)
+        if sw_all is not None:
+            sw_all = _put(sw_all, rows, ended.sw)
+        done = ended.rec.done | (ended.rec.seg >= max_segments)
+        finished = jnp.zeros((width,), bool).at[idx].set(done, mode="drop")
+        _, (_, t_limit, strict_all), _ = no_ends(lanes, tried, records, sw_all)
+        return chosen, (_put(lanes, idx, _hot(ended)), t_limit.at[idx].set(t_lim, mode="drop"),
+                        strict_all.at[idx].set(strict, mode="drop")), (finished, records, sw_all)
+
     def body(carry):
         lanes, records, sw_all, out_Y, out_s, nxt, iters = carry
         busy = lanes.cell < n
         tried = _switch(index, [lambda l, e=e: jax.vmap(lambda x: e.try_step(x, t1_floor))(l) for e in engines], lanes)
         ends = busy & (tried.event | tried.horizon | tried.out_of_steps | tried.failed)
-        # At most `slots` runs end per iteration; the others redo this step next time.
-        idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
-        chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
+        # Runs that end are handled in batches of up to `slots` lanes, in a real
+        # conditional: only in the iterations where `slots` of them wait (or the queue
+        # is empty, or nothing else moves). The others redo this step next time, which
+        # gives the same bits.
+        n_end = jnp.sum(ends)
+        handle = (n_end >= slots) | ((n_end > 0) & ((nxt >= n_queue) | (n_end == jnp.sum(busy))))
+        chosen, ended, (finished, records, sw_all) = jax.lax.cond(
+            handle, lambda l, t, r, w: end_runs(l, t, ends, r, w), no_ends, lanes, tried, records, sw_all)
+        ended_lanes, t_limit, strict_all = ended
         deferred = ends & ~chosen
         moving = busy & ~deferred
-        ended_lanes, t_lim, strict = _switch(index, [jax.vmap(e.end_run) for e in engines],
-                                             _take(lanes, jnp.minimum(idx, width - 1)),
-                                             _take(tried, jnp.minimum(idx, width - 1)))
-        t_limit = jnp.where(tried.keep, tried.t_new, tried.t0).at[idx].set(t_lim, mode="drop")
-        strict_all = jnp.zeros((width,), bool).at[idx].set(strict, mode="drop")
         saving = moving & (tried.keep | chosen)
 
         # Saves inside this step, on its dense interpolant.
@@ -600,20 +680,24 @@ def solve_lanes(
 
         out_Y, out_s, save_idx = jax.lax.while_loop(save_cond, save_body, (out_Y, out_s, lanes.save_idx))
         advanced = jax.vmap(eng.advance)(lanes, tried)
-        new = _where_rows(moving, advanced, lanes)
-        new = _put(new, idx, ended_lanes)
+        new = _where_rows(moving & ~chosen, advanced, _where_rows(chosen, ended_lanes, lanes))
         new = eqx.tree_at(lambda l: l.save_idx, new, save_idx)
         # Cells that are done (or out of runs) hand their lanes to the queue.
-        finished = busy & chosen[jnp.arange(width)] & (new.rec.done | (new.rec.seg >= max_segments))
-        records = _put(records, jnp.where(finished, new.cell, n), new.rec)
-        if sw_all is not None:
-            sw_all = _put(sw_all, jnp.where(finished, new.cell, n), new.sw)
-        rank = jnp.cumsum(finished) - 1
-        take = nxt + rank
-        cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), new.cell)
-        loaded = load(cells)
-        new = _where_rows(finished, loaded, new)
-        nxt = nxt + jnp.sum(finished).astype(jnp.int32)
+        finished = busy & finished
+
+        def refill(new, records, sw_all, nxt):
+            # The finished cells' hot fields join their cold ones in `records`.
+            rows = jnp.where(finished, new.cell, n)
+            hot = lambda r: [getattr(r, f) for f in HOT]
+            records = eqx.tree_at(hot, records, _put(hot(records), rows, hot(new.rec)))
+            rank = jnp.cumsum(finished) - 1
+            take = nxt + rank
+            cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), new.cell)
+            new = _where_rows(finished, load(cells), new)
+            return new, records, sw_all, nxt + jnp.sum(finished).astype(jnp.int32)
+
+        new, records, sw_all, nxt = jax.lax.cond(
+            jnp.any(finished), refill, lambda *a: a, new, records, sw_all, nxt)
         return new, records, sw_all, out_Y, out_s, nxt, iters + 1
 
     with no_runtime_checks():

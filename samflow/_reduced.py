@@ -175,7 +175,7 @@ class _TwoScalars:
         return Y, i_red.s(y)
 
     def controller(self, eng, cell):
-        tol = RTOL_FACTOR * eng.settings.rtol
+        tol = RTOL_FACTOR * eng.rtol
         return diffrax.PIDController(rtol=tol, atol=tol)
 
     def vector_field(self, eng, cell):

@@ -140,14 +140,17 @@ def check_problem(methods, clock, data: "Dataset | None" = None, W0=None, coords
 
 @dataclasses.dataclass(frozen=True)
 class SolverSettings:
-    """Static settings of a solve (hashable: one compilation per distinct value).
+    """Settings of a solve (hashable: one compilation per distinct value of the
+    fields but `rtol` and `atol`, which the compiled program takes as data,
+    `program_key`).
 
     **Fields:**
 
     - `solver`: "tsit5" (default), "dopri5" or "dopri8" (diffrax explicit RK).
     - `rtol`, `atol`: tolerances of the PID step-size controller; the absolute
       tolerance used is atol x clip(max|W(0)|, 1e-150, 1), so that cells with tiny
-      inits keep their relative accuracy.
+      inits keep their relative accuracy. Traced: solves at other tolerances
+      share one compiled program.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
@@ -230,6 +233,20 @@ class SolverSettings:
             raise ValueError(f"solver.coords must be 'linear' or 'log', got {self.coords!r}")
         if self.reduce not in REDUCE:
             raise ValueError(f"solver.reduce must be 'auto', 'all' or 'off', got {self.reduce!r}")
+
+    def program_key(self) -> "SolverSettings":
+        """These settings with the tolerances at their defaults: what a compiled program
+        depends on. rtol and atol reach the lane engine traced (`tolerances`), so that
+        solves at every tolerance share one program (`samflow._lanes.solve_lanes`'s
+        `tol`; the switch refinement re-solves at three rtols)."""
+        return dataclasses.replace(self, rtol=SolverSettings.rtol, atol=SolverSettings.atol)
+
+    def tolerances(self):
+        """`(2,)` float64 `[rtol, atol]`, the traced tolerances of a program made for
+        `program_key()`."""
+        import numpy as np
+
+        return np.asarray([self.rtol, self.atol], np.float64)
 
     def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or

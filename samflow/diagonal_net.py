@@ -45,11 +45,21 @@ def prod_excl(W: Float[Array, "L d"], layers: int | None = None) -> Float[Array,
     """
     if layers is not None:
         return lax.integer_pow(W, layers - 1)
-    ones = jnp.ones_like(W[:1])
-    before = jnp.cumprod(jnp.concatenate([ones, W[:-1]], axis=0), axis=0)
-    rev = W[::-1]
-    after = jnp.cumprod(jnp.concatenate([ones, rev[:-1]], axis=0), axis=0)[::-1]
-    return before * after
+    # Running products from each end, one row at a time (the rounding order of
+    # `cumprod`'s: w0 w1 ... w_{l-1} times w_{L-1} ... w_{l+1}): elementwise, so XLA
+    # fuses them with the field around them (a `cumprod` is a reduce-window, which
+    # it runs as a kernel of its own, four per field evaluation).
+    L = W.shape[0]
+    if L == 1:
+        return jnp.ones_like(W)
+    before = [None] * L
+    after = [None] * L
+    for l in range(1, L):
+        before[l] = W[0] if l == 1 else before[l - 1] * W[l - 1]
+    for l in range(L - 2, -1, -1):
+        after[l] = W[L - 1] if l == L - 2 else after[l + 1] * W[l + 1]
+    rows = [after[0]] + [before[l] * after[l] for l in range(1, L - 1)] + [before[L - 1]]
+    return jnp.stack(rows)
 
 
 def margins(W: Float[Array, "L d"], data: Dataset, layers: int | None = None) -> Float[Array, " n"]:

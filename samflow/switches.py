@@ -152,13 +152,15 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
     )
 
 
-def _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p):
+def _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p, tol):
     """B cells solved by the lane engine with their switches recorded in the
     same pass (`samflow._lanes.solve_lanes`), each record checked (`_check`);
-    the method `family[index]` (`index` traced: one program per family)."""
+    the method `family[index]` (`index` traced: one program per family) at the
+    tolerances `tol` (traced; `settings` a `program_key()`: one program for the
+    refinement's rtols)."""
     require_float64("samflow.switches")
     traj, _, raw = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
-                               width=min(W0.shape[0], DEFAULT_LANES), switches=K, family=family)
+                               width=min(W0.shape[0], DEFAULT_LANES), switches=K, family=family, tol=tol)
     return jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), traj.W, ts)
 
 
@@ -171,8 +173,8 @@ def _stored_switch_batch(family, clock, settings, K):
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits. Keyed by the family of
     methods (`samflow._lanes.program_family`; here the called method alone)."""
-    fn = jax.jit(lambda W0, rho, data, ts, p, index: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
-                                                                      settings, K, p))
+    fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
+                                                                           settings, K, p, tol))
     return StoredProgram(fn, ("samflow.switches", family, clock, settings, K))
 
 
@@ -217,14 +219,15 @@ def _solve_switches(method, data, W0, rho, ts, clock, settings, K, p, chunk) -> 
     width = max(1, min(int(chunk), B))
     family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone (as solve)
     index = jnp.asarray(family.index(method), jnp.int32)
+    key, tol = settings.program_key(), jnp.asarray(settings.tolerances())  # rtol traced: one program for all
     parts = []
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
-        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p), index)
+        args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p), index, tol)
         if programs_dir() is None:
-            out = _switch_batch(*args[:4], family, index, clock, settings, K, args[4])
+            out = _switch_batch(*args[:4], family, index, clock, key, K, args[4], tol)
         else:  # the stored program (samflow._cache): no tracing on a second run
-            out = _stored_switch_batch(family, clock, settings, K)(*args)
+            out = _stored_switch_batch(family, clock, key, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 

@@ -297,7 +297,8 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
 
     rho = np.linspace(0.05, 0.4, 7)
     ts16 = np.linspace(0.5, 8.0, 16)
-    settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10)  # a program no other test compiles
+    # a program no other test compiles (rtol and atol are data: they would not make one)
+    settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10, max_steps=12_345)
     solve = lambda r, ts: sf.solve("l2", mu12, alpha=0.3, rho=r, ts=ts, depth=2, settings=settings)
     assert [_integrate.bucket(n) for n in (1, 2, 3, 5, 8, 9, 64, 65)] == [1, 2, 4, 8, 8, 16, 64, 128]
     seen = []
@@ -324,3 +325,49 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     # The horizon differs from `full`'s, but the cells' paths up to it are the same solve:
     # equal to the solver's accuracy at the shared save times.
     np.testing.assert_allclose(np.asarray(b.beta), np.asarray(full.beta)[:7, :13], rtol=1e-5, atol=1e-9)
+
+
+def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12):
+    """rtol and atol reach the lane engine traced (`SolverSettings.program_key`): solves at
+    three tolerances compile one program, and each has the bits of the program made for its
+    tolerance as a constant (`solve_lanes` without `tol`; in linear coordinates: in log
+    coordinates, where atol is rtol, XLA folded the constant into other last bits, 1e-16
+    on the pinned grid)."""
+    import logging
+
+    import jax
+    import jax.numpy as jnp
+
+    from samflow._lanes import solve_lanes
+    from samflow.flows import Clock
+
+    rho = np.linspace(0.05, 0.4, 8)
+    ts = np.linspace(0.5, 8.0, 16)
+    base = dict(max_steps=12_346, capture_radius=1e-6)  # a program no other test compiles
+    seen = []
+
+    class _Count(logging.Handler):
+        def emit(self, record):
+            if "_solve_batch" in record.getMessage() and "Finished XLA compilation" in record.getMessage():
+                seen.append(record.getMessage())
+
+    handler = _Count()
+    logging.getLogger("jax").addHandler(handler)
+    outs = {}
+    try:
+        with jax.log_compiles(True):
+            for rtol in (1e-6, 1e-9, 1e-12):
+                st = sf.SolverSettings(rtol=rtol, atol=rtol * 1e-3, **base)
+                outs[rtol] = sf.solve("usam", mu12, alpha=0.3, rho=rho, ts=ts, depth=2, settings=st)
+    finally:
+        logging.getLogger("jax").removeHandler(handler)
+    assert len(seen) == 1, seen
+    steps = [int(np.sum(outs[r].num_steps)) for r in (1e-6, 1e-9, 1e-12)]
+    assert steps[0] < steps[1] < steps[2]  # the tolerance is used, not the key's default
+    W0 = np.full((8, 2, 2), 0.3)
+    for rtol in (1e-6, 1e-12):
+        st = sf.SolverSettings(rtol=rtol, atol=rtol * 1e-3, **base).resolved("usam", W0, mu12)
+        static, _, _ = jax.jit(lambda W, r: solve_lanes(W, r, mu12, jnp.asarray(ts), method="usam", clock=Clock.T,
+                                                        settings=st, width=8))(jnp.asarray(W0), jnp.asarray(rho))
+        for x, y in zip(jax.tree.leaves(outs[rtol]), jax.tree.leaves(static)):
+            assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)

@@ -31,6 +31,7 @@ import threading
 from typing import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -311,7 +312,6 @@ def use_cpu_cores(n: "int | None" = None) -> "int | None":
     return int(n)
 
 
-@functools.lru_cache(maxsize=64)
 def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings, summary: bool = False,
                    lanes: int = 128, switches: int = 0):
     """The jitted solve of `n_dev * width` cells over `devices` (cached per structure).
@@ -330,7 +330,37 @@ def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings
     `lanes`: lanes per device (`samflow._lanes.solve_lanes`). `switches` K > 0:
     the switches of the leader are recorded in the same pass and checked
     (`samflow.switches`); `fn` then returns `(result, SwitchTimes)`.
+
+    The program is made for `settings.program_key()` and takes rtol and atol
+    traced, so calls at other tolerances (the switch refinement's) share it;
+    `fn` passes `settings.tolerances()`. `sharded_solver.cache_clear()` forgets
+    the programs (as a new process would).
     """
+    program, sharding = _sharded_program(devices, family, clock, settings.program_key(), summary, lanes, switches)
+    tol = jnp.asarray(settings.tolerances())
+    return _WithTolerances(program, tol), sharding
+
+
+class _WithTolerances:
+    """A sharded program called with its tolerances: `fn(W0, rho, data, ts, p, index)`."""
+
+    def __init__(self, program, tol):
+        self.program, self.tol = program, tol
+
+    def __call__(self, W0, rho, data, ts, p, index):
+        return self.program(W0, rho, data, ts, p, index, self.tol)
+
+    def lower(self, W0, rho, data, ts, p, index):
+        return self.program.lower(W0, rho, data, ts, p, index, self.tol)
+
+    def __getattr__(self, name):  # the StoredProgram's own (e.g. `loaded`, its key)
+        return getattr(self.program, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_program(devices: tuple, family, clock, settings, summary, lanes, switches):
+    """`sharded_solver`'s program for `settings` (a `program_key()`), cached per structure:
+    `fn(W0, rho, data, ts, p, index, tol)`."""
     from ..switches import SwitchTimes, _check
 
     mesh = jax.sharding.Mesh(np.asarray(devices), (AXIS,))
@@ -340,10 +370,10 @@ def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings
     # results from its own devices and process 0 can write them.
     gather = any(dev.process_index != jax.process_index() for dev in devices)
 
-    def per_device(W0, rho, data, ts, p, index):
+    def per_device(W0, rho, data, ts, p, index, tol):
         # Looked up at trace time, so that a test can count traces.
         out, _, raw = _lanes.solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
-                                         width=lanes, switches=switches, family=family)
+                                         width=lanes, switches=switches, family=family, tol=tol)
         sw = jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), out.W, ts) if switches else None
         out = _solution.summarize(out) if summary else out
         out = (out, sw) if switches else out
@@ -352,13 +382,16 @@ def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings
     body = jax.shard_map(
         per_device,
         mesh=mesh,
-        in_specs=(P(AXIS), P(AXIS), P(), P(), P(), P()),
+        in_specs=(P(AXIS), P(AXIS), P(), P(), P(), P(), P()),
         out_specs=P() if gather else P(AXIS),
         check_vma=False,  # diffrax's loops are not vma-typed
     )
     what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), family, clock, settings, summary, gather,
             lanes, switches)
     return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
+
+
+sharded_solver.cache_clear = _sharded_program.cache_clear
 
 
 #: Seconds a process waits for the coordinator and the other processes (`--coordinator-timeout`).

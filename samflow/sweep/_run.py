@@ -202,7 +202,8 @@ def run_sweep(
                 if K:
                     results[label], switches[label] = results[label]
                     if cfg.output.switch_refine:
-                        switches[label] = _refined(cfg, method, data, W0, rho, ts, settings, switches[label], p)
+                        switches[label] = _refined(cfg, method, data, W0, rho, ts, settings, switches[label], p,
+                                                   flows)
             else:
                 compiling()
                 results[label] = solve_other(
@@ -226,24 +227,39 @@ def run_sweep(
     return ds
 
 
-def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p):
+#: Sweeps of up to this many cells per flow refine their switch times with the program of
+#: their own pass (the calls padded to the pass's cell count, `_refined`).
+REFINE_SHARES_PASS = 4096
+
+
+def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p, flows=None):
     """The sweep's switch post-processing: the switch times of the pass (at the
     solver's rtol) refined until each one's bound meets 1e-9 relative
     (`samflow.switches.refine_with`, docs/theory.md s.5), the cells with switches
-    solved again by `solve_grid` (sharded as the pass; a program of the method alone
-    per rtol of `samflow.switches.REFINE_LADDER`: on the default config its cold
-    compilation took half as long as the program of all the sweep's flows, and
-    mostly l2 cells switch); the pass is unchanged."""
+    solved again by `solve_grid`, sharded as the pass; the pass is unchanged.
+
+    rtol is traced in the lane engine (`SolverSettings.program_key`), so the rtols of
+    `samflow.switches.REFINE_LADDER` share one program: every call is padded (with
+    repeats of its cells) to one cell count. A sweep of up to `REFINE_SHARES_PASS`
+    cells per flow pads to its own cell count and takes the pass's program (`flows`,
+    the pass's family, and its output kind): no compilation at all (on the default
+    config the refinement's three programs of the method alone took 27 s to compile
+    cold); a larger one pads to the first call's count, one program for the three."""
     from ..switches import REFINE_TO, refine_with
 
     K = int(np.shape(sw.time)[-1])
+    B = W0.shape[0]
+    n_call: list = []
 
     def solve(idx, tighter):
-        _, out = solve_grid(method, data, W0[idx], rho[idx], ts, clock=cfg.clock, settings=tighter,
+        if not n_call:
+            n_call.append(B if B <= REFINE_SHARES_PASS else idx.size)
+        take = np.resize(idx, max(n_call[0], idx.size))
+        _, out = solve_grid(method, data, W0[take], rho[take], ts, clock=cfg.clock, settings=tighter,
                             chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
-                            memory_budget_mb=cfg.solver.memory_budget_mb, summary=True, switches=K,
-                            **p_keyword(p))
-        return out
+                            memory_budget_mb=cfg.solver.memory_budget_mb, summary=cfg.output.save == "summary",
+                            switches=K, program_methods=flows, **p_keyword(p))
+        return jax.tree_util.tree_map(lambda x: x[: idx.size], out)
 
     return refine_with(sw, settings, REFINE_TO, solve)
 
