@@ -354,10 +354,15 @@ def _needs(sw: SwitchTimes, confirmed, refine_to) -> np.ndarray:
 def _refine(method, data, W0, rho, ts, sw, clock, settings, K, p, chunk, refine_to) -> SwitchTimes:
     """`refine_switches` on validated arguments; `settings` (resolved) those `sw` was solved at."""
 
+    # rtol is data of the program (`SolverSettings.program_key`): calls of the first solve's
+    # width (`locate_switches`: min(chunk, B)) run its program at every rtol of the ladder,
+    # the cells of a smaller call repeated to fill it.
+    width = min(int(chunk), W0.shape[0])
+
     def solve(idx, tighter):
-        # Calls of a power-of-two number of cells (up to `chunk`): one program per size.
-        width = min(int(chunk), 1 << int(np.ceil(np.log2(idx.size))))
-        return _solve_switches(method, data, W0[idx], rho[idx], ts, clock, tighter, K, p, width)
+        take = np.resize(idx, max(width, idx.size))
+        out = _solve_switches(method, data, W0[take], rho[take], ts, clock, tighter, K, p, width)
+        return jax.tree_util.tree_map(lambda x: x[: idx.size], out)
 
     return refine_with(sw, settings, refine_to, solve)
 

@@ -16,6 +16,7 @@ bound holds (DEPTH2[3] meets 1e-9 only at rtol 1e-14).
     python -m pytest -n 0 -m "" tests/test_switch_bounds.py    # all of them (about 5 minutes on 2 loaded cores)
 """
 
+import jax
 import numpy as np
 import pytest
 
@@ -204,3 +205,21 @@ def test_a_sweep_writes_refined_switch_times_with_their_bounds(tmp_path):
             assert np.all(np.abs(time - t_ref) <= err + 1e-12 * t_ref)
             assert np.all(err <= 1e-9 * t_ref) == refine
             assert cell["switch_time_err"].attrs["units"] == "tau"
+
+
+def test_locate_switches_refines_on_the_program_of_its_first_solve(refs):
+    """rtol is data of the program (`SolverSettings.program_key`): the first solve (rtol
+    1e-10) and the refinement's re-solves at 1e-12, 1e-13 and 1e-14 (this cell needs the
+    last one) run one compiled program, and the times still meet 1e-9 within their bounds."""
+    from test_solve import _compilations
+
+    clock, T, cells = CASES[2]
+    m, r, w = cells[3]
+    # two more cells on the same data: the re-solves hold fewer cells than the first solve
+    W0 = np.stack([np.asarray(w, float), np.full((2, 5), 0.3), 0.5 * np.asarray(w, float)])
+    settings = sf.SolverSettings(max_steps=12_347)  # a program no other test compiles
+    with _compilations("_switch_batch") as seen:
+        sw = locate_switches("l2", sf.single_sample(m), W0, np.array([r, r, 2 * r]), _save_times(clock, T),
+                             clock=clock, settings=settings)
+    assert len(seen) == 1, seen
+    _check_against(jax.tree_util.tree_map(lambda x: x[:1], sw), [refs[2][3]], target=1e-9)
