@@ -5,6 +5,8 @@ implementations the tests compare against (and `run_check_script`, which runs
 a reference script of tests/ in its own process).
 """
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -147,3 +149,25 @@ def run_check_script(script, expect: str, timeout: float) -> str:
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert expect in out.stdout, out.stdout
     return out.stdout
+
+
+@contextlib.contextmanager
+def compilations(name: str):
+    """The list of JAX's "Finished XLA compilation" messages of the function `name`
+    inside the block (each one a program compiled)."""
+    import logging
+
+    seen = []
+
+    class _Count(logging.Handler):
+        def emit(self, record):
+            if name in record.getMessage() and "Finished XLA compilation" in record.getMessage():
+                seen.append(record.getMessage())
+
+    handler = _Count()
+    logging.getLogger("jax").addHandler(handler)
+    try:
+        with jax.log_compiles(True):
+            yield seen
+    finally:
+        logging.getLogger("jax").removeHandler(handler)

@@ -5,8 +5,6 @@ Every solve saves at `N_SAVE` times and most batches have 3 cells, so the
 compilations (one per method, clock, depth, settings, batch size) are shared.
 """
 
-import contextlib
-
 import numpy as np
 import pytest
 from scipy.optimize import brentq
@@ -16,6 +14,7 @@ from samflow import Status
 
 from helpers import (
     N_SAVE,
+    compilations,
     rel_err,
     sym_depth2_l2_collapse_time,
     sym_depth2_l2_real_time,
@@ -286,30 +285,6 @@ def test_input_errors(mu12, multi_data):
         sf.SolverSettings(max_steps=0)
 
 
-@contextlib.contextmanager
-def _compilations(name: str):
-    """The list of JAX's "Finished XLA compilation" messages of the function `name`
-    inside the block (each one a program compiled)."""
-    import logging
-
-    import jax
-
-    seen = []
-
-    class _Count(logging.Handler):
-        def emit(self, record):
-            if name in record.getMessage() and "Finished XLA compilation" in record.getMessage():
-                seen.append(record.getMessage())
-
-    handler = _Count()
-    logging.getLogger("jax").addHandler(handler)
-    try:
-        with jax.log_compiles(True):
-            yield seen
-    finally:
-        logging.getLogger("jax").removeHandler(handler)
-
-
 def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     """`samflow.solve` solves at power-of-two cell and save counts (`canonical_shapes`):
     calls of 5 and 7 cells with 9 and 13 save times compile one program, return
@@ -325,7 +300,7 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10, max_steps=12_345)
     solve = lambda r, ts: sf.solve("l2", mu12, alpha=0.3, rho=r, ts=ts, depth=2, settings=settings)
     assert [_integrate.bucket(n) for n in (1, 2, 3, 5, 8, 9, 64, 65)] == [1, 2, 4, 8, 8, 16, 64, 128]
-    with _compilations("_solve_batch") as seen:
+    with compilations("_solve_batch") as seen:
         full = solve(np.concatenate([rho, [0.5]]), ts16)
         a = solve(rho[:5], ts16[:9])  # 9 saves: the horizon is ts16[8]
         b = solve(rho, ts16[:13])
@@ -355,7 +330,7 @@ def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12
     ts = np.linspace(0.5, 8.0, 16)
     base = dict(max_steps=12_346, capture_radius=1e-6)  # a program no other test compiles
     outs = {}
-    with _compilations("_solve_batch") as seen:
+    with compilations("_solve_batch") as seen:
         for rtol in (1e-6, 1e-9, 1e-12):
             st = sf.SolverSettings(rtol=rtol, atol=rtol * 1e-3, **base)
             outs[rtol] = sf.solve("usam", mu12, alpha=0.3, rho=rho, ts=ts, depth=2, settings=st)

@@ -211,14 +211,14 @@ def test_locate_switches_refines_on_the_program_of_its_first_solve(refs):
     """rtol is data of the program (`SolverSettings.program_key`): the first solve (rtol
     1e-10) and the refinement's re-solves at 1e-12, 1e-13 and 1e-14 (this cell needs the
     last one) run one compiled program, and the times still meet 1e-9 within their bounds."""
-    from test_solve import _compilations
+    from helpers import compilations
 
     clock, T, cells = CASES[2]
     m, r, w = cells[3]
     # two more cells on the same data: the re-solves hold fewer cells than the first solve
     W0 = np.stack([np.asarray(w, float), np.full((2, 5), 0.3), 0.5 * np.asarray(w, float)])
     settings = sf.SolverSettings(max_steps=12_347)  # a program no other test compiles
-    with _compilations("_switch_batch") as seen:
+    with compilations("_switch_batch") as seen:
         sw = locate_switches("l2", sf.single_sample(m), W0, np.array([r, r, 2 * r]), _save_times(clock, T),
                              clock=clock, settings=settings)
     assert len(seen) == 1, seen
