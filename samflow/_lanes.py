@@ -378,6 +378,10 @@ def _cold(rec: CellState):
     return tuple(getattr(rec, f) for f in COLD)
 
 
+def _hot_fields(rec: CellState):
+    return tuple(getattr(rec, f) for f in HOT)
+
+
 def _hot(lane: Lane) -> Lane:
     """`lane` without its record's `COLD` fields and its switch record (None)."""
     return eqx.tree_at(lambda l: _cold(l.rec) + (l.sw,), lane, (None,) * (len(COLD) + 1), is_leaf=lambda x: x is None)
@@ -596,11 +600,13 @@ def solve_lanes(
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)
     n_queue = jnp.sum(~c0.done).astype(jnp.int32)
 
+    hot_records = eqx.tree_at(_cold, records, (None,) * len(COLD))  # what a lane carries of a record
+
     def load(slot_cells):
         """Lanes for the given cells (n: idle, with a harmless copy of cell 0)."""
         i = jnp.minimum(slot_cells, n - 1)
         return Lane(
-            cell=slot_cells, rec=_take(eqx.tree_at(_cold, records, (None,) * len(COLD)), i), rho=rho[i], sign=None if sign is None else sign[i],
+            cell=slot_cells, rec=_take(hot_records, i), rho=rho[i], sign=None if sign is None else sign[i],
             w_scale=w_scale[i], tnext=tnext0[i], f0=_take(f00, i), pid=_take(pid0, i), v=v0[i],
             run_steps=jnp.zeros(slot_cells.shape, jnp.int32), save_idx=jnp.zeros(slot_cells.shape, jnp.int32),
             lead=lead0[i], sw=None,
@@ -688,8 +694,7 @@ def solve_lanes(
         def refill(new, records, sw_all, nxt):
             # The finished cells' hot fields join their cold ones in `records`.
             rows = jnp.where(finished, new.cell, n)
-            hot = lambda r: [getattr(r, f) for f in HOT]
-            records = eqx.tree_at(hot, records, _put(hot(records), rows, hot(new.rec)))
+            records = eqx.tree_at(_hot_fields, records, _put(_hot_fields(records), rows, _hot_fields(new.rec)))
             rank = jnp.cumsum(finished) - 1
             take = nxt + rank
             cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), new.cell)
