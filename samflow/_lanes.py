@@ -162,12 +162,13 @@ class _Engine(eqx.Module):
 
     @property
     def rtol(self):
-        """The controller's relative tolerance: traced (`tol`) or the settings'."""
-        return self.settings.rtol if self.tol is None else self.tol[0]
+        """The controller's relative tolerance: traced (`tol`) or the settings'
+        (chosen by depth where they give none, `SolverSettings.with_tolerances`)."""
+        return self.settings.with_tolerances(self.L).rtol if self.tol is None else self.tol[0]
 
     @property
     def atol(self):
-        return self.settings.atol if self.tol is None else self.tol[1]
+        return self.settings.with_tolerances(self.L).atol if self.tol is None else self.tol[1]
 
     @property
     def solver(self):

@@ -40,13 +40,32 @@ SETTING_BOUNDS: dict[str, dict[str, float]] = {
     "max_segments": {"ge": 1, "le": 1_000_000},
 }
 _INTEGER_SETTINGS = ("max_steps", "max_segments")
+
+#: The default tolerances by depth: (rtol, atol) for L <= 2, L = 3 and L >= 4
+#: (`SolverSettings.resolved`, `default_tolerances`). Each keeps beta within 1e-6
+#: relative of a tight reference (rtol 1e-13) at every save time over what the
+#: shipped configs run (scripts/default_accuracy.py; docs/theory.md s.4.4): at
+#: rtol 1e-8 depth 3 was off by up to 1.1e-4 and depth 4 by 2.9e-3 in real time
+#: to 1e5 (an error of the slow phase moves the fast one's time).
+DEFAULT_TOLERANCES = {2: (1e-8, 1e-12), 3: (1e-11, 1e-15), 4: (1e-12, 1e-16)}
+#: The beta accuracy that `DEFAULT_TOLERANCES` were chosen for (relative, at every save time).
+DEFAULT_ACCURACY = 1e-6
+#: atol when rtol is given and atol is not (the default of the releases before 0.3).
+EXPLICIT_RTOL_ATOL = 1e-12
+
+
+def default_tolerances(depth: int) -> tuple[float, float]:
+    """`(rtol, atol)`: the tolerances a solve at depth `depth` takes when its settings
+    give none (`SolverSettings`, rtol None): `DEFAULT_TOLERANCES` (depth 1 and 2: the
+    depth-2 pair; depth 5 and more: the depth-4 pair)."""
+    return DEFAULT_TOLERANCES[min(max(int(depth), 2), 4)]
 _OPS = {"gt": (operator.gt, ">"), "ge": (operator.ge, ">="), "lt": (operator.lt, "<"), "le": (operator.le, "<=")}
 
 
 def bound_problem(name: str, value) -> "str | None":
     """One line naming `solver.<name>` when `value` is outside `SETTING_BOUNDS`
     (or of the wrong type), else None. `max_segments` may be None (automatic)."""
-    if name == "max_segments" and value is None:
+    if name in ("max_segments", "rtol", "atol") and value is None:
         return None
     bounds = SETTING_BOUNDS[name]
     integer = name in _INTEGER_SETTINGS
@@ -150,7 +169,12 @@ class SolverSettings:
     - `rtol`, `atol`: tolerances of the PID step-size controller; the absolute
       tolerance used is atol x clip(max|W(0)|, 1e-150, 1), so that cells with tiny
       inits keep their relative accuracy. Traced: solves at other tolerances
-      share one compiled program.
+      share one compiled program. None (the default): chosen by depth so that
+      beta is within 1e-6 relative of the exact flow at every save time
+      (`default_tolerances`: rtol 1e-8, atol 1e-12 at depth <= 2; 1e-11, 1e-15 at
+      depth 3; 1e-12, 1e-16 from depth 4; measured over the shipped configs,
+      docs/theory.md s.4.4); `resolved` fills them in. An rtol given without
+      atol takes atol 1e-12.
     - `max_steps`: step budget of one segment.
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
@@ -209,8 +233,8 @@ class SolverSettings:
     """
 
     solver: str = "tsit5"
-    rtol: float = 1e-8
-    atol: float = 1e-12
+    rtol: float | None = None
+    atol: float | None = None
     max_steps: int = 16384
     capture_radius: float = 1e-6
     blowup_log10: float = 200.0
@@ -246,17 +270,31 @@ class SolverSettings:
         `program_key()`."""
         import numpy as np
 
+        if self.rtol is None or self.atol is None:
+            raise ValueError("SolverSettings.tolerances: rtol and atol are chosen by depth; call with_tolerances(depth) "
+                             "or resolved(...) first")
         return np.asarray([self.rtol, self.atol], np.float64)
 
     def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or
-        (B, L, d), host arrays), its data and clock.
+        (B, L, d), host arrays), its data and clock, with rtol and atol filled in
+        for its depth (`with_tolerances`).
 
         **Raises:** `ValueError` (one line, `check_problem`): the tau clock on
         multi-sample data, or `coords` "log" for a batch that may not use it
         (`samflow.flows.log_coords_problem`; `p` lp's exponent, a float or None).
         """
         check_problem([method], clock, data, W0, self.coords, p)
+        return self.with_tolerances(np.shape(W0)[-2])
+
+    def with_tolerances(self, depth: int) -> "SolverSettings":
+        """These settings with rtol and atol filled in for a solve at depth `depth`:
+        `default_tolerances(depth)` where rtol is None, atol 1e-12 where only atol is."""
+        if self.rtol is None:
+            rtol, atol = default_tolerances(depth)
+            return dataclasses.replace(self, rtol=rtol, atol=atol if self.atol is None else self.atol)
+        if self.atol is None:
+            return dataclasses.replace(self, atol=EXPLICIT_RTOL_ATOL)
         return self
 
 

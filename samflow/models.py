@@ -197,7 +197,8 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     within O(capture_radius^2 rho^2) of 0).
     """
     ts = _traced_save_times(ts) if isinstance(ts, jax.core.Tracer) else jnp.asarray(check_save_times(ts))
-    return _solve_cell(method, f, theta0, rho, data, ts, settings=settings, loss=loss, predictor=predictor)
+    return _solve_cell(method, f, theta0, rho, data, ts, settings=settings.with_tolerances(2), loss=loss,
+                       predictor=predictor)
 
 
 def _traced_save_times(ts):
@@ -317,7 +318,8 @@ def solve_model(
     predictor); `theta0` a pytree of float arrays, by default ONE init shared by
     every cell; `rho` >= 0 a scalar (one cell) or a non-empty (B,) vector (a
     vmapped batch); `data` a finite `samflow.Dataset`; `ts` increasing save
-    times, the last one the horizon; `settings` (solver, rtol, atol, max_steps,
+    times, the last one the horizon; `settings` (solver, rtol, atol (unset: those
+    of depth 2, `samflow.SolverSettings.with_tolerances`), max_steps,
     capture_radius; its `loss` unless `loss` is given; `coords` is not used:
     theta itself is integrated); `theta0_batched=True`: every leaf of theta0
     carries an explicit leading axis of length B = len(rho), one init per cell
@@ -343,6 +345,7 @@ def solve_model(
     p = check_p(method, p)
     if not isinstance(settings, SolverSettings):
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
+    settings = settings.with_tolerances(2)  # a generic model: the tolerances of depth 2 where none are given
     loss = settings.loss if loss is None else loss
     get_loss(loss)
     ts = jnp.asarray(check_save_times(ts))

@@ -307,7 +307,12 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     if cells is not None:
         ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
     ds.attrs.update(_experiment_attrs(cfg))
+    model = getattr(cfg, "model", None)
+    used = cfg.solver.to_settings(cfg.loss).with_tolerances(2 if model is not None and model.generic else cfg.depth)
     ds.attrs.update(
+        # The tolerances the solves used (the config's, or those chosen by depth where it gives none).
+        solver_rtol=used.rtol,
+        solver_atol=used.atol,
         title=f"samflow sweep '{cfg.name}'",
         # Strict JSON: a non-finite number (refused by every config schema) raises here
         # rather than being written as NaN / Infinity, which no JSON parser reads.

@@ -335,10 +335,12 @@ class SolverConfig(_Strict):
     # Bounds and defaults: samflow._settings (SETTING_BOUNDS, SolverSettings), the one definition.
     solver: Literal["tsit5", "dopri5", "dopri8"] = SolverSettings.solver
     """The explicit Runge-Kutta method of diffrax."""
-    rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = SolverSettings.rtol
-    """Relative tolerance of the adaptive step."""
-    atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] = SolverSettings.atol
-    """Absolute tolerance, relative to the init's norm |W(0)|."""
+    rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] | None = SolverSettings.rtol
+    """Relative tolerance of the adaptive step; unset: chosen by depth for beta within 1e-6 (1e-8 at depth <= 2,
+    1e-11 at depth 3, 1e-12 from depth 4; `samflow.SolverSettings`)."""
+    atol: Annotated[float, Field(**SETTING_BOUNDS["atol"])] | None = SolverSettings.atol
+    """Absolute tolerance, relative to the init's norm |W(0)|; unset: with rtol unset, chosen by depth (1e-12,
+    1e-15, 1e-16), else 1e-12."""
     max_steps: Annotated[int, Field(**SETTING_BOUNDS["max_steps"])] = SolverSettings.max_steps
     """Most solver steps per cell; a cell that needs more ends with status 4 (max steps)."""
     capture_radius: Annotated[float, Field(**SETTING_BOUNDS["capture_radius"])] = SolverSettings.capture_radius

@@ -148,7 +148,7 @@ def run_sweep(
     if code_stamp is None:
         code_stamp = store.code_stamp()
     ts = cfg.time.values()
-    settings = cfg.solver.to_settings(cfg.loss)
+    settings = cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth)
     key = chunk_key(cfg, data, grid_slice)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
