@@ -20,7 +20,8 @@ import os
 import jax
 
 __all__ = [
-    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64", "in_float64",
+    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "FAST_COMPILE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64",
+    "in_float64", "process_flags",
     "prepare_process", "require_float64", "use_float64",
 ]
 
@@ -68,6 +69,20 @@ EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
 EXACT_REDUCE_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 
+#: The XLA flag that has XLA's CPU compiler emit its fusions with its classic LLVM IR
+#: emitters instead of its MLIR fusion emitters. The lane engine's programs are
+#: hundreds of small fusions, each compiled on its own; the MLIR pipeline per fusion
+#: costs more than the fusion's code: measured on the 2-core machine (docs/benchmarks.md,
+#: "Issue 34, third round"), the XLA compilation of `samflow.solve`'s programs took
+#: 30-46% less time (l2 at depth 3: 3.2 -> 2.2 s; lp: 4.3 -> 3.0 s; gd in tau: 2.7 ->
+#: 1.4 s), tests/test_lp.py, test_lanes.py and test_linf_surface.py together 193 ->
+#: 140 s, and warm steps as fast. It changes last bits (other code for the same
+#: operations, rounded the same way in every lane: the bits stay independent of the
+#: width, tests/test_lanes.py); the pinned grid is made with it. Added only where the
+#: installed jaxlib has it (`_jaxlib_has`).
+FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+
 def _flag_name(flag: str) -> str:
     return flag.split("=", 1)[0].lstrip("-")
 
@@ -103,23 +118,31 @@ def exact_flags() -> tuple[str, ...]:
     return (EXACT_CPU_FLAG, EXACT_REDUCE_FLAG) if reduce_known else (EXACT_CPU_FLAG,)
 
 
+def process_flags() -> tuple[str, ...]:
+    """Every XLA flag samflow's processes start with: `exact_flags`, then
+    `FAST_COMPILE_FLAG` where this jaxlib has it."""
+    fast = (FAST_COMPILE_FLAG,) if _jaxlib_has(_flag_name(FAST_COMPILE_FLAG).encode()) else ()
+    return exact_flags() + fast
+
+
 def exact_cpu_arithmetic() -> bool:
-    """Add the flags of `exact_flags` to XLA_FLAGS for this process, before JAX's
+    """Add the flags of `process_flags` to XLA_FLAGS for this process, before JAX's
     backend starts: no fused multiply-add (`EXACT_CPU_FLAG`) and XLA's own
     reductions (`EXACT_REDUCE_FLAG`), so that a cell's results do not depend on
-    the lane width, the batch or the order of the cells (docs/running.md). A flag
-    whose name XLA_FLAGS already sets is left as the user set it. Returns
-    whether every flag is in effect: False when the backend has already started
-    without them, or when XLA_FLAGS sets one of them otherwise (the user's
-    choice wins)."""
+    the lane width, the batch or the order of the cells (docs/running.md), and
+    XLA's classic fusion emitters (`FAST_COMPILE_FLAG`: faster compilation; the
+    bits samflow pins are made with it). A flag whose name XLA_FLAGS already sets
+    is left as the user set it. Returns whether every flag of `exact_flags` is in
+    effect: False when the backend has already started without them, or when
+    XLA_FLAGS sets one of them otherwise (the user's choice wins)."""
     flags = os.environ.get("XLA_FLAGS", "")
     wanted = exact_flags()
-    missing = [f for f in wanted if _flag_name(f) not in flags]
+    missing = [f for f in process_flags() if _flag_name(f) not in flags]
     if missing:
         from jax._src import xla_bridge
 
         if xla_bridge.backends_are_initialized():
-            return False
+            return all(f in flags.split() for f in wanted)
         flags = " ".join([flags] + missing).strip()
         os.environ["XLA_FLAGS"] = flags
     return all(f in flags.split() for f in wanted)

@@ -112,6 +112,34 @@ def test_exact_cpu_arithmetic_adds_only_flags_this_jaxlib_has_and_leaves_the_use
     assert os.environ["XLA_FLAGS"] == _x64.EXACT_CPU_FLAG
 
 
+def test_the_fast_compile_flag_is_added_where_jaxlib_has_it(monkeypatch):
+    """`FAST_COMPILE_FLAG` joins the exact flags in a process whose backend has not
+    started (where jaxlib has it), is not part of what the call calls exact, and
+    this test process (tests/conftest.py) runs with it, as the pinned bits were made."""
+    from jax._src import xla_bridge
+
+    from samflow import _x64
+
+    assert _x64.FAST_COMPILE_FLAG in os.environ.get("XLA_FLAGS", "").split()  # jaxlib 0.10.2 has it
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: True)
+    assert _x64.process_flags() == (_x64.EXACT_CPU_FLAG, _x64.EXACT_REDUCE_FLAG, _x64.FAST_COMPILE_FLAG)
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    assert _x64.exact_cpu_arithmetic() is True
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_force_host_platform_device_count=2", *_x64.process_flags()]
+    # The user's own choice of the emitters is left as set, and the arithmetic is still exact.
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert _x64.exact_cpu_arithmetic() is True
+    assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_use_fusion_emitters=true", *_x64.exact_flags()]
+    # Started already: nothing is added; exact as long as the exact flags are there.
+    monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
+    monkeypatch.setenv("XLA_FLAGS", f"{_x64.EXACT_CPU_FLAG} {_x64.EXACT_REDUCE_FLAG}")
+    assert _x64.exact_cpu_arithmetic() is True
+    assert os.environ["XLA_FLAGS"] == f"{_x64.EXACT_CPU_FLAG} {_x64.EXACT_REDUCE_FLAG}"
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: False)
+    assert _x64.process_flags() == (_x64.EXACT_CPU_FLAG,)
+
+
 def test_jaxlib_has_finds_the_flags_of_this_jaxlib_only():
     from samflow._x64 import _jaxlib_has
 
