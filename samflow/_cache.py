@@ -2,7 +2,7 @@
 the one reason samflow's solver program could not be kept in it.
 
 A solve compiles one XLA program per (method, or the family of methods of a
-sweep, `samflow._lanes.program_family`; clock, settings, batch shape, save count); on 2 CPU
+sweep, `samflow._engine.lanes.program_family`; clock, settings, batch shape, save count); on 2 CPU
 cores that takes 4-40 s. With the persistent cache a second
 process (the same sweep run again, the figure script after a sweep, a test run)
 loads the program from disk instead. `enable_compilation_cache` turns it on for

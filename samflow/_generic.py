@@ -23,7 +23,7 @@ from ._checks import check_count
 from .datasets import Dataset
 from .flows import Method
 from .losses import AbstractLoss, get_loss
-from ._settings import brief, float_array
+from ._engine.settings import brief, float_array
 
 Pytree = Any
 

@@ -24,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Int
 
 from .datasets import Dataset
-from ._settings import brief, check_save_times, float_array
+from ._engine.settings import brief, check_save_times, float_array
 from .status import Status
 
 Pytree = Any

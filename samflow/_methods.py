@@ -219,7 +219,7 @@ class AbstractSam(eqx.Module):
 
     **Class attributes:** `method` (`Method`); `label` (LaTeX for plots);
     `slope_free` (eps(c G) = eps(G) for c > 0); `events`, the names of the
-    singular-point events of `samflow._events` that the method needs at depth
+    singular-point events of `samflow._engine.events` that the method needs at depth
     >= 2 (`events_at`); `slides`, the field is discontinuous where a sign of G
     changes (sign memory, Filippov sliding); `collapses`, the field is undefined
     at the critical points of the loss (collapse and critical-point events);

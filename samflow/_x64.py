@@ -54,7 +54,7 @@ def prepare_process() -> None:
 #: The XLA flag that keeps XLA's CPU code from fusing a multiply and an add into one
 #: rounding (FMA instructions come with AVX2). XLA fuses or not depending on how it
 #: vectorizes a batch shape, so without it a cell's last bits depended on the lane
-#: width; with it every lane computes with the same roundings (samflow._lanes).
+#: width; with it every lane computes with the same roundings (samflow._engine.lanes).
 EXACT_CPU_FLAG = "--xla_cpu_max_isa=AVX"
 
 #: The XLA flag that keeps XLA's CPU code from handing reductions to its YNNPACK

@@ -62,12 +62,12 @@ from .flows import Method, perturbed_weights
 from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .diagonal_net import grad_loss, loss_value, residual
-from ._integrate import batch_cells, solve
+from ._engine.integrate import batch_cells, solve
 from ._iterate import _check_eta as _check_eta
 from ._iterate import iterate, safe_inputs
 from ._methods import check_p, p_array
 from ._iterate import save_iterations as save_iterations
-from ._settings import SolverSettings, check_data, check_depth, check_save_times
+from ._engine.settings import SolverSettings, check_data, check_depth, check_save_times
 from ._x64 import in_float64
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]

@@ -63,9 +63,9 @@ from .flows import Method
 from ._methods import check_p, p_array
 from .losses import get_loss
 from ._cache import no_runtime_checks
-from ._events import BracketBisection
-from ._singular import extrapolate_to_zero, linear_fill
-from ._settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
+from ._engine.events import BracketBisection
+from ._engine.singular import extrapolate_to_zero, linear_fill
+from ._engine.settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
 from .status import Status
 from ._x64 import in_float64
 from ._generic import (
@@ -155,7 +155,7 @@ def _saved_outputs(f, theta, data: Dataset, loss_fn, predictor):
 def _after_collapse(f, theta_ts, theta_end, sol, ts, rho, data, loss_fn, velocity, start_collapsed, ok_in):
     """Saved states of an l2 cell whose solve ended at the capture (or started there):
     R = `collapse_ratio` and theta extrapolated linearly to R = 0 (the collapse
-    time; `samflow._singular.extrapolate_to_zero`, as the diagonal network's
+    time; `samflow._engine.singular.extrapolate_to_zero`, as the diagonal network's
     critical point), theta frozen after.
 
     **Returns:** (theta_ts, collapsed (), event_time ()).

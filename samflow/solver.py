@@ -9,20 +9,20 @@ from the function `samflow.solve` (the old module path `samflow.solve` is a
 deprecated shim, `samflow/solve.py`).
 """
 
-from ._field import SamField as SamField
-from ._field import SegmentArgs as SegmentArgs
-from ._integrate import batch_cells as batch_cells
-from ._integrate import solve as solve
-from ._integrate import solve_cell as solve_cell
-from ._settings import SolverSettings as SolverSettings
-from ._settings import check_data as check_data
-from ._settings import check_depth as check_depth
-from ._settings import check_rho as check_rho
-from ._settings import check_save_times as check_save_times
-from ._singular import _critical_ratio as _critical_ratio
-from ._solution import Summary as Summary
-from ._solution import Trajectory as Trajectory
-from ._solution import summarize as summarize
+from ._engine.field import SamField as SamField
+from ._engine.field import SegmentArgs as SegmentArgs
+from ._engine.integrate import batch_cells as batch_cells
+from ._engine.integrate import solve as solve
+from ._engine.integrate import solve_cell as solve_cell
+from ._engine.settings import SolverSettings as SolverSettings
+from ._engine.settings import check_data as check_data
+from ._engine.settings import check_depth as check_depth
+from ._engine.settings import check_rho as check_rho
+from ._engine.settings import check_save_times as check_save_times
+from ._engine.singular import _critical_ratio as _critical_ratio
+from ._engine.solution import Summary as Summary
+from ._engine.solution import Trajectory as Trajectory
+from ._engine.solution import summarize as summarize
 from .flows import Clock as Clock
 
 __all__ = ["Clock", "SolverSettings", "Trajectory", "Summary", "solve", "solve_cell", "summarize"]

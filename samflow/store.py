@@ -95,7 +95,7 @@ import xarray as xr
 
 from ._cache import PROGRAM_PACKAGES
 from ._io import atomic_write_netcdf
-from ._solution import index_dtype
+from ._engine.solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
 __all__ = ["to_dataset", "write_results", "read_results", "locked_problem", "package_versions", "code_stamp",
@@ -216,7 +216,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     outside [0, A*R) or twice, or when `results` are not all of the kind
     `cfg.output.save` names (Trajectory for "full", Summary for "summary").
     """
-    from ._solution import Summary, Trajectory
+    from ._engine.solution import Summary, Trajectory
 
     A, R = alpha_abs.shape
     methods = list(results)

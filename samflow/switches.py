@@ -4,10 +4,10 @@ The dominant index D = argmax_j |beta_j| changes where the leader a and a
 challenger b have |beta_a| = |beta_b|. A save grid only dates such a switch to
 the next save time; `locate_switches` locates it to the solver's accuracy.
 
-**How.** Each cell is solved by the lane engine (`samflow._lanes`: the same
+**How.** Each cell is solved by the lane engine (`samflow._engine.lanes`: the same
 field, runs and events, so the linf sign switches, the l2 collapse, blow-up
 and the other singular points are handled exactly as in a plain solve), with
-one more event condition, "lead" (`samflow._events._with_lead`):
+one more event condition, "lead" (`samflow._engine.events._with_lead`):
 
     v = log|beta_lead| - max_{j != lead} log|beta_j| + 1e-12
 
@@ -48,7 +48,7 @@ of the solve's beta. A cell that fails this (or has more switches than
 on its error in the clock's units, and `rate`, d(log|beta_to| - log|beta_from|)/dclock
 at the switch (an error e of the gap moves the time by e / rate). The engine's
 record has the *local* bound (the controller's tolerance summed over the steps,
-`samflow._events._switch_time_err`), which misses errors that the flow amplified
+`samflow._engine.events._switch_time_err`), which misses errors that the flow amplified
 after they were made (l2-SAM from small weights: by up to 24x, measured).
 `refine_switches` (by default in `locate_switches`, `switch_times` and sweeps)
 solves the cells with switches again at rtol 1e-12, 1e-13, 1e-14 until each
@@ -74,11 +74,11 @@ from jaxtyping import Array, Bool, Float, Int
 from ._cache import StoredProgram, programs_dir
 from .datasets import Dataset
 from .flows import Clock, Method
-from ._events import _OFFSET, _ROOT_TOL, _TIE
-from ._integrate import batch_cells
-from ._lanes import DEFAULT_LANES, program_family, solve_lanes
+from ._engine.events import _OFFSET, _ROOT_TOL, _TIE
+from ._engine.integrate import batch_cells
+from ._engine.lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._methods import check_p, p_array
-from ._settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
+from ._engine.settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
 from ._x64 import in_float64, require_float64
 
 __all__ = ["SwitchTimes", "locate_switches", "refine_switches", "switch_times", "switches_of", "REFINE_RTOL",
@@ -154,7 +154,7 @@ def _check(sw: SwitchTimes, W_saved, ts) -> SwitchTimes:
 
 def _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p, tol):
     """B cells solved by the lane engine with their switches recorded in the
-    same pass (`samflow._lanes.solve_lanes`), each record checked (`_check`);
+    same pass (`samflow._engine.lanes.solve_lanes`), each record checked (`_check`);
     the method `family[index]` (`index` traced: one program per family) at the
     tolerances `tol` (traced; `settings` a `program_key()`: one program for the
     refinement's rtols)."""
@@ -172,7 +172,7 @@ def _stored_switch_batch(family, clock, settings, K):
     """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits. Keyed by the family of
-    methods (`samflow._lanes.program_family`; here the called method alone)."""
+    methods (`samflow._engine.lanes.program_family`; here the called method alone)."""
     fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
                                                                            settings, K, p, tol))
     return StoredProgram(fn, ("samflow.switches", family, clock, settings, K))

@@ -975,10 +975,10 @@ LANE_WIDTH = 1024
 
 def lane_efficiency_of(prob: "Problem", alpha, rho, settings) -> float:
     """Cell-steps / lane-steps of the chart's cells solved in ONE call of
-    `LANE_WIDTH` lanes of the lane engine (`samflow._lanes.solve_lanes`, the
+    `LANE_WIDTH` lanes of the lane engine (`samflow._engine.lanes.solve_lanes`, the
     engine's own statistic: the loop's iterations): 1 when no lane ever idles.
     Saved at two times only (the steps do not depend on the save times)."""
-    from samflow._lanes import solve_lanes
+    from samflow._engine.lanes import solve_lanes
     from samflow.flows import Clock, Method
 
     W0 = np.broadcast_to(np.asarray(alpha)[:, None, None], (len(alpha), prob.depth, prob.d))

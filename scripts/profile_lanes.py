@@ -2,7 +2,7 @@
 
 Solves the depth-2 l2 chart of `scripts/bench.py` (mu = (0.2, ..., 1.0), alpha in
 [1e-2, 1e2] x rho in [1e-2, 1e1], real time to 1e4, 64 log-spaced saves) with
-`samflow._lanes.solve_lanes` under `jax.jit` on one CPU device, with the command
+`samflow._engine.lanes.solve_lanes` under `jax.jit` on one CPU device, with the command
 lines' exact arithmetic (`samflow._x64.exact_cpu_arithmetic`), and prints the warm
 time (best of `--repeats`), ns per cell-step and per lane and iteration, and the
 lane efficiency. With `--profile` it also traces one warm call with
@@ -39,7 +39,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import samflow as sf  # noqa: E402
-from samflow import _lanes  # noqa: E402
+from samflow._engine import lanes as _lanes  # noqa: E402
 from samflow.flows import Clock  # noqa: E402
 
 

@@ -232,7 +232,7 @@ def compare_to_reference(got, ref) -> tuple[list[str], dict[str, tuple[float, fl
     """
     problems: list[str] = []
     worst: dict[str, tuple[float, float]] = {}
-    # A "<case>-reduced" run (the exact reduction, samflow._reduced) is held to the
+    # A "<case>-reduced" run (the exact reduction, samflow._engine.reduced) is held to the
     # frozen general engine's run of the same cells, "<case>".
     ref = {**ref, **{k: ref[k[: -len("-reduced")]] for k in got if k.endswith("-reduced") and k[: -len("-reduced")] in ref}}
 

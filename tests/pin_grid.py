@@ -78,7 +78,7 @@ def cases(engine_only: bool = False, **settings) -> dict[str, dict[str, np.ndarr
                 tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,
                               settings=sf.SolverSettings(coords=coords, **general), alpha_batched=True)
                 out[f"{method}-{clock}-{coords}"] = {f: np.asarray(getattr(tr, f)) for f in FIELDS}
-                if method == "l2":  # the exact reduction (samflow._reduced, docs/theory.md s.3.5;
+                if method == "l2":  # the exact reduction (samflow._engine.reduced, docs/theory.md s.3.5;
                     # "auto" takes it only from d = 8 on, where it pays: "all" here at d = 5)
                     reduced = {"reduce": "all", **settings}
                     tr = sf.solve(method, data, alpha=alpha, rho=rho, ts=TS[clock], depth=2, clock=clock,

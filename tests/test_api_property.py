@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import samflow as sf
-from samflow._settings import stuck_inits
+from samflow._engine.settings import stuck_inits
 from samflow.discrete import run_discrete
 from samflow.models import run_model_discrete, solve_model, two_layer_linear
 from samflow.status import Status

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow._settings import DEFAULT_ACCURACY, default_tolerances
+from samflow._engine.settings import DEFAULT_ACCURACY, default_tolerances
 
 MU = [0.2, 0.4, 0.6, 0.8, 1.0]
 # The cells of scripts/default_accuracy.py: alpha = a rho.

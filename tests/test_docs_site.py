@@ -73,7 +73,7 @@ def test_the_reference_reaches_every_config_schema():
 
 
 def test_reference_rows_carry_type_default_range_and_meaning():
-    from samflow._settings import SETTING_BOUNDS
+    from samflow._engine.settings import SETTING_BOUNDS
 
     text = _hook().render("sweep")
     rows = {line.split(" | ")[0].strip("| `"): line for line in text.splitlines() if line.startswith("| `")}

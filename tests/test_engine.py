@@ -9,7 +9,7 @@ import pytest
 import samflow as sf
 from samflow._iterate import iterate, safe_inputs
 from samflow._methods import GD, AbstractSam, L2Sam, LinfSam, LpSam, USam
-from samflow._singular import extrapolate_collapse, extrapolate_to_zero, linear_fill, zero_time
+from samflow._engine.singular import extrapolate_collapse, extrapolate_to_zero, linear_fill, zero_time
 from samflow.flows import METHOD_LABELS, Method
 from samflow.status import Status
 

@@ -1,4 +1,4 @@
-"""The lane engine (samflow._lanes): a cell's results depend on the cell alone.
+"""The lane engine (samflow._engine.lanes): a cell's results depend on the cell alone.
 
 Every cell is integrated in its own lane with its own step size, so the bits of a
 cell must not depend on the number of lanes (1 to 1024 here), on the order of the
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow._integrate import batch_cells
-from samflow._lanes import solve_lanes
+from samflow._engine.integrate import batch_cells
+from samflow._engine.lanes import solve_lanes
 from samflow._x64 import EXACT_CPU_FLAG, EXACT_REDUCE_FLAG
 from samflow.flows import Clock, Method
 
@@ -35,7 +35,7 @@ def _cells(n=8):
 def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None, reduce="off"):
     """The lane engine on these cells; `reduce="off"` by default: these tests are of the
     lane engine, and depth-2 l2 cells from equal layers take the reduction otherwise
-    (`samflow._reduced`, tests/test_reduced.py)."""
+    (`samflow._engine.reduced`, tests/test_reduced.py)."""
     data = sf.single_sample(MU) if data is None else data
     W0, rho_b, _ = batch_cells(alpha, rho, depth, data.d, alpha_batched=True)
     m, c = Method.parse(method), Clock.parse(clock)
@@ -75,11 +75,11 @@ def _assert_bits(ref, out, what):
 
 
 def _lane_step(eng, W, rho, t0):
-    """What a lane computes in one step of its cell (samflow._lanes): the Runge-Kutta
+    """What a lane computes in one step of its cell (samflow._engine.lanes): the Runge-Kutta
     stages, the controller's error norm and decision, the event condition at the
     step's end and the dense interpolant inside it."""
-    from samflow._field import SegmentArgs
-    from samflow._lanes import _Dense, _erk_step
+    from samflow._engine.field import SegmentArgs
+    from samflow._engine.lanes import _Dense, _erk_step
 
     field = eng.field(None)
     w_scale = jnp.max(jnp.abs(W))
@@ -99,7 +99,7 @@ def test_a_lane_step_has_the_bits_of_64_lanes_at_any_width(d, widths):
     (XLA_FLAGS="--xla_cpu_max_isa=AVX --xla_cpu_experimental_ynn_fusion_type=dot,reduce")
     hundreds of rows differ at 1024 lanes (d = 5) and some at 1 lane against 64 (d = 200):
     XLA sums the rows of large arrays with YNNPACK, in another order."""
-    from samflow._lanes import _Engine
+    from samflow._engine.lanes import _Engine
 
     n = max(widths + (64,))
     rng = np.random.default_rng(26)
@@ -203,7 +203,7 @@ def test_program_family():
     """The methods one program serves: all five on one sample in linear coordinates;
     linf on several samples alone (its state carries the r_j surfaces); no linf in log
     coordinates."""
-    from samflow._lanes import program_family
+    from samflow._engine.lanes import program_family
     from samflow.flows import LOG_NOT_LINF
 
     rest = (Method.GD, Method.L2, Method.USAM, Method.LP)
@@ -272,7 +272,7 @@ def test_one_program_gives_every_method_its_own_bits():
     conditional (a `cond` over the three methods on an unbatched int32 scalar, not a
     select over all three), at the start, the step, the end of a run and the outputs.
     With `reduce="all"` (the default "auto" does the same for l2 from d = 8 on): l2's cells
-    (equal layers) take the two-scalar reduction inside the program too (`samflow._reduced`),
+    (equal layers) take the two-scalar reduction inside the program too (`samflow._engine.reduced`),
     as in l2's own, and gd's the equal-layer reduction: a fifth conditional over the three
     methods picks the member's equal-layer branch."""
     family = (Method.GD, Method.L2, Method.LINF)
@@ -288,6 +288,6 @@ def test_one_program_gives_every_method_its_own_bits():
 def test_the_program_of_all_five_methods_gives_each_its_own_bits():
     """As above for the family of one sample (gd, l2, linf, usam, lp at p = 3), the
     program of `samflow.solve` and the sweep."""
-    from samflow._lanes import program_family
+    from samflow._engine.lanes import program_family
 
     _same_family_bits(program_family("gd", 1), switches=4, p=3.0)

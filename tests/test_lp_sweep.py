@@ -218,7 +218,7 @@ def test_discrete_lp_entries_run_their_p_and_eta():
 # Issue 35, fault 1: "lp" with p > 2 on two samples (or from unequal layers, or in
 # log coordinates) passed the config and failed inside the run: a 29-line traceback
 # and a .partial/ folder that made the rerun ask for --resume. The config now applies
-# the engine's rule (samflow._settings.problems) for each exponent, before anything
+# the engine's rule (samflow._engine.settings.problems) for each exponent, before anything
 # is written.
 _TWO_SAMPLES = """\
 name = "lp3"

@@ -102,7 +102,7 @@ def test_summary_is_the_analysis_of_the_trajectory(whole):
 def test_byte_formula_bounds_xla_buffers():
     import jax.numpy as jnp
 
-    from samflow._lanes import program_family
+    from samflow._engine.lanes import program_family
     from samflow.flows import Method
     from samflow.sweep import resolve_devices
     from samflow.solver import Clock, SolverSettings

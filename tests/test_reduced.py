@@ -1,4 +1,4 @@
-"""The exact reductions of samflow._reduced (docs/theory.md s.3.5), checked against the
+"""The exact reductions of samflow._engine.reduced (docs/theory.md s.3.5), checked against the
 general (L, d) state: depth-2 l2-SAM on one sample from equal layers as two scalars per
 cell (`reduce="all"`, and "auto" from d = 8 on), and any gd, l2, usam or lp cell whose layers start equal as one
 row (`reduce="all"`).
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow._integrate import batch_cells
-from samflow._lanes import solve_lanes
-from samflow._reduced import cell_reducible
+from samflow._engine.integrate import batch_cells
+from samflow._engine.lanes import solve_lanes
+from samflow._engine.reduced import cell_reducible
 from samflow.flows import Clock, Method
 
 from test_lanes import FIELDS, MU, TS
@@ -331,7 +331,7 @@ def test_equal_layers_switch_record_matches_the_general_engine():
 def test_auto_reduces_from_d8_on_only():
     """`reduce="auto"` is the general state below d = `AUTO_MIN_D` (bits of "off", one loop
     to compile) and the two-scalar reduction from it on (bits of "all")."""
-    from samflow._reduced import AUTO_MIN_D, reducible
+    from samflow._engine.reduced import AUTO_MIN_D, reducible
 
     assert AUTO_MIN_D == 8
     rule = lambda r, d, L=2, n=1, m=Method.L2: reducible(m, L, n, sf.SolverSettings(reduce=r), d)

@@ -1,4 +1,4 @@
-"""The hand-written parts of a step (`samflow._rk`, `samflow.diagonal_net.prod_excl`)
+"""The hand-written parts of a step (`samflow._engine.rk`, `samflow.diagonal_net.prod_excl`)
 against what they stand for: diffrax's own Tsit5 interpolation, and the product of
 the other layers."""
 
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from samflow._rk import _Dense, _tsit5_weights
+from samflow._engine.rk import _Dense, _tsit5_weights
 from samflow.diagonal_net import prod_excl
 
 

@@ -1,7 +1,7 @@
 """One settings definition (issue 13 item 4): the config schema and
 `SolverSettings` share one set of bounds, and every rule between the parts of a
 solve (tau clock, log coordinates) is decided by one function,
-`samflow._settings.problems`, with the same line from every door."""
+`samflow._engine.settings.problems`, with the same line from every door."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow._settings import SETTING_BOUNDS, TAU_ONE_SAMPLE, problems
+from samflow._engine.settings import SETTING_BOUNDS, TAU_ONE_SAMPLE, problems
 from samflow.config import ConfigError, parse_config
 from samflow.flows import LOG_NONZERO, LOG_NOT_LINF, LOG_SIGNS
 from samflow.sweep import run_sweep, solve_grid

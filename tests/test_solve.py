@@ -292,7 +292,7 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     cells at 16 save times (the padding is NaN cells and repeats of the horizon)."""
     import jax
 
-    from samflow import _integrate
+    from samflow._engine import integrate as _integrate
 
     rho = np.linspace(0.05, 0.4, 7)
     ts16 = np.linspace(0.5, 8.0, 16)
@@ -323,7 +323,7 @@ def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12
     import jax
     import jax.numpy as jnp
 
-    from samflow._lanes import solve_lanes
+    from samflow._engine.lanes import solve_lanes
     from samflow.flows import Clock
 
     rho = np.linspace(0.05, 0.4, 8)

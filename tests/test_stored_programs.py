@@ -19,7 +19,7 @@ import xarray as xr
 
 import samflow as sf
 from samflow import _cache
-from samflow._lanes import program_family
+from samflow._engine.lanes import program_family
 from samflow.config import load_config
 from samflow.flows import Clock, Method
 from samflow.sweep import _devices, solve_grid
@@ -209,7 +209,7 @@ def test_default_sweep_second_run_equals_traced_run(tmp_path):
     traced = _sweep(tmp_path / "a", tmp_path / "cache-a", "off")
     first = _sweep(tmp_path / "b", tmp_path / "cache-b", "on")
     n_programs = len(list((tmp_path / "cache-b" / _cache.PROGRAMS_SUBDIR).iterdir()))
-    # One program for the 3 flows (the method is data of the program, samflow._lanes.program_family;
+    # One program for the 3 flows (the method is data of the program, samflow._engine.lanes.program_family;
     # it was 3, one per method, before), each solved once with its switch times in the same pass.
     assert n_programs == 1
     second = _sweep(tmp_path / "c", tmp_path / "cache-b", "on")
@@ -226,7 +226,8 @@ import sys
 import jax, numpy as np
 jax.config.update("jax_enable_x64", True)
 import samflow as sf
-from samflow import _cache, _integrate
+from samflow import _cache
+from samflow._engine import integrate as _integrate
 before = jax.config.jax_compilation_cache_dir
 tr = sf.solve(sys.argv[1], sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1, ts=np.geomspace(1e-2, 1e4, 8))
 assert jax.config.jax_compilation_cache_dir == before  # no JAX setting changed

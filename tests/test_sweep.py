@@ -13,7 +13,7 @@ import xarray as xr
 import samflow as sf
 import importlib
 
-solve_mod = importlib.import_module("samflow._lanes")  # where solve_lanes lives (the sweep calls it there)
+solve_mod = importlib.import_module("samflow._engine.lanes")  # where solve_lanes lives (the sweep calls it there)
 from samflow.analysis import dominant_index, regime_label
 from samflow.config import ConfigError, load_config, parse_config
 from samflow.store import read_results
@@ -106,7 +106,7 @@ def test_sweep_cells_equal_solo_solves(small_ds):
 
 def test_one_compilation_per_structure():
     """New alpha/rho values and another method of the program reuse the compiled solve (the
-    method is data of it, `samflow._lanes.program_family`); a new grid shape compiles again."""
+    method is data of it, `samflow._engine.lanes.program_family`); a new grid shape compiles again."""
     data = sf.single_sample([1.0, 2.0, 3.0])
     ts = np.geomspace(0.1, 10.0, 7)
     traces = []

@@ -90,7 +90,7 @@ def test_a_float32_in_a_list_of_tables_names_its_entry():
 
 
 def test_the_python_api_widens_a_float32_with_a_warning_naming_the_number():
-    from samflow._settings import check_rho, check_save_times
+    from samflow._engine.settings import check_rho, check_save_times
 
     with pytest.warns(UserWarning, match=r"^rho: 0\.1 in float32 is 0\.10000000149011612 in float64, the number used"):
         r, _ = check_rho(np.float32(0.1))

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from .._cli_common import RunOutput
-from .._settings import SETTING_BOUNDS
+from .._engine.settings import SETTING_BOUNDS
 from ..config import ConfigModel, RunConfig, read_toml, validate
 
 __all__ = ["AtlasConfig", "load_atlas_config", "quick_config"]
@@ -96,7 +96,7 @@ class Bisection(ConfigModel):
 class Solver(ConfigModel):
     """`[solver]`: the ODE solver and tolerances of every atlas solve (`samflow.SolverSettings`)."""
 
-    # Bounds: samflow._settings.SETTING_BOUNDS, the ones SolverSettings enforces.
+    # Bounds: samflow._engine.settings.SETTING_BOUNDS, the ones SolverSettings enforces.
     solver: Literal["tsit5", "dopri5", "dopri8"] = "tsit5"
     """The explicit Runge-Kutta method of diffrax."""
     rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] = 1e-8

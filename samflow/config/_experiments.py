@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from .._settings import stuck_inits
+from .._engine.settings import stuck_inits
 from ._base import ConfigModel, field_check
 
 DISCRETE_PREFIX = "discrete_"

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._backend import backend_error
-from .._settings import LP_BALANCED, LP_ONE_SAMPLE, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
+from .._engine.settings import LP_BALANCED, LP_ONE_SAMPLE, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
 from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
@@ -322,7 +322,7 @@ class SolverConfig(_Strict):
 
     - `batch_size`: lanes per device (one compilation): each lane steps one
       cell at a time and takes the next cell of its queue when that cell ends
-      (`samflow._lanes`). A cell's results do not depend on it, nor on the
+      (`samflow._engine.lanes`). A cell's results do not depend on it, nor on the
       chunks, the budget or the number of devices (with the command lines' CPU
       arithmetic, `samflow._x64.exact_cpu_arithmetic`).
     - `memory_budget_mb`: bound on the solver's working memory (the outputs of
@@ -332,7 +332,7 @@ class SolverConfig(_Strict):
       checkpoints); when given it wins over `memory_budget_mb`.
     """
 
-    # Bounds and defaults: samflow._settings (SETTING_BOUNDS, SolverSettings), the one definition.
+    # Bounds and defaults: samflow._engine.settings (SETTING_BOUNDS, SolverSettings), the one definition.
     solver: Literal["tsit5", "dopri5", "dopri8"] = SolverSettings.solver
     """The explicit Runge-Kutta method of diffrax."""
     rtol: Annotated[float, Field(**SETTING_BOUNDS["rtol"])] | None = SolverSettings.rtol
@@ -475,7 +475,7 @@ class SweepConfig(RunConfig):
         # ("key: message" or "key = value ..."; see format_errors).
         alphas, rhos = self.grid.alpha_values(), self.grid.rho_values()
         relative = self.grid.alpha_relative_to_rho
-        # The rules between clock, data, inits and coords: samflow._settings.problems,
+        # The rules between clock, data, inits and coords: samflow._engine.settings.problems,
         # on the inline data (a data file is checked by the sweep once read).
         try:
             data = self.data.inline()
@@ -558,7 +558,7 @@ def _short(x: float) -> str:
 
 def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
     """The rules between clock, methods, lp's exponents, data, inits and coords that
-    the engine applies to each cell (`samflow._settings.problems`), applied to the
+    the engine applies to each cell (`samflow._engine.settings.problems`), applied to the
     whole grid of `cfg`, one line each naming the key to change; `data` None (a
     data file not read yet) skips the rules that need it.
 
@@ -637,7 +637,7 @@ _PATTERN_CHUNK = 65536  # cells per stuck_inits call in pattern_problems (bounde
 def pattern_problems(cfg: "SweepConfig", d: int) -> list[str]:
     """One line ("grid.alpha: ...") when some cell's init alpha x the `[init]`
     pattern (L, d) is one no flow can leave in float64: the exact rule that
-    `samflow.sweep.solve_grid` applies (`samflow._settings.stuck_inits`), where
+    `samflow.sweep.solve_grid` applies (`samflow._engine.settings.stuck_inits`), where
     `_init_problems` sees only alpha x max|pattern| (e.g. at depth 3 a layer of
     zeros and a layer of 1e-200 stick at alpha = 1e-100). [] without a pattern."""
     pattern = cfg.init_pattern(d)

@@ -3,7 +3,7 @@ depend on either.
 
 A grid of B cells is solved as a sequence of *calls* of one compiled program.
 Each call hands `n_dev * width` cells to a 1-D device mesh (axis "cells") with
-`jax.shard_map`: every device runs its own lane loop (`samflow._lanes`) over its
+`jax.shard_map`: every device runs its own lane loop (`samflow._engine.lanes`) over its
 `width` cells with `lanes` lanes, independently of the other devices (no
 collective, so no device waits for another inside a call; a `jit` over
 `NamedSharding` inputs would instead synchronize the loop's condition at every
@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from .. import _lanes, _solution
+from .._engine import lanes as _lanes, solution as _solution
 from .._cache import StoredProgram
 from ..flows import Method
 
@@ -321,13 +321,13 @@ def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings
     `data`, `ts`, `p` (lp's exponent, a float64 scalar, NaN for the other
     methods: traced, one program for every p) and `index` (the method
     `family[index]`, an int32 scalar: traced, one program for every method of the
-    `family`, `samflow._lanes.program_family`) replicated, returns a `Trajectory` (or a `Summary` with
+    `family`, `samflow._engine.lanes.program_family`) replicated, returns a `Trajectory` (or a `Summary` with
     `summary`) with leading axis n_dev w. One compilation per (devices, family,
     clock, settings, summary, w, L, d, n_save). With the compile cache on (the
     command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
     loads the compiled program instead of tracing it again, same bits.
 
-    `lanes`: lanes per device (`samflow._lanes.solve_lanes`). `switches` K > 0:
+    `lanes`: lanes per device (`samflow._engine.lanes.solve_lanes`). `switches` K > 0:
     the switches of the leader are recorded in the same pass and checked
     (`samflow.switches`); `fn` then returns `(result, SwitchTimes)`.
 

@@ -15,10 +15,10 @@ from jaxtyping import Array, Float
 from ..config import ConfigError
 from ..datasets import Dataset
 from ..flows import Method
-from .._lanes import program_family
+from .._engine.lanes import program_family
 from .._methods import check_p, p_array
 from .._x64 import in_float64
-from .._settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
+from .._engine.settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
 from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
 from ._devices import (
@@ -81,7 +81,7 @@ def solve_grid(
     memory and of `checkpoint`); each chunk is solved by calls of one compiled
     program that hand up to `CALL_QUEUE x lanes` cells to each device
     (`jax.shard_map` over a 1-D mesh: every device runs its own lane loop,
-    `samflow._lanes`, no device waits for another inside a call), with
+    `samflow._engine.lanes`, no device waits for another inside a call), with
     `lanes = min(batch_size, B)`; the last call is padded by repeating the
     last cell. For given cells and settings the results of a cell depend on
     the cell alone: not on `batch_size`, `chunk_size`, the memory budget, the
@@ -91,7 +91,7 @@ def solve_grid(
     per (methods of the program, clock, settings, devices, lanes, call size,
     L, d, n_save, summary, switches): with `program_methods` the method is
     data of the program, which serves those methods of `method`'s family
-    (`samflow._lanes.program_family`: linf on multi-sample data apart; no linf
+    (`samflow._engine.lanes.program_family`: linf on multi-sample data apart; no linf
     in log coordinates; docs/theory.md s.4), so a sweep of several methods
     compiles one program.
 
@@ -108,7 +108,7 @@ def solve_grid(
       outputs plus the calls in flight, per `samflow.sweep.cell_bytes`, stay
       under the budget). The budget bounds the solver's working memory, not the
       returned arrays (B rows of outputs, see `summary`).
-    - `batch_size`: lanes per device (`samflow._lanes`); a call hands each device
+    - `batch_size`: lanes per device (`samflow._engine.lanes`); a call hands each device
       up to `CALL_QUEUE` x lanes cells, which the lanes work through.
     - `devices`: the devices to shard over (a list, or a count of local
       devices); default all local devices. One CPU device per core:
@@ -134,7 +134,7 @@ def solve_grid(
       `(result, SwitchTimes)` (NumPy, leading axis B). Checkpointed chunks
       carry them; a chunk stored without them is solved again.
     - `program_methods`: the methods the compiled program serves, the method
-      being data of it (`samflow._lanes.program_family(..., among=program_methods)`:
+      being data of it (`samflow._engine.lanes.program_family(..., among=program_methods)`:
       those of them that share `method`'s family); None: `method` alone. A sweep
       passes its own methods: one program for all of them. A branch costs
       compile time, about 10% more CPU time per step for the conditional, and
@@ -173,7 +173,7 @@ def solve_grid(
     size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
                            memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
     # A call hands each device a queue of up to CALL_QUEUE x lanes cells; a lane that
-    # finishes its cell takes the next one (samflow._lanes), so no lane waits for another.
+    # finishes its cell takes the next one (samflow._engine.lanes), so no lane waits for another.
     width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
     lanes = min(lanes, width)
     per_call = width * n_dev

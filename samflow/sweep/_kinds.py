@@ -25,7 +25,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from .._solution import Summary, Trajectory, summarize
+from .._engine.solution import Summary, Trajectory, summarize
 from ..datasets import Dataset
 from ..discrete import run_discrete
 from ..models import run_model_discrete, solve_model

@@ -176,7 +176,7 @@ def run_sweep(
     # The switch times of the diagonal net's flows are recorded in the same pass (K = 2 d + 2 slots).
     K = 2 * data.d + 2 if cfg.output.switch_times else 0
     total = len(cfg.flow_entries()) * W0.shape[0]
-    # One compiled program serves every flow of the sweep (the method is data, samflow._lanes.program_family).
+    # One compiled program serves every flow of the sweep (the method is data, samflow._engine.lanes.program_family).
     flows = tuple(dict.fromkeys(Method.parse(e.method) for e in cfg.flow_entries() if e.eta is None))
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         said: list = []

@@ -9,13 +9,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .datasets import Dataset
-from .flows import Method
-from .diagonal_net import beta as beta_of
-from .diagonal_net import grad_loss, loss_value, residual
-from ._cell_state import CellState
-from ._methods import dual_exponent
-from ._field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
+from ..datasets import Dataset
+from ..flows import Method
+from ..diagonal_net import beta as beta_of
+from ..diagonal_net import grad_loss, loss_value, residual
+from .cell_state import CellState
+from .._methods import dual_exponent
+from .field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 
 _BIG = 1e300

@@ -1,8 +1,8 @@
 """`solve` and `solve_cell`: the entry points of the engine, and how a call's
 cells are made (`batch_cells`).
 
-The cells are integrated by the lane engine (`samflow._lanes`); what happens at
-a cell's start, its events and its end is `samflow._record` (docs/theory.md s.4).
+The cells are integrated by the lane engine (`samflow._engine.lanes`); what happens at
+a cell's start, its events and its end is `samflow._engine.record` (docs/theory.md s.4).
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from .datasets import Dataset
-from .flows import Clock, Method
-from ._methods import check_p, p_array
-from .diagonal_net import init_weights
-from ._cache import StoredProgram, programs_dir
-from ._lanes import DEFAULT_LANES, program_family, solve_lanes
-from ._settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
-from ._solution import Trajectory
-from ._x64 import in_float64, require_float64
+from ..datasets import Dataset
+from ..flows import Clock, Method
+from .._methods import check_p, p_array
+from ..diagonal_net import init_weights
+from .._cache import StoredProgram, programs_dir
+from .lanes import DEFAULT_LANES, program_family, solve_lanes
+from .settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
+from .solution import Trajectory
+from .._x64 import in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
 
@@ -140,7 +140,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
     cell gets status `NONFINITE_INPUT` and the rest of the batch runs. An init
     from which no flow can move (depth >= 2 and every gradient entry, a product
     of the other layers' weights, exactly 0 in float64: alpha = 0, or alpha^(L-1)
-    underflowing) is refused, shared or per cell (`samflow._settings.stuck_inits`,
+    underflowing) is refused, shared or per cell (`samflow._engine.settings.stuck_inits`,
     the rule the config applies to its grid).
 
     **Raises:** `ValueError` (one line) for a depth < 1; a rho that is not a
@@ -148,7 +148,7 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
     of the above; a shared alpha that is not finite; `alpha_batched=True` with a
     scalar rho or a leading axis other than len(rho).
     """
-    from .diagonal_net import _init_shape_message
+    from ..diagonal_net import _init_shape_message
 
     depth = check_depth(depth)
     rho_b, batched = check_rho(rho)
@@ -239,7 +239,7 @@ def solve(
     Compiles once per (method, clock, settings, depth, d, batch size, number of
     save times); new values of alpha, rho, p, data or ts reuse the compilation.
     The program holds the called method alone: a program of the whole family
-    (`samflow._lanes.program_family`, the sweep's choice, where every method is
+    (`samflow._engine.lanes.program_family`, the sweep's choice, where every method is
     run) costs about twice the compile time of one method (19.6 s against 9.7 s
     for l2 on 2 CPU cores), which a single solve would pay for nothing.
     With `$SAMFLOW_COMPILATION_CACHE` naming a folder, the compiled program is

@@ -14,7 +14,7 @@ e in every x_j, i.e. a relative error e of W (the tolerance, relative and
 absolute, is `RTOL_FACTOR` x `rtol`).
 
 - clock t: y = (u, v), du/dt = m s(z_hat), dv/dt = m^2 kappa s(z_hat) / N;
-- clock tau: y = (v, s) with s = log(1 + t) as in `samflow._field`,
+- clock tau: y = (v, s) with s = log(1 + t) as in `samflow._engine.field`,
   dv/dtau = m^2 kappa / N, ds/dtau = exp(log(1 / s(z_hat)) - s), and u = m tau;
 
 with z_hat = sum_j mu_j w_hat_j^2, w_hat_j = w_j (1 - kappa mu_j / N) (both
@@ -24,13 +24,13 @@ scalars: the decay of the major coordinates before a collapse, at rates spread
 by (mu_d / mu_1)^2 in W, is the single term -nu_j^2 v here.
 
 The reduced cells are stepped in `LANES` lanes as in the lane engine
-(`samflow._lanes`): each lane steps its own cell with its own adaptive step
+(`samflow._engine.lanes`): each lane steps its own cell with its own adaptive step
 (diffrax's solver stages, PID controller and dense interpolant) and takes the
 next cell of the queue when its cell ends. The
-events are the general engine's own (`samflow._events.EventSet`), evaluated on
+events are the general engine's own (`samflow._engine.events.EventSet`), evaluated on
 the weights the reduced state stands for, so that they keep their meaning: a
 collapse is recorded exactly as the general engine records it (capture,
-linear extrapolation, direction; `samflow._record`), and a switch of the
+linear extrapolation, direction; `samflow._engine.record`), and a switch of the
 leader (a call with switches K > 0) as the lane engine records it. Anything
 else that ends a reduced run (another event, `max_steps`, a failed step or
 root) hands the cell back to the general engine, which then solves it from
@@ -46,14 +46,14 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from .flows import Clock, Method
-from .status import Status
-from ._cell_state import CellState
-from ._field import SamField, SegmentArgs
-from ._events import (_LOG_ZERO, BracketBisection, _gap_rate, _lead_value, _leader, _log_abs_beta, _no_event_value,
+from ..flows import Clock, Method
+from ..status import Status
+from .cell_state import CellState
+from .field import SamField, SegmentArgs
+from .events import (_LOG_ZERO, BracketBisection, _gap_rate, _lead_value, _leader, _log_abs_beta, _no_event_value,
                       _switch_time_err)
-from ._rk import _Dense, _erk_step, _put, _take
-from ._singular import _beta_direction, extrapolate_collapse
+from .rk import _Dense, _erk_step, _put, _take
+from .singular import _beta_direction, extrapolate_collapse
 
 __all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced", "equal_layers_reducible", "cell_equal_layers",
            "solve_equal_layers"]
@@ -255,7 +255,7 @@ def solve_equal_layers(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_flo
 
 
 def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
-    """Solve the reducible cells of a lane call (`samflow._lanes.solve_lanes`).
+    """Solve the reducible cells of a lane call (`samflow._engine.lanes.solve_lanes`).
 
     `eng`: the call's `_Engine` (its field, events, settings, data, save times,
     switch count K = `eng.switches`); `c0`: every cell's record at time 0
@@ -265,14 +265,14 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     (diffrax's rounding of a step's end).
 
     With K > 0 the switches of the leader are recorded as the lane engine records
-    them: the lead condition (`samflow._events._with_lead`) is one more event,
+    them: the lead condition (`samflow._engine.events._with_lead`) is one more event,
     located on the step's interpolant, the new leader chosen by `_leader`; the
     step is taken whole when no condition falls through 0 later in it, else the
     run restarts at the switch.
 
     **Returns:** `(records, ok, sw)`: `records` the cells' `CellState`s at their
     end, with their saved outputs, in the coordinates of the call (W, or log|W|
-    with `sign`), to be finished by `samflow._record._finish` as the general
+    with `sign`), to be finished by `samflow._engine.record._finish` as the general
     engine's; `ok` `(n,)` bool, the cells whose record it is (reducible, not
     done at time 0, ended at the horizon or in a collapse); `sw` the switch
     record (time, s, from, to: `(n, K)`, count: `(n,)`, the bounds of the times'
@@ -285,7 +285,7 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
 def _blocked(fn, args, size):
     """`jax.vmap(fn)(*args)` in blocks of `size` cells (the last padded): a cell's
     bits then do not depend on how many cells the call has (XLA reduces a wide
-    batch of d-vectors in another order than a narrow one, see `samflow._lanes`)."""
+    batch of d-vectors in another order than a narrow one, see `samflow._engine.lanes`)."""
     n = jax.tree.leaves(args)[0].shape[0]
     pad = (-n) % size
     blocks = jax.tree.map(
@@ -295,7 +295,7 @@ def _blocked(fn, args, size):
 
 
 class _At(eqx.Module):
-    """A cell at a point, as `samflow._events._leader` reads a `CellState`: Y, s and
+    """A cell at a point, as `samflow._engine.events._leader` reads a `CellState`: Y, s and
     the segment's arguments (the sign memory, no weight held, whether t is followed)."""
 
     Y: jax.Array
@@ -411,7 +411,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     def at_event(cell, lead, t_ev, y_ev, t_new, y1, steps):
         """At a located event: (collapse, switch, new leader, the lead condition at the
         step's end with the new leader, the bound of the switch time's error, the gap's
-        rate): the fired condition as in `samflow._lanes`."""
+        rate): the fired condition as in `samflow._engine.lanes`."""
         events = events_of(cell, lead)
         nan = jnp.full((), jnp.nan, dtype)
         if not events.names:  # no condition (gd in the t clock): no event is ever located

@@ -1,7 +1,7 @@
-"""The state of one cell between the segments of its solve (`samflow._integrate`):
+"""The state of one cell between the segments of its solve (`samflow._engine.integrate`):
 where the next segment starts, what has been saved, and the event record.
 Its own module, so that the integrator and the singular points
-(`samflow._singular`) both read it without importing each other.
+(`samflow._engine.singular`) both read it without importing each other.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import equinox as eqx
 from jaxtyping import Array, Bool, Float, Int
 
-from ._field import SegmentArgs
+from .field import SegmentArgs
 
 
 class CellState(eqx.Module):

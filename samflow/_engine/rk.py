@@ -1,6 +1,6 @@
 """One explicit Runge-Kutta step and its dense interpolant, with sums written out,
 and the per-lane gathers and scatters of a lane loop: what the lane engine
-(`samflow._lanes`) and the reduced solve (`samflow._reduced`) share."""
+(`samflow._engine.lanes`) and the reduced solve (`samflow._engine.reduced`) share."""
 
 from __future__ import annotations
 

@@ -18,11 +18,11 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from .flows import Clock, Method
-from .diagonal_net import beta as beta_of
-from .diagonal_net import residual
-from ._field import SamField, _rsurface_parts
-from ._singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
+from ..flows import Clock, Method
+from ..diagonal_net import beta as beta_of
+from ..diagonal_net import residual
+from .field import SamField, _rsurface_parts
+from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
 
 
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX

@@ -9,7 +9,7 @@ no lane waits for another. Around the step the lane does what the cell needs:
 - **saves**: the requested save times inside an accepted step are evaluated on
   the step's dense interpolant (diffrax's `interpolation_cls`) and written into
   the call's output at (cell, save index).
-- **events** (`samflow._events.EventSet`, docs/theory.md s.4): the cell's event
+- **events** (`samflow._engine.events.EventSet`, docs/theory.md s.4): the cell's event
   condition is evaluated at every accepted step's end; a down-crossing is
   located on the dense interpolant by bisection (`BracketBisection`, an
   `optimistix` root finder, to 1e-13), and the cell's record is updated there
@@ -65,22 +65,22 @@ import jax.numpy as jnp
 import optimistix as optx
 from jaxtyping import Array, Bool, Float, Int
 
-from .datasets import Dataset
-from .flows import Clock, Method
-from .losses import get_loss
-from .status import Status
-from ._cache import no_runtime_checks
-from ._cell_state import CellState
-from ._events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
+from ..datasets import Dataset
+from ..flows import Clock, Method
+from ..losses import get_loss
+from ..status import Status
+from .._cache import no_runtime_checks
+from .cell_state import CellState
+from .events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
                       _no_event_value, _switch_time_err, _with_lead)
-from ._field import SamField
-from ._record import _after_event, _field_p, _finish, _initial_state
-from ._reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
-from ._rk import _Dense, _erk_step, _put, _take
-from ._settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
-from ._singular import _r_scale
-from ._solution import Trajectory
-from .flows import LOG_NOT_LINF
+from .field import SamField
+from .record import _after_event, _field_p, _finish, _initial_state
+from .reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
+from .rk import _Dense, _erk_step, _put, _take
+from .settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
+from .singular import _r_scale
+from .solution import Trajectory
+from ..flows import LOG_NOT_LINF
 
 __all__ = ["solve_lanes", "program_family", "DEFAULT_LANES"]
 
@@ -183,7 +183,7 @@ class _Engine(eqx.Module):
 
     def events(self, field, w_scale, lead=None) -> EventSet:
         """The cell's events; with switches recorded, also "a challenger overtakes
-        `lead`" (`samflow._events._with_lead`, docs/theory.md s.5)."""
+        `lead`" (`samflow._engine.events._with_lead`, docs/theory.md s.5)."""
         base = EventSet.for_cell(field, self.L, self.multi, self.settings, w_scale, self.r_scale)
         return _with_lead(base, lead) if self.switches and lead is not None else base
 
@@ -497,7 +497,7 @@ def solve_lanes(
         if isinstance(method, (str, Method)):
             if Method.parse(method) not in family:
                 raise ValueError(f"method {Method.parse(method).value!r} is not in the program's family "
-                                 f"{tuple(m.value for m in family)}: take it from samflow._lanes.program_family")
+                                 f"{tuple(m.value for m in family)}: take it from samflow._engine.lanes.program_family")
             index = family.index(Method.parse(method))
     multis = {m.spec.slides and data.X.shape[0] > 1 for m in family}
     if settings.coords == "log" and not all(m.spec.log_coords for m in family):
@@ -505,7 +505,7 @@ def solve_lanes(
     if len(multis) != 1:
         raise ValueError(
             f"family {tuple(m.value for m in family)}: linf on multi-sample data has a program of its own "
-            "(its state carries the r_j surfaces); take the family from samflow._lanes.program_family"
+            "(its state carries the r_j surfaces); take the family from samflow._engine.lanes.program_family"
         )
     multi = multis.pop()
     if p is None and len(family) > 1 and not (isinstance(method, (str, Method)) and Method.parse(method) is Method.LP):
@@ -562,7 +562,7 @@ def solve_lanes(
     )
     if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d):
         # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
-        # (`samflow._reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
+        # (`samflow._engine.reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
         # In a program of several methods it runs only when the call's method is l2.
         l2 = family.index(Method.L2)
         reduce = lambda: solve_reduced(engines[l2], c0, W0, rho, sign, w_scale, lead0, t1_floor)
@@ -580,7 +580,7 @@ def solve_lanes(
     two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d)
     equal = [equal_layers_reducible(m, L, multi, settings) and not (m is Method.L2 and two_scalars) for m in family]
     if any(equal):
-        # Layers that start equal stay equal: one row per cell (`samflow._reduced`,
+        # Layers that start equal stay equal: one row per cell (`samflow._engine.reduced`,
         # docs/theory.md s.3.5) for the methods with a continuous field; what the
         # reduction cannot finish stays queued here. A branch per member of the family.
         def equal_of(e):

@@ -1,6 +1,6 @@
 """The cell's record at its start, at its events and at its end (the lane engine's modes).
 
-A cell (one init, one rho) is integrated by the lane engine (`samflow._lanes`):
+A cell (one init, one rho) is integrated by the lane engine (`samflow._engine.lanes`):
 adaptive Runge-Kutta steps in float64 with diffrax's solvers, step-size
 controller and dense interpolation, and a *run* of steps ends at the first event
 (located on the step's interpolant). This module holds what happens there
@@ -67,15 +67,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .flows import Clock, Method, rescaled_velocity
-from ._methods import P_HELP
-from .diagonal_net import beta as beta_of
-from .diagonal_net import loss_value
-from .status import Status
-from ._events import _LOG_T_MAX, EventSet, _start_events
-from ._cell_state import CellState
-from ._field import SamField, SegmentArgs
-from ._singular import (
+from ..flows import Clock, Method, rescaled_velocity
+from .._methods import P_HELP
+from ..diagonal_net import beta as beta_of
+from ..diagonal_net import loss_value
+from ..status import Status
+from .events import _LOG_T_MAX, EventSet, _start_events
+from .cell_state import CellState
+from .field import SamField, SegmentArgs
+from .singular import (
     _beta_direction,
     _critical_target,
     _cross_or_slide,
@@ -87,7 +87,7 @@ from ._singular import (
     arrival_time,
     extrapolate_collapse,
 )
-from ._solution import Trajectory
+from .solution import Trajectory
 
 
 def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite, multi: bool) -> CellState:

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from .datasets import Dataset
-from .flows import Clock, Method, log_velocity, perturbed_weights, velocity
-from .losses import AbstractLoss
-from .diagonal_net import prod_excl, residual
+from ..datasets import Dataset
+from ..flows import Clock, Method, log_velocity, perturbed_weights, velocity
+from ..losses import AbstractLoss
+from ..diagonal_net import prod_excl, residual
 
 
 class SegmentArgs(eqx.Module):
@@ -63,7 +63,7 @@ class SamField(eqx.Module):
     methods): one compiled program serves every p. `layers`: None, or an int
     L >= 2 when Y (with `sign`, the memory and the held weights of `args`) is
     `(1, d)`, one row standing for L equal layers (the equal-layer reduction,
-    `samflow._reduced`, docs/theory.md s.3.5); not with linf on multi-sample data.
+    `samflow._engine.reduced`, docs/theory.md s.3.5); not with linf on multi-sample data.
     """
 
     method: Method = eqx.field(static=True)

@@ -15,17 +15,17 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike
 
-from ._checks import float64_array
-from .datasets import Dataset
-from .flows import TAU_ONE_SAMPLE, Clock, Method, log_coords_problem
-from .losses import get_loss
+from .._checks import float64_array
+from ..datasets import Dataset
+from ..flows import TAU_ONE_SAMPLE, Clock, Method, log_coords_problem
+from ..losses import get_loss
 
 
 _SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 
 
 COORDS = ("linear", "log")
-#: `SolverSettings.reduce` (`samflow._reduced`).
+#: `SolverSettings.reduce` (`samflow._engine.reduced`).
 REDUCE = ("auto", "all", "off")
 
 # One set of bounds for every numeric solver setting: `SolverSettings` (the
@@ -213,10 +213,10 @@ class SolverSettings:
       compilation, in the reduced state, the others in the general one: today
       depth-2 l2-SAM on one sample from equal layers (W(0) `(2, d)` with both
       rows equal, no weight and no mu_j at 0) at d >= 8
-      (`samflow._reduced.AUTO_MIN_D`; below it the general state is as fast and
+      (`samflow._engine.reduced.AUTO_MIN_D`; below it the general state is as fast and
       the reduction's loop would only double the program), whose whole
       trajectory is two scalars at any d (docs/theory.md s.3.5,
-      `samflow._reduced`): the same `Trajectory` fields, statuses and events
+      `samflow._engine.reduced`): the same `Trajectory` fields, statuses and events
       (collapse time and direction) to the settings' accuracy, in a fraction of
       the time at large d; switch times too. A reduced cell that meets anything
       but the horizon, a collapse or a switch (another event, `max_steps`, a
@@ -261,7 +261,7 @@ class SolverSettings:
     def program_key(self) -> "SolverSettings":
         """These settings with the tolerances at their defaults: what a compiled program
         depends on. rtol and atol reach the lane engine traced (`tolerances`), so that
-        solves at every tolerance share one program (`samflow._lanes.solve_lanes`'s
+        solves at every tolerance share one program (`samflow._engine.lanes.solve_lanes`'s
         `tol`; the switch refinement re-solves at three rtols)."""
         return dataclasses.replace(self, rtol=SolverSettings.rtol, atol=SolverSettings.atol)
 
