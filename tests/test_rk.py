@@ -39,7 +39,7 @@ def test_dense_output_is_diffrax_interpolation():
     k = jnp.asarray(r.normal(size=(7, 3)))
     y0, y1 = jnp.asarray(r.normal(size=3)), jnp.asarray(r.normal(size=3))
     for t in (0.3, 0.31, 0.5, 0.9):
-        ours = _Dense(diffrax.Tsit5.interpolation_cls, 0.3, 0.9, dict(y0=y0, y1=y1, k=k)).evaluate(t)
+        ours = _Dense(diffrax.Tsit5.interpolation_cls, 0.3, 0.9, dict(y0=y0, y1=y1, k=tuple(k))).evaluate(t)
         ref = diffrax.Tsit5.interpolation_cls(t0=0.3, t1=0.9, y0=y0, y1=y1, k=k).evaluate(t)
         np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), rtol=1e-14, atol=1e-15)
 

@@ -14,7 +14,8 @@ from jaxtyping import Array, Float
 def _erk_step(tableau, field, t0, t1, y0, args, f0):
     """One explicit Runge-Kutta step of diffrax's Butcher `tableau` (first same as
     last), unrolled: (y1, y_error, dense_info, f1). k_i = h f(t_i, y_i) as in
-    diffrax, so `dense_info` feeds the solver's own `interpolation_cls`. The
+    diffrax; `dense_info` holds y0, y1 and the stages k as a tuple of pytrees
+    like y0 (`_Dense` evaluates the solver's `interpolation_cls` from them). The
     stage sums are written out term by term (no `tensordot`): XLA picks a dot
     kernel by the batch shape, and the lanes' bits must not depend on the width.
     """
@@ -41,8 +42,10 @@ def _erk_step(tableau, field, t0, t1, y0, args, f0):
         if ei != 0:
             term = scale(float(ei), ki)
             err = term if err is None else add(err, term)
-    k = jax.tree.map(lambda *xs: jnp.stack(xs), *ks)
-    return y1, err, dict(y0=y0, y1=y1, k=k), fi
+    # The stages stay a tuple: stacked into one array they cost a chain of concatenate
+    # kernels per step (XLA fuses each stage's arithmetic into them), up to a third
+    # of a lane program's compiled code (docs/benchmarks.md, "Issue 34, third round").
+    return y1, err, dict(y0=y0, y1=y1, k=tuple(ks)), fi
 
 
 class _Dense(eqx.Module):
@@ -57,11 +60,11 @@ class _Dense(eqx.Module):
     cls: type = eqx.field(static=True)
     t0: Float[Array, ""]
     t1: Float[Array, ""]
-    dense: dict
+    dense: dict  # y0, y1 and k: a tuple of the step's stages, each a pytree like y0 (`_erk_step`)
 
     def evaluate(self, t):
         k = self.dense["k"]
-        m = jax.tree.leaves(k)[0].shape[0]
+        m = len(k)
         dtype = jnp.result_type(self.t0)
         if self.cls is diffrax.Tsit5.interpolation_cls:
             # Tsit5's weights as diffrax forms them, without the matrix product of the
@@ -79,7 +82,7 @@ class _Dense(eqx.Module):
             for term in terms[1:]:
                 out = out + term
             return out
-        return jax.tree.map(combine, self.dense["y0"], self.dense["y1"], k)
+        return jax.tree.map(lambda y0, y1, *ks: combine(y0, y1, ks), self.dense["y0"], self.dense["y1"], *k)
 
 
 def _tsit5_weights(t0, t, t1):
