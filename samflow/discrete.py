@@ -39,8 +39,10 @@ perturbed weights +-rho add mu_j rho^L-sized terms to the margin), not of the
 frozen state. In real arithmetic the chatter lands on exactly 0 with probability
 0; in floating point the update w - eta g with g ~ w / eta can cancel to 0.0
 (measured: linf, depth 2, mu = (0.2, ..., 1), alpha/rho = (1.5, 0.5, 1.2, 0.7,
-1.1), rho = 0.5, eta = 0.0125, without fused multiply-adds: coordinate 4 at
-t = 39.6, after which beta_3 drifts 0.4% off the chattering run by t = 48). The
+1.1), rho = 0.5, eta = 0.00625, with the entry points' arithmetic
+(`samflow._x64.process_flags`): coordinate 4 at t = 32.54375; which iterate lands
+depends on the last bits: under XLA's default emitters eta = 0.0125 landed at
+t = 39.6, after which beta_3 drifted 0.4% off the chattering run by t = 48). The
 iteration itself is unchanged; the first iterate k at which a coordinate enters
 that set from outside it is reported as `DiscreteTrajectory.absorbed_t` = k eta
 (NaN if none, and always NaN for the other methods, whose perturbation is
