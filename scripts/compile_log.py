@@ -40,8 +40,12 @@ def pytest_configure(config):  # pragma: no cover - runs inside pytest processes
     except ImportError:
         warnings.warn("compile_log: this jax has no jax._src.compiler; nothing is logged")
         return
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        warnings.warn(f"compile_log: SAMFLOW_COMPILE_LOG={out} is not a folder it can write ({e}); nothing is logged")
+        return
     original = compiler.compile_or_get_cached
-    Path(out).mkdir(parents=True, exist_ok=True)
     log = Path(out) / f"{os.getpid()}.jsonl"
 
     def logged(backend, computation, *args, **kwargs):
@@ -61,9 +65,18 @@ def pytest_configure(config):  # pragma: no cover - runs inside pytest processes
 
 def summarize(folder: Path, top: int = 20) -> str:
     """The report of a folder of logs (what `main` prints)."""
-    rows = [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines() if line]
+    rows, bad = [], 0
+    for f in sorted(folder.glob("*.jsonl")):
+        for line in f.read_text().splitlines():
+            try:
+                row = json.loads(line)
+                float(row["seconds"]), int(row["lines"]), str(row["fingerprint"]), str(row["test"]), str(row["name"])
+            except (ValueError, KeyError, TypeError):
+                bad += line.strip() != ""  # a line cut short by a killed worker, or not this plugin's
+                continue
+            rows.append(row)
     if not rows:
-        return f"no compilations logged in {folder}"
+        return f"no compilations logged in {folder}" + (f" ({bad} unreadable lines)" if bad else "")
     total = sum(r["seconds"] for r in rows)
     by_program = collections.defaultdict(list)
     for r in rows:
@@ -74,6 +87,7 @@ def summarize(folder: Path, top: int = 20) -> str:
         f"{len(rows)} compilations in {len({f.stem for f in folder.glob('*.jsonl')})} processes: {total:.0f} s of XLA compilation",
         f"{len(by_program)} distinct programs; compiling one again (another test or worker had it) cost {again:.0f} s",
         f"{len(big)} compilations over 1 s: {sum(r['seconds'] for r in big):.0f} s",
+    ] + ([f"{bad} unreadable lines left out"] if bad else []) + [
         "",
         "by test file (s, compilations):",
     ]
@@ -97,7 +111,10 @@ def main(argv=None) -> int:
     if not args.folder.is_dir():
         print(f"error: {args.folder} is not a folder of compile logs", file=sys.stderr)
         return 2
-    print(summarize(args.folder, args.top))
+    try:
+        print(summarize(args.folder, args.top))
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
     return 0
 
 

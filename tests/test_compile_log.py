@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("compile_log", ROOT / "scripts" / "compile_log.py")
@@ -49,3 +50,19 @@ def test_the_summary_adds_up_the_logs(tmp_path):
     assert text.index("tests/test_a.py") < text.index("tests/test_b.py")  # 2.5 s before 1.5 s
     assert "   2.00     100  jit_f  tests/test_a.py::t1" in text
     assert compile_log.main([str(tmp_path / "missing")]) == 2
+    # A line cut short (a killed worker) or not the plugin's is counted and left out, not a traceback.
+    (tmp_path / "3.jsonl").write_text('{"test": "x", "name": "jit_h", "fing\n{"a": 1}\n')
+    text = compile_log.summarize(tmp_path, top=5)
+    assert "3 compilations in 3 processes" in text and "2 unreadable lines left out" in text
+
+
+def test_a_log_folder_that_is_a_file_is_one_warning(tmp_path, monkeypatch):
+    from jax._src import compiler
+
+    before = compiler.compile_or_get_cached
+    monkeypatch.setattr(compiler, "compile_or_get_cached", before)
+    (tmp_path / "f").write_text("")
+    monkeypatch.setenv("SAMFLOW_COMPILE_LOG", str(tmp_path / "f"))
+    with pytest.warns(UserWarning, match="is not a folder it can write"):
+        compile_log.pytest_configure(None)
+    assert compiler.compile_or_get_cached is before
