@@ -43,8 +43,8 @@ def _erk_step(tableau, field, t0, t1, y0, args, f0):
             term = scale(float(ei), ki)
             err = term if err is None else add(err, term)
     # The stages stay a tuple: stacked into one array they cost a chain of concatenate
-    # kernels per step (XLA fuses each stage's arithmetic into them), up to a third
-    # of a lane program's compiled code (docs/benchmarks.md, "Issue 34, third round").
+    # kernels in every step, which the dense output, reading them one by one, never
+    # needed (8% of a warm step; docs/benchmarks.md, "Issue 34, third round").
     return y1, err, dict(y0=y0, y1=y1, k=tuple(ks)), fi
 
 
