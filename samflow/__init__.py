@@ -4,11 +4,11 @@ Implements the flows of "Minor First, Major Last: A Depth-Induced Implicit Bias 
 Sharpness-Aware Minimization" (ICLR 2026); see docs/theory.md for the equations.
 Importing samflow changes no setting of JAX or matplotlib. The flows need float64:
 the solvers (`solve`, `samflow.sweep.solve_grid`, ...) compute in a local float64
-context when the program has not turned it on (`samflow._x64`); the command lines
+context when the program has not turned it on (`samflow._util.x64`); the command lines
 turn it on for their process.
 """
 
-from ._startup import command_start as _command_start
+from ._util.startup import command_start as _command_start
 
 # `python -m samflow.<command>` imports this package first: a Ctrl-C during these
 # imports (JAX, diffrax) is the command's one line and exit 130, not a traceback.

@@ -19,7 +19,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
-from ._checks import check_count
+from ._util.checks import check_count
 from .datasets import Dataset
 from .flows import Method
 from .losses import AbstractLoss, get_loss

@@ -11,7 +11,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
 from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
-from ._io import atomic_savefig
+from ._util.io import atomic_savefig
 from ._labels import method_label as _method_label
 from .status import Status
 

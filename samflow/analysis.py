@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from jaxtyping import ArrayLike, Bool, Float, Int
 
-from ._checks import check_count
+from ._util.checks import check_count
 from ._lead import _as_beta, dominant_index, tied
 from ._margin import max_margin_beta
 from .datasets import Dataset

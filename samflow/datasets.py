@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
-from ._checks import check_count
+from ._util.checks import check_count
 from ._margin import max_margin_beta
-from ._x64 import float64
+from ._util.x64 import float64
 
 __all__ = [
     "Dataset", "load_dataset", "single_sample",

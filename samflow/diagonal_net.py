@@ -18,10 +18,10 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike, Float
 
-from ._checks import check_count
+from ._util.checks import check_count
 from .datasets import Dataset
 from .losses import AbstractLoss
-from ._x64 import in_float64
+from ._util.x64 import in_float64
 
 __all__ = ["beta", "prod_excl", "margins", "loss_value", "residual", "grad_loss", "init_weights"]
 

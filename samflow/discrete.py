@@ -40,7 +40,7 @@ frozen state. In real arithmetic the chatter lands on exactly 0 with probability
 0; in floating point the update w - eta g with g ~ w / eta can cancel to 0.0
 (measured: linf, depth 2, mu = (0.2, ..., 1), alpha/rho = (1.5, 0.5, 1.2, 0.7,
 1.1), rho = 0.5, eta = 0.00625, with the entry points' arithmetic
-(`samflow._x64.process_flags`): coordinate 4 at t = 32.54375; which iterate lands
+(`samflow._util.x64.process_flags`): coordinate 4 at t = 32.54375; which iterate lands
 depends on the last bits: under XLA's default emitters eta = 0.0125 landed at
 t = 39.6, after which beta_3 drifted 0.4% off the chattering run by t = 48). The
 iteration itself is unchanged; the first iterate k at which a coordinate enters
@@ -70,7 +70,7 @@ from ._iterate import iterate, safe_inputs
 from ._methods import check_p, p_array
 from ._iterate import save_iterations as save_iterations
 from ._engine.settings import SolverSettings, check_data, check_depth, check_save_times
-from ._x64 import in_float64
+from ._util.x64 import in_float64
 
 __all__ = ["DiscreteTrajectory", "save_iterations", "sam_step", "run_discrete", "flow_gap"]
 

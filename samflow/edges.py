@@ -70,7 +70,7 @@ from .losses import get_loss
 from .diagonal_net import beta as beta_of
 from .solver import Clock, SolverSettings, solve_cell
 from .status import Status
-from ._x64 import in_float64
+from ._util.x64 import in_float64
 
 __all__ = ["COLLAPSE_SEARCH", "EdgeResult", "EdgeSearch", "MAJOR_FIRST_SEARCH", "collapse_edge", "major_death_edge",
            "major_first_edge"]

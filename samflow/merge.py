@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._cli_common import fail, lock_output
+from ._util.cli_common import fail, lock_output
 from .status import FAILED_STATUSES
 from .store import locked_problem
 from .sweep._slices import (
@@ -148,7 +148,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 def _merge(args, out_dir: Path) -> int:
     """`main` once the output folder is locked: merge, write, report, draw."""
-    from ._io import DiskFullError
+    from ._util.io import DiskFullError
     from .config import ConfigError, parse_config
     from .store import write_results
 
@@ -197,6 +197,6 @@ def _merge(args, out_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    from ._cli_common import run_command
+    from ._util.cli_common import run_command
 
     run_command(main, "results.nc is written whole or not at all; rerun the merge")  # float64, Agg first

@@ -62,12 +62,12 @@ from .datasets import Dataset
 from .flows import Method
 from ._methods import check_p, p_array
 from .losses import get_loss
-from ._cache import no_runtime_checks
+from ._util.cache import no_runtime_checks
 from ._engine.events import BracketBisection
 from ._engine.singular import extrapolate_to_zero, linear_fill
 from ._engine.settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
 from .status import Status
-from ._x64 import in_float64
+from ._util.x64 import in_float64
 from ._generic import (
     Model as Model,
     check_cells,
@@ -186,7 +186,7 @@ def solve_model_cell(method, f, theta0, rho, data, ts, *, settings: SolverSettin
     checked when the program runs: an `equinox.error_if` (a host callback, so
     the persistent compile cache does not store that program) raises then.
     The solve itself traces without diffrax's own save-time check
-    (`samflow._cache.no_runtime_checks`): no host callback, the program is cached.
+    (`samflow._util.cache.no_runtime_checks`): no host callback, the program is cached.
 
     l2-SAM with rho > 0 has the collapse event of `samflow.solve` (docs/theory.md
     s.4), written for any model with `collapse_ratio`: the solve stops when R

@@ -21,10 +21,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._startup import command_start
+from ._util.startup import command_start
 
 with command_start(always=__name__ == "__main__"):  # python -m samflow.plot: a Ctrl-C here is one line, exit 130
-    from ._cli_common import EXIT_SIGINT, fail, print_figures, run_command, writable_folder
+    from ._util.cli_common import EXIT_SIGINT, fail, print_figures, run_command, writable_folder
 
 __all__ = ["draw_missing", "interrupted_line", "main", "read_sweep_results", "resume_figures"]
 

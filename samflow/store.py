@@ -93,8 +93,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._cache import PROGRAM_PACKAGES
-from ._io import atomic_write_netcdf
+from ._util.cache import PROGRAM_PACKAGES
+from ._util.io import atomic_write_netcdf
 from ._engine.solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
@@ -103,7 +103,7 @@ __all__ = ["to_dataset", "write_results", "read_results", "locked_problem", "pac
 
 #: The packages whose versions enter `code_stamp`: every one whose code sets the numbers of a
 #: solve (the flows are equinox modules; the events root-find with optimistix and lineax). The
-#: one list, shared with the key of the stored programs (`samflow._cache.program_key`).
+#: one list, shared with the key of the stored programs (`samflow._util.cache.program_key`).
 STAMP_PACKAGES = PROGRAM_PACKAGES
 _PACKAGES = ("samflow", *STAMP_PACKAGES, "xarray")
 
@@ -422,12 +422,12 @@ def write_results(ds: xr.Dataset, path: "str | Path") -> Path:
 
     The file is written under a temporary name in the same folder and renamed
     into place, so a reader never sees a half-written file and a crash leaves
-    no partial result behind (`samflow._io.atomic_write_netcdf`). Coordinates get
+    no partial result behind (`samflow._util.io.atomic_write_netcdf`). Coordinates get
     no `_FillValue` (xarray gives a float one NaN by default): a coordinate has no
     missing values, and a reader that masks fill values (netCDF4, R, Julia) should
     not mask one (`eta` holds NaN for a flow as a value, "no step size").
 
-    **Raises:** `samflow._io.DiskFullError` (an `OSError`; one line naming the
+    **Raises:** `samflow._util.io.DiskFullError` (an `OSError`; one line naming the
     folder and the bytes needed) when the file does not fit; nothing is left.
     """
     path = Path(path)

@@ -71,7 +71,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ._cache import StoredProgram, programs_dir
+from ._util.cache import StoredProgram, programs_dir
 from .datasets import Dataset
 from .flows import Clock, Method
 from ._engine.events import _OFFSET, _ROOT_TOL, _TIE
@@ -79,7 +79,7 @@ from ._engine.integrate import batch_cells
 from ._engine.lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._methods import check_p, p_array
 from ._engine.settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
-from ._x64 import in_float64, require_float64
+from ._util.x64 import in_float64, require_float64
 
 __all__ = ["SwitchTimes", "locate_switches", "refine_switches", "switch_times", "switches_of", "REFINE_RTOL",
            "REFINE_TO", "REFINE_LADDER"]
@@ -169,7 +169,7 @@ _switch_batch = eqx.filter_jit(_switch_batch_fn)
 
 @functools.lru_cache(maxsize=64)
 def _stored_switch_batch(family, clock, settings, K):
-    """`_switch_batch` for these static arguments as a `samflow._cache.StoredProgram`:
+    """`_switch_batch` for these static arguments as a `samflow._util.cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits. Keyed by the family of
     methods (`samflow._engine.lanes.program_family`; here the called method alone)."""
@@ -226,7 +226,7 @@ def _solve_switches(method, data, W0, rho, ts, clock, settings, K, p, chunk) -> 
         args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p), index, tol)
         if programs_dir() is None:
             out = _switch_batch(*args[:4], family, index, clock, key, K, args[4], tol)
-        else:  # the stored program (samflow._cache): no tracing on a second run
+        else:  # the stored program (samflow._util.cache): no tracing on a second run
             out = _stored_switch_batch(family, clock, key, K)(*args)
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 from jaxtyping import ArrayLike, Float, Int
 
-from ._checks import check_count
+from ._util.checks import check_count
 
 __all__ = [
     "AlphaMarks",

@@ -63,7 +63,7 @@ same cells.) `suite_s` is the wall of
 without it or when the suite fails. `cold_sweep_s` is the wall of
 `python -m samflow.sweep configs/default.toml` as a whole process on an empty
 compile cache and stored-programs folder (a fresh `SAMFLOW_COMPILATION_CACHE`,
-`samflow._cache`), output to a temporary folder (tiny: a 2-cell config);
+`samflow._util.cache`), output to a temporary folder (tiny: a 2-cell config);
 `warm_sweep_s` the wall of the same command run again right after, on that cache;
 `first_python_solve_s` the import of samflow and one `sf.solve` (l2, one cell, 64
 save times), timed inside a fresh Python process on an empty cache folder (what a new
@@ -1209,7 +1209,7 @@ def _cache_files(cache: Path) -> int:
 def sweep_runs(mode: str) -> tuple:
     """`python -m samflow.sweep configs/default.toml` (tiny mode: a 2-cell config)
     run twice in fresh processes on one fresh, empty compile cache (JAX's entries and
-    the stored programs, `samflow._cache`), output to a temporary folder: the walls
+    the stored programs, `samflow._util.cache`), output to a temporary folder: the walls
     (cold_sweep_s, warm_sweep_s) of the first run (cold) and of the second (warm)."""
     import tempfile
 
@@ -1247,7 +1247,7 @@ print("FIRST_SOLVE_S", time.perf_counter() - t0)
 def first_python_solve() -> tuple[float, float]:
     """The import of samflow and one `sf.solve` (l2, one cell, 64 save times) in a fresh
     Python process on an empty cache folder, then in a second one on the folder the
-    first filled (its stored program, `samflow._cache`): `(cold, warm)` seconds from
+    first filled (its stored program, `samflow._util.cache`): `(cold, warm)` seconds from
     before the import to the result (interpreter start-up left out); nan, nan when a
     process fails. The line says how many files the first one left."""
     import tempfile

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from samflow._x64 import exact_cpu_arithmetic  # noqa: E402
+from samflow._util.x64 import exact_cpu_arithmetic  # noqa: E402
 
 exact_cpu_arithmetic()
 

@@ -3,7 +3,7 @@
 Solves the depth-2 l2 chart of `scripts/bench.py` (mu = (0.2, ..., 1.0), alpha in
 [1e-2, 1e2] x rho in [1e-2, 1e1], real time to 1e4, 64 log-spaced saves) with
 `samflow._engine.lanes.solve_lanes` under `jax.jit` on one CPU device, with the command
-lines' exact arithmetic (`samflow._x64.exact_cpu_arithmetic`), and prints the warm
+lines' exact arithmetic (`samflow._util.x64.exact_cpu_arithmetic`), and prints the warm
 time (best of `--repeats`), ns per cell-step and per lane and iteration, and the
 lane efficiency. With `--profile` it also traces one warm call with
 `jax.profiler` and prints the XLA kernels the program ran, per loop iteration,
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from samflow._x64 import exact_cpu_arithmetic  # noqa: E402
+from samflow._util.x64 import exact_cpu_arithmetic  # noqa: E402
 
 exact_cpu_arithmetic()
 

@@ -35,9 +35,9 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
 
     from samflow import figures
-    from samflow._cli_common import backend_problem
-    from samflow._io import DiskFullError
-    from samflow._x64 import prepare_process
+    from samflow._util.cli_common import backend_problem
+    from samflow._util.io import DiskFullError
+    from samflow._util.x64 import prepare_process
 
     prepare_process()  # float64 for the flows, Agg for the figures
     if (problem := backend_problem()) is not None:

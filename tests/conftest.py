@@ -1,11 +1,11 @@
 """Shared test setup: float64, the Agg backend and JAX's persistent compile cache off
 for the whole test process, with the CPU arithmetic of the command lines
-(`samflow._x64.exact_cpu_arithmetic`) (as the command lines set them; `import samflow` sets none of
+(`samflow._util.x64.exact_cpu_arithmetic`) (as the command lines set them; `import samflow` sets none of
 them), common data sets and a seeded RNG."""
 
 import os
 
-from samflow._x64 import exact_cpu_arithmetic
+from samflow._util.x64 import exact_cpu_arithmetic
 
 # JAX's persistent compilation cache is off in the test processes and in the command
 # lines their tests start (they inherit the variable), unless the user set
@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import samflow as sf  # noqa: E402
-from samflow._cache import enable_compilation_cache  # noqa: E402
+from samflow._util.cache import enable_compilation_cache  # noqa: E402
 
 # With the cache off (above) this only records the choice: the stored programs (which
 # skip tracing) stay off in the test processes, whose tests take the library's traced

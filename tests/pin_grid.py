@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from samflow._x64 import exact_cpu_arithmetic  # noqa: E402
+from samflow._util.x64 import exact_cpu_arithmetic  # noqa: E402
 
 exact_cpu_arithmetic()  # as the command lines (no FMA, XLA's own sums: bits independent of the lane width)
 

@@ -1,4 +1,4 @@
-"""The shared command-line scaffolding (samflow._cli_common) and the shared list checks of
+"""The shared command-line scaffolding (samflow._util.cli_common) and the shared list checks of
 the configs (samflow.config.increasing / distinct / field_check), on their own."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from samflow._cli_common import EXIT_BAD_INPUT, existing_file, fail, fail_config, writable_folder
+from samflow._util.cli_common import EXIT_BAD_INPUT, existing_file, fail, fail_config, writable_folder
 from samflow.config import ConfigError, ConfigModel, distinct, field_check, increasing, validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_run_command_turns_an_interrupt_into_one_line_and_128_plus_the_signal(si
     code = (
         "import os, signal, sys, time\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)  # an xdist worker's child inherits SIG_IGN\n"
-        "from samflow._cli_common import run_command\n"
+        "from samflow._util.cli_common import run_command\n"
         "def main():\n"
         "    print('ready', flush=True)\n"
         "    for _ in range(6000):  # short sleeps: the handler runs even if a thread of JAX took the signal\n"
@@ -92,7 +92,7 @@ def test_run_command_turns_an_interrupt_into_one_line_and_128_plus_the_signal(si
 
 
 def test_print_figures_lists_the_pdf_written_beside_each_png(tmp_path, capsys):
-    from samflow._cli_common import print_figures
+    from samflow._util.cli_common import print_figures
 
     (tmp_path / "a.png").write_bytes(b"png")
     (tmp_path / "a.pdf").write_bytes(b"pdf")
@@ -146,7 +146,7 @@ def test_the_python_api_names_a_platform_jax_cannot_start_in_one_line(tmp_path):
     (tmp_path / "file.toml").write_text(SMALL_SWEEP.replace("mu = [0.2, 0.6, 1.0]", 'file = "d.npz"'))
     code = (
         "import sys, numpy as np\n"
-        "from samflow._backend import BackendError\n"
+        "from samflow._util.backend import BackendError\n"
         "from samflow.config import load_config\n"
         "from samflow.sweep import run_sweep\n"
         "d = sys.argv[1]\n"
@@ -173,8 +173,8 @@ def test_the_python_api_names_a_platform_jax_cannot_start_in_one_line(tmp_path):
 def test_run_command_turns_a_full_disk_into_one_line_and_exit_2(tmp_path):
     """The atlas, the CNN experiments and the merge: a DiskFullError from any write."""
     code = (
-        "from samflow._cli_common import run_command\n"
-        "from samflow._io import DiskFullError\n"
+        "from samflow._util.cli_common import run_command\n"
+        "from samflow._util.io import DiskFullError\n"
         "def main():\n"
         f"    raise DiskFullError({str(tmp_path / 'atlas.nc')!r}, 3 * 2**20, 2**20)\n"
         "run_command(main, 'nothing was written', 'free space, then rerun with --resume')\n"

@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache (`samflow._cache`): where it lives, and that a
+"""JAX's persistent compilation cache (`samflow._util.cache`): where it lives, and that a
 second process loads `solve`'s program from it instead of compiling again (before,
 diffrax's save-time checks put host callbacks into the program, which JAX never
 writes to the cache)."""
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import samflow as sf
-from samflow import _cache
+from samflow._util import cache as _cache
 from samflow.flows import Clock, Method
 from samflow.solver import SolverSettings, solve_cell
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = """
 import logging, sys
 import numpy as np
-from samflow._x64 import prepare_process
+from samflow._util.x64 import prepare_process
 prepare_process()
 seen = []
 class H(logging.Handler):

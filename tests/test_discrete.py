@@ -208,14 +208,14 @@ K_LAND = 5207  # eta = 0.00625: coordinate 4 cancels to 0.0 in both layers (t = 
 
 
 def test_linf_landing_on_absorbing_zero_is_flagged():
-    """With the arithmetic every entry point sets (`samflow._x64.process_flags`: no fused
+    """With the arithmetic every entry point sets (`samflow._util.x64.process_flags`: no fused
     multiply-adds, XLA's classic emitters) the chatter of coordinate 4 at eta = 0.00625
     cancels to exactly 0 in both layers at iterate 5207; with sign(0) = 0 it never moves
     again (before it was flagged: nothing said so, and flow_gap measured the drift that
     follows as a gap of 7.7e-3 against 1.4e-3 without the landing, figure 7's check
     failing). Which iterate lands is a matter of last bits: under the default emitters it
     was iterate 3169 at eta = 0.0125, which now chatters on to t = 80 and beyond."""
-    from samflow._x64 import process_flags
+    from samflow._util.x64 import process_flags
 
     # The landing is a matter of last bits: it needs every flag the entry points set (tests/conftest.py).
     assert set(process_flags()) <= set(os.environ.get("XLA_FLAGS", "").split())

@@ -20,8 +20,8 @@ import pytest
 import xarray as xr
 from helpers import SMALL_SWEEP
 
-from samflow import _io
-from samflow._io import DiskFullError, atomic_path, atomic_write_bytes
+from samflow._util import io as _io
+from samflow._util.io import DiskFullError, atomic_path, atomic_write_bytes
 from samflow.sweep import _checkpoint, main
 
 CONFIG = SMALL_SWEEP + "switch_times = false\n"  # 3 checkpoints of 2 cells

@@ -3,7 +3,7 @@
 Every cell is integrated in its own lane with its own step size, so the bits of a
 cell must not depend on the number of lanes (1 to 1024 here), on the order of the
 cells or on the other cells of a call (with the command lines' CPU arithmetic, which
-tests/conftest.py sets: `samflow._x64.exact_cpu_arithmetic`). And the switches of
+tests/conftest.py sets: `samflow._util.x64.exact_cpu_arithmetic`). And the switches of
 the leader are recorded in the same pass, also between two save times.
 """
 
@@ -17,7 +17,7 @@ import pytest
 import samflow as sf
 from samflow._engine.integrate import batch_cells
 from samflow._engine.lanes import solve_lanes
-from samflow._x64 import EXACT_CPU_FLAG, EXACT_REDUCE_FLAG
+from samflow._util.x64 import EXACT_CPU_FLAG, EXACT_REDUCE_FLAG
 from samflow.flows import Clock, Method
 
 MU = [0.2, 0.4, 0.6, 0.8, 1.0]

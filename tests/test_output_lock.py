@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from samflow import _lock
-from samflow._lock import LockedError, lock_owner_text, take_lock
+from samflow._util import lock as _lock
+from samflow._util.lock import LockedError, lock_owner_text, take_lock
 from samflow.config import ConfigError, load_config
 from samflow.flows import Method
 from samflow.merge import main as merge_main

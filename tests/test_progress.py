@@ -1,4 +1,4 @@
-"""Progress in a log file (samflow._progress): with stderr redirected, tqdm's bar put
+"""Progress in a log file (samflow._util.progress): with stderr redirected, tqdm's bar put
 every update on one line (carriage returns) until the run ended; now whole lines at a
 modest rate, and nothing with --quiet. The clock is injected: no test waits."""
 
@@ -9,7 +9,7 @@ import io
 import pytest
 from helpers import SMALL_SWEEP
 
-from samflow._progress import LOG_INTERVAL_S, PlainProgress, progress_bar
+from samflow._util.progress import LOG_INTERVAL_S, PlainProgress, progress_bar
 
 
 class _Clock:
@@ -154,7 +154,7 @@ def test_the_compiling_line_is_not_said_when_nothing_is_solved(tmp_path, capsys)
 
 
 def test_the_compiling_line_goes_above_a_terminal_bar():
-    from samflow._progress import progress_line
+    from samflow._util.progress import progress_line
 
     tty, log = _Terminal(), io.StringIO()
     with progress_bar(5, "cells", "cell", file=tty) as bar:

@@ -45,7 +45,7 @@ def _settings(**kw):
 
 def _disk_full(tmp_path: Path):
     """A file that needs more than the free space (DiskFullError, before anything is written)."""
-    from samflow._io import atomic_path
+    from samflow._util.io import atomic_path
 
     with atomic_path(tmp_path / "results.nc", need=1 << 62):
         pass
@@ -59,7 +59,7 @@ def _no_platform(tmp_path: Path):
 
     import jax
 
-    from samflow._backend import require_backend
+    from samflow._util.backend import require_backend
 
     if jax.config.jax_platforms:  # set for this process: the message names it, not "cuda"
         pytest.skip(f"JAX_PLATFORMS={jax.config.jax_platforms!r} is set for the tests")

@@ -27,7 +27,7 @@ def _python(code: str, **env) -> str:
 SHARDED = """
 import dataclasses
 import numpy as np
-from samflow._x64 import exact_cpu_arithmetic
+from samflow._util.x64 import exact_cpu_arithmetic
 assert exact_cpu_arithmetic()  # the same bits at any call shape need it (docs/running.md), as in the command lines
 import jax
 import samflow as sf

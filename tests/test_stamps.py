@@ -119,7 +119,7 @@ def test_code_stamp_covers_every_package_that_sets_the_numbers(monkeypatch):
     are equinox modules, but the stamp named only jax, jaxlib, diffrax and numpy: with
     those upgraded, --resume mixed chunks silently. One list serves the stamp and the
     key of the stored programs."""
-    from samflow import _cache
+    from samflow._util import cache as _cache
 
     assert store.STAMP_PACKAGES is _cache.PROGRAM_PACKAGES
     assert {"equinox", "optimistix", "lineax"} <= set(store.STAMP_PACKAGES)

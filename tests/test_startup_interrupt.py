@@ -68,7 +68,7 @@ def _run(tmp_path: Path, module: str, at: str, *args: str) -> subprocess.Complet
 
 # The line of the sweep's main before the solve (samflow.sweep._cli).
 SWEEP_LINE = "interrupted (SIGINT) before the solve started; rerun the command"
-# run_command's line (samflow._cli_common), which the rest of the plot command prints.
+# run_command's line (samflow._util.cli_common), which the rest of the plot command prints.
 PLOT_LINE = "interrupted (SIGINT); figures already written are whole; rerun to draw the rest"
 
 
@@ -76,7 +76,7 @@ PLOT_LINE = "interrupted (SIGINT); figures already written are whole; rerun to d
     ("samflow.sweep", "jax", LINE),            # samflow/__init__: while Python locates samflow.sweep
     ("samflow.sweep", "pydantic", LINE),       # samflow/sweep/__init__ -> _cli -> config
     ("samflow.sweep", "matplotlib", LINE),     # samflow/sweep/__main__.py: prepare_process
-    ("samflow.sweep", "samflow._lock", SWEEP_LINE),  # main: its checks, before anything is written
+    ("samflow.sweep", "samflow._util.lock", SWEEP_LINE),  # main: its checks, before anything is written
     ("samflow.plot", "jax", LINE),             # samflow/__init__
     ("samflow.plot", "pydantic", LINE),        # samflow/plot.py run as __main__: its own imports
     ("samflow.plot", "matplotlib", PLOT_LINE),  # run_command: prepare_process

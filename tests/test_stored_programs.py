@@ -1,4 +1,4 @@
-"""Stored programs (`samflow._cache.StoredProgram`): a second process loads a solver's
+"""Stored programs (`samflow._util.cache.StoredProgram`): a second process loads a solver's
 compiled program instead of tracing it again. The loaded program must give the
 traced path's results bit for bit, and anything wrong with a stored file (stale,
 truncated, corrupt, unloadable, failing when run) must fall back to tracing with
@@ -18,7 +18,7 @@ import pytest
 import xarray as xr
 
 import samflow as sf
-from samflow import _cache
+from samflow._util import cache as _cache
 from samflow._engine.lanes import program_family
 from samflow.config import load_config
 from samflow.flows import Clock, Method
@@ -226,7 +226,7 @@ import sys
 import jax, numpy as np
 jax.config.update("jax_enable_x64", True)
 import samflow as sf
-from samflow import _cache
+from samflow._util import cache as _cache
 from samflow._engine import integrate as _integrate
 before = jax.config.jax_compilation_cache_dir
 tr = sf.solve(sys.argv[1], sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=0.1, rho=0.1, ts=np.geomspace(1e-2, 1e4, 8))

@@ -91,7 +91,7 @@ def test_exact_cpu_arithmetic_adds_only_flags_this_jaxlib_has_and_leaves_the_use
     XLA_FLAGS is left as set (then the call says the arithmetic is not exact)."""
     from jax._src import xla_bridge
 
-    from samflow import _x64
+    from samflow._util import x64 as _x64
 
     monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: False)
     assert _x64.exact_flags() == (_x64.EXACT_CPU_FLAG,)
@@ -118,7 +118,7 @@ def test_the_fast_compile_flag_is_added_where_jaxlib_has_it(monkeypatch):
     this test process (tests/conftest.py) runs with it, as the pinned bits were made."""
     from jax._src import xla_bridge
 
-    from samflow import _x64
+    from samflow._util import x64 as _x64
 
     assert _x64.FAST_COMPILE_FLAG in os.environ.get("XLA_FLAGS", "").split()  # jaxlib 0.10.2 has it
     monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: True)
@@ -141,7 +141,7 @@ def test_the_fast_compile_flag_is_added_where_jaxlib_has_it(monkeypatch):
 
 
 def test_jaxlib_has_finds_the_flags_of_this_jaxlib_only():
-    from samflow._x64 import _jaxlib_has
+    from samflow._util.x64 import _jaxlib_has
 
     assert _jaxlib_has(b"xla_cpu_max_isa")  # a flag every supported jaxlib has
     assert not _jaxlib_has(b"xla_cpu_max_isa", b"xla_no_such_flag_\x01")

@@ -20,11 +20,11 @@ from ..datasets import Dataset
 from ..flows import Clock, Method
 from .._methods import check_p, p_array
 from ..diagonal_net import init_weights
-from .._cache import StoredProgram, programs_dir
+from .._util.cache import StoredProgram, programs_dir
 from .lanes import DEFAULT_LANES, program_family, solve_lanes
 from .settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from .solution import Trajectory
-from .._x64 import in_float64, require_float64
+from .._util.x64 import in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
 
@@ -113,7 +113,7 @@ _PER_SAVE = ("ts", "t", "W", "beta", "loss")
 
 @functools.lru_cache(maxsize=64)
 def _stored_solve(family: tuple, clock: Clock, settings: SolverSettings) -> StoredProgram:
-    """`_solve_batch` for these static arguments as a `samflow._cache.StoredProgram`:
+    """`_solve_batch` for these static arguments as a `samflow._util.cache.StoredProgram`:
     keyed by the family (here the called method alone) and the other static arguments."""
     fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _solve_batch(W0, rho, data, ts, family, index, clock,
                                                                         settings, p, tol))
@@ -244,7 +244,7 @@ def solve(
     for l2 on 2 CPU cores), which a single solve would pay for nothing.
     With `$SAMFLOW_COMPILATION_CACHE` naming a folder, the compiled program is
     stored there and a later Python process loads it instead of tracing and
-    compiling it (`samflow._cache.programs_dir`; no JAX setting is changed).
+    compiling it (`samflow._util.cache.programs_dir`; no JAX setting is changed).
     """
     method = Method.parse(method)
     p = check_p(method, p)
@@ -264,7 +264,7 @@ def solve(
     key, tol = settings.program_key(), jnp.asarray(settings.tolerances())
     if programs_dir() is None:
         out = _solve_batch(W0, rho_b, data, ts, family, index, clock, key, p_array(method, p), tol)
-    else:  # a stored program (samflow._cache): loaded, not traced, when a session has made it before
+    else:  # a stored program (samflow._util.cache): loaded, not traced, when a session has made it before
         out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)
     out = unpad(out, n, n_save)
     if not batched:

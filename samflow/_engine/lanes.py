@@ -36,7 +36,7 @@ event work runs in few iterations, on a compact batch, not in every iteration on
 every lane (docs/benchmarks.md, "Issue 34, second round").
 Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call (with
-`samflow._x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
+`samflow._util.x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
 which XLA uses for large arrays and which add in another order).
 
 **One program per family of methods** (docs/theory.md s.4): the method of a call
@@ -69,7 +69,7 @@ from ..datasets import Dataset
 from ..flows import Clock, Method
 from ..losses import get_loss
 from ..status import Status
-from .._cache import no_runtime_checks
+from .._util.cache import no_runtime_checks
 from .cell_state import CellState
 from .events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
                       _no_event_value, _switch_time_err, _with_lead)
@@ -717,7 +717,7 @@ def solve_lanes(
 
     # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduced an array
     # of (64 cells x 24 saves) margins in another order than one of 8 or fewer (its
-    # YNNPACK reductions, off with `samflow._x64.EXACT_REDUCE_FLAG`), so a vmap over
+    # YNNPACK reductions, off with `samflow._util.x64.EXACT_REDUCE_FLAG`), so a vmap over
     # all n cells gave a cell other last bits in a call of another size.
     pad = (-n) % FINISH_BLOCK
     blocks = jax.tree.map(

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jaxtyping import ArrayLike
 
-from .._checks import float64_array
+from .._util.checks import float64_array
 from ..datasets import Dataset
 from ..flows import TAU_ONE_SAMPLE, Clock, Method, log_coords_problem
 from ..losses import get_loss
@@ -312,7 +312,7 @@ def _brief(x) -> str:
 
 
 def _float_array(x, name: str) -> np.ndarray:
-    """`x` as a float64 numpy array (`samflow._checks.float64_array`: a float32
+    """`x` as a float64 numpy array (`samflow._util.checks.float64_array`: a float32
     value that is not the number it prints as is widened with a warning), or a
     one-line `ValueError` naming `name`."""
     try:

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from .._x64 import in_float64
+from .._util.x64 import in_float64
 
 
 def index_dtype(d: int) -> np.dtype:

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from .._cli_common import fail, lock_output
-from .._io import atomic_write_text
+from .._util.cli_common import fail, lock_output
+from .._util.io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
 from ._config import AtlasConfig, load_atlas_config, quick_config

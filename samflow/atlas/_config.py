@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from .._cli_common import RunOutput
+from .._util.cli_common import RunOutput
 from .._engine.settings import SETTING_BOUNDS
 from ..config import ConfigModel, RunConfig, read_toml, validate
 

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from .._io import atomic_savefig
+from .._util.io import atomic_savefig
 from .._labels import method_text
 
 __all__ = ["draw_atlas", "tables"]

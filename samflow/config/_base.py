@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from .._checks import NarrowFloat, python_value
+from .._util.checks import NarrowFloat, python_value
 
 
 class ConfigError(ValueError):

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, NamedTuple
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from .._backend import backend_error
+from .._util.backend import backend_error
 from .._engine.settings import LP_BALANCED, LP_ONE_SAMPLE, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
@@ -324,7 +324,7 @@ class SolverConfig(_Strict):
       cell at a time and takes the next cell of its queue when that cell ends
       (`samflow._engine.lanes`). A cell's results do not depend on it, nor on the
       chunks, the budget or the number of devices (with the command lines' CPU
-      arithmetic, `samflow._x64.exact_cpu_arithmetic`).
+      arithmetic, `samflow._util.x64.exact_cpu_arithmetic`).
     - `memory_budget_mb`: bound on the solver's working memory (the outputs of
       one chunk plus the temporaries of the running batches,
       `samflow.sweep.cell_bytes`), from which the chunk size is derived.

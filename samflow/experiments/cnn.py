@@ -48,9 +48,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
+from .._util.cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
                            writable_folder)
-from .._io import atomic_write_bytes
+from .._util.io import atomic_write_bytes
 from .._labels import OPTIMIZER_TEXT
 from ..config import ConfigError
 from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
@@ -289,7 +289,7 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
     import xarray as xr
     from tqdm.auto import tqdm
 
-    from .._progress import progress_bar
+    from .._util.progress import progress_bar
     from .images import load_dataset
 
     root = cfg.data.root

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .._cli_common import RunOutput
+from .._util.cli_common import RunOutput
 from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 
 __all__ = ["CnnConfig", "ConfigError", "TaskConfig", "load_cnn_config", "parse_cnn_config"]

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from .._io import atomic_savefig
+from .._util.io import atomic_savefig
 from .._labels import OPTIMIZER_LABELS
 
 __all__ = ["plot_gradcam_grid", "plot_minor_share", "plot_cnn"]

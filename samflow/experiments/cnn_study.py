@@ -53,10 +53,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
+from .._util.cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
                            writable_folder)
-from .._io import atomic_path, atomic_write_text
-from .._io import atomic_write_bytes as _atomic_write
+from .._util.io import atomic_path, atomic_write_text
+from .._util.io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
 from .cnn_study_config import StudyConfig, StudyTask, load_study_config, quick
 from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public names)
@@ -385,7 +385,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     import jax.random as jr
     from tqdm.auto import tqdm
 
-    from .._progress import progress_bar
+    from .._util.progress import progress_bar
     from ..store import code_stamp
     from ..sweep import NO_STAMP
     from .convnet import count_params, make_convnet, scale_init

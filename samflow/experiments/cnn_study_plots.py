@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from .._io import atomic_savefig
+from .._util.io import atomic_savefig
 from .._labels import OPTIMIZER_LABELS
 from .cnn_study_results import summarize
 

@@ -27,7 +27,7 @@ Compilation of the solver dominates a cold run (about half of it: tens of
 seconds per (method, clock, depth, data shape) on a loaded 2-core machine), so
 every solve of a run uses the same chunk size and number of save times, and
 `run_all` spreads the figures over worker processes in groups that share
-compilations; the persistent compile cache (`samflow._cache`) keeps the
+compilations; the persistent compile cache (`samflow._util.cache`) keeps the
 programs for the next run. The solves sort their cells by alpha / rho into
 lockstep batches (`_context.cost_key`; no bit changes). Where the time goes:
 docs/benchmarks.md.

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
-from .._io import atomic_savefig
+from .._util.io import atomic_savefig
 from .._labels import method_label as _label  # noqa: F401  (the figures import these from here)
 from .._labels import method_text as _label_plain  # noqa: F401
 from ..plots import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jax
 
-from .._io import atomic_write_text
+from .._util.io import atomic_write_text
 from ._context import Context
 
 

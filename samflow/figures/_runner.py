@@ -51,7 +51,7 @@ GROUPS: list[list[str]] = [
 
 def _run_group(names: list[str], out_dir: str, quick: bool, config_dir: str | None) -> list[FigureResult]:
     """Build figures `names` (in a spawned worker process: float64 first, as the script)."""
-    from .._x64 import prepare_process
+    from .._util.x64 import prepare_process
 
     prepare_process()
     return [FIGURES[n](out_dir, quick=quick, config_dir=config_dir) for n in names]

@@ -21,7 +21,7 @@ or anything compiled, `memory_preflight` refuses results that cannot fit in
 memory.
 """
 
-from .._startup import command_start as _command_start
+from .._util.startup import command_start as _command_start
 
 # `python -m samflow.sweep` imports this package before its __main__: a Ctrl-C during
 # these imports (pydantic, xarray, the engine) is one line and exit 130, not a traceback.

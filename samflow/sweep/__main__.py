@@ -2,11 +2,11 @@
 
 import sys
 
-from .._startup import command_start
+from .._util.startup import command_start
 
 if __name__ == "__main__":
     with command_start(always=True):  # Ctrl-C while importing and setting up: one line, exit 130
-        from .._x64 import prepare_process
+        from .._util.x64 import prepare_process
         from ._cli import main
         from ._devices import use_cpu_cores
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path, atomic_write_text
+from .._util.io import atomic_path, atomic_write_text
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method

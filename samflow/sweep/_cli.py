@@ -15,8 +15,8 @@ import jax
 import numpy as np
 
 from .. import store
-from .._io import DiskFullError
-from .._cli_common import (
+from .._util.io import DiskFullError
+from .._util.cli_common import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     _raise_interrupted,
@@ -59,7 +59,7 @@ def main(argv: "list[str] | None" = None) -> int:
     Results that cannot fit in memory are refused before any folder is made, and
     so are runs whose files cannot fit on the disk; a disk that fills during the
     run ends it with one line (exit 2), the finished chunks kept for `--resume`.
-    While another sweep writes the same results (its lock, `samflow._lock`, beside
+    While another sweep writes the same results (its lock, `samflow._util.lock`, beside
     them), every run is refused (exit 2, one line naming its pid and start time),
     with or without --overwrite / --resume; a lock left by a killed run is taken
     over with a note. Ctrl-C or SIGTERM, from the checks on, ends the run with one

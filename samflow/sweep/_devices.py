@@ -11,7 +11,7 @@ step).
 
 **Bits.** A lane's arithmetic does not depend on the number of lanes or on the
 other cells (no dot products; no fused multiply-adds and no YNNPACK reductions with
-`samflow._x64.exact_cpu_arithmetic`): the lanes, the call size, chunking
+`samflow._util.x64.exact_cpu_arithmetic`): the lanes, the call size, chunking
 (`chunk_size`, the memory budget), the device count and the order in which
 calls are made change no bit of a cell (tests/test_lanes.py).
 
@@ -36,7 +36,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from .._engine import lanes as _lanes, solution as _solution
-from .._cache import StoredProgram
+from .._util.cache import StoredProgram
 from ..flows import Method
 
 __all__ = [
@@ -324,7 +324,7 @@ def sharded_solver(devices: tuple, family: "tuple[Method, ...]", clock, settings
     `family`, `samflow._engine.lanes.program_family`) replicated, returns a `Trajectory` (or a `Summary` with
     `summary`) with leading axis n_dev w. One compilation per (devices, family,
     clock, settings, summary, w, L, d, n_save). With the compile cache on (the
-    command lines), `fn` is a `samflow._cache.StoredProgram`: a second process
+    command lines), `fn` is a `samflow._util.cache.StoredProgram`: a second process
     loads the compiled program instead of tracing it again, same bits.
 
     `lanes`: lanes per device (`samflow._engine.lanes.solve_lanes`). `switches` K > 0:

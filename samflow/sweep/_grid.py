@@ -17,7 +17,7 @@ from ..datasets import Dataset
 from ..flows import Method
 from .._engine.lanes import program_family
 from .._methods import check_p, p_array
-from .._x64 import in_float64
+from .._util.x64 import in_float64
 from .._engine.settings import STUCK_INIT, check_data, check_rho, float_array, stuck_inits
 from ..solver import Clock, SolverSettings, Summary, Trajectory, check_save_times
 from ._checkpoint import ChunkCheckpoint
@@ -86,7 +86,7 @@ def solve_grid(
     last cell. For given cells and settings the results of a cell depend on
     the cell alone: not on `batch_size`, `chunk_size`, the memory budget, the
     devices, the sort or `checkpoint` (with the command lines' CPU arithmetic,
-    `samflow._x64.exact_cpu_arithmetic`). Each cell keeps its own adaptive
+    `samflow._util.x64.exact_cpu_arithmetic`). Each cell keeps its own adaptive
     step size and status; no cell can stop or NaN another. One compilation
     per (methods of the program, clock, settings, devices, lanes, call size,
     L, d, n_save, summary, switches): with `program_methods` the method is

@@ -12,9 +12,9 @@ import jax
 import numpy as np
 
 from .. import store
-from .._backend import require_backend
-from .._io import free_bytes, size_text
-from .._progress import progress_bar, progress_line
+from .._util.backend import require_backend
+from .._util.io import free_bytes, size_text
+from .._util.progress import progress_bar, progress_line
 from ..config import ConfigError, SweepConfig
 from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems, rule_problems
@@ -134,7 +134,7 @@ def run_sweep(
     Before anything is compiled, the memory the results need is checked against
     the memory available (`memory_preflight`).
 
-    **Raises:** `samflow._backend.BackendError` (a `RuntimeError`, one line) when
+    **Raises:** `samflow._util.backend.BackendError` (a `RuntimeError`, one line) when
     JAX cannot start its platform (`JAX_PLATFORMS`); `ConfigError` for a config
     that cannot run (e.g. a missing data file), results that do not fit in
     memory, or a checkpoint of another config or code stamp (one line each);
@@ -265,7 +265,7 @@ def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p, flows
 
 
 #: The line a sweep's progress starts with, before the solver's first compilation (or its load
-#: from the compile cache, `samflow._cache`): `n` the cells of the run.
+#: from the compile cache, `samflow._util.cache`): `n` the cells of the run.
 COMPILING = "compiling the solver for {n} cells (first run on this machine: up to a minute) ..."
 
 

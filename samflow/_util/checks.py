@@ -81,7 +81,7 @@ def python_value(v, key: str = "value"):
     return np.asarray(v).tolist()
 
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # samflow/
 
 
 def warn_caller(message: str) -> None:

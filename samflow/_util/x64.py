@@ -38,10 +38,10 @@ def prepare_process() -> None:
     exact CPU arithmetic (`exact_cpu_arithmetic`: no fused multiply-add and
     XLA's own reductions, so that a cell's bits do not depend on the lane
     width), float64 in JAX (`use_float64`), JAX's persistent compilation cache
-    (`samflow._cache.enable_compilation_cache`: a second run loads its compiled
+    (`samflow._util.cache.enable_compilation_cache`: a second run loads its compiled
     programs; `SAMFLOW_COMPILATION_CACHE=off` disables it) and matplotlib's Agg
     backend (files, no display). Library modules set none of these on import."""
-    from ._cache import enable_compilation_cache
+    from .cache import enable_compilation_cache
 
     exact_cpu_arithmetic()
     use_float64()

@@ -6,7 +6,7 @@ run `python -m samflow.sweep`, Python first imports the packages `samflow` and
 `samflow.sweep`, whose `__init__` modules import the engine. A Ctrl-C there
 printed a KeyboardInterrupt traceback from inside JAX. `command_start` turns it
 into the one line and exit code that a Ctrl-C later in the run gives (130;
-`samflow._cli_common.run_command`, `samflow.sweep.main`).
+`samflow._util.cli_common.run_command`, `samflow.sweep.main`).
 
 This module imports only the standard library, so that the packages can use it
 before their heavy imports.

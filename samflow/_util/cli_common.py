@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, NoReturn
 
-from ._backend import backend_problem
-from ._io import DiskFullError
-from .config import ConfigError, ConfigModel
+from .backend import backend_problem
+from .io import DiskFullError
+from ..config import ConfigError, ConfigModel
 
 if TYPE_CHECKING:
-    from ._lock import OutputLock
+    from .lock import OutputLock
 
 __all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "writable_folder"]
 
@@ -98,7 +98,7 @@ def writable_folder(folder: Path) -> "str | None":
 
 
 def lock_output(folder: Path, name: str, what: str) -> "tuple[OutputLock | None, str | None]":
-    """Take the lock `folder/name` (`samflow._lock.take_lock`) before a command reads or
+    """Take the lock `folder/name` (`samflow._util.lock.take_lock`) before a command reads or
     changes what it writes in `folder`, making the folder (and its parents) first.
 
     **Returns:** (the lock, None), its `note` (a stale lock taken over) printed on
@@ -108,7 +108,7 @@ def lock_output(folder: Path, name: str, what: str) -> "tuple[OutputLock | None,
     removed again when it refuses, and when the lock is released while they are
     still empty (a run refused later, e.g. for memory, leaves no folder behind).
     """
-    from ._lock import LockedError, remove_empty, take_lock
+    from .lock import LockedError, remove_empty, take_lock
 
     made = [p for p in [folder, *folder.parents] if not p.exists()]
     try:
@@ -146,7 +146,7 @@ def run_command(
     exit with `main()`'s code; a JAX platform that cannot start (`backend_problem`)
     is one line and exit code 2.
 
-    A full disk (`samflow._io.DiskFullError`) ends it with one line, "error: no
+    A full disk (`samflow._util.io.DiskFullError`) ends it with one line, "error: no
     space left in <folder> for <file>: it needs about <size>, <size> free;
     `disk_full`", and exit code 2; the file being written is removed.
 
@@ -156,7 +156,7 @@ def run_command(
     JAX; result files are written atomically, so none is half-written. The exit
     skips the interpreter's teardown (`os._exit`): with a compilation cut short,
     JAX's threads could crash it."""
-    from ._x64 import prepare_process
+    from .x64 import prepare_process
 
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:

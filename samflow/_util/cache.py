@@ -6,7 +6,7 @@ sweep, `samflow._engine.lanes.program_family`; clock, settings, batch shape, sav
 cores that takes 4-40 s. With the persistent cache a second
 process (the same sweep run again, the figure script after a sweep, a test run)
 loads the program from disk instead. `enable_compilation_cache` turns it on for
-the process; `prepare_process` (`samflow._x64`) calls it, so every entry point
+the process; `prepare_process` (`samflow._util.x64`) calls it, so every entry point
 (`python -m samflow.sweep`, `samflow.atlas`, the experiments, `scripts/*.py`)
 uses it. Library imports (`import samflow`) leave JAX's settings alone.
 
@@ -194,7 +194,7 @@ def _off_checks_jit():
 @functools.lru_cache(maxsize=1)
 def _environment() -> str:
     """What every stored program of this process shares (see `program_key`)."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the package, samflow/
     h = hashlib.sha256()
     for p in sorted(root.rglob("*.py")):  # samflow's sources, as `samflow.store.source_hash`
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
@@ -245,7 +245,7 @@ def program_key(what, args: tuple) -> str:
     (samflow's source hash, package versions, backend, devices, CPU, JAX's
     settings, `XLA_FLAGS`). Equal keys mean equal programs."""
     leaves, tree = jax.tree_util.tree_flatten(args)
-    x64 = f"x64 {jax.config.jax_enable_x64}"  # the effective value (also inside samflow._x64.float64())
+    x64 = f"x64 {jax.config.jax_enable_x64}"  # the effective value (also inside samflow._util.x64.float64())
     text = "\n".join([_environment(), x64, repr(what), str(tree)] + [_leaf_text(x) for x in leaves])
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -361,7 +361,7 @@ def _save(compiled, path: Path, key: str) -> None:
     try:
         from jax.experimental.serialize_executable import serialize
 
-        from ._io import atomic_write_bytes
+        from .io import atomic_write_bytes
 
         payload, _, out_tree = serialize(compiled)
         out_template = jax.tree_util.tree_unflatten(out_tree, [0] * out_tree.num_leaves)
