@@ -306,7 +306,7 @@ def test_p_above_2_needs_one_sample():
 def test_models_lp_is_the_diagonal_lp():
     """`samflow.models` calls the same lp perturbation: the diagonal network as a
     generic model gives sf.solve's lp flow (p = 1.5) and run_discrete's iterates."""
-    from samflow._generic import model_velocity
+    from samflow.models._generic import model_velocity
     from samflow.models import diagonal_network, run_model_discrete, solve_model
 
     data = sf.single_sample([0.5, 1.0, 1.5])

@@ -433,7 +433,7 @@ def _small_sweep(mu: list[float], save: str = "full"):
 
 
 def _sweep_regimes(mu: list[float], save: str) -> tuple[np.ndarray, int]:
-    from samflow._plot_common import _regimes, major_feature
+    from samflow.plots._common import _regimes, major_feature
 
     ds = _small_sweep(mu, save)
     return _regimes(ds, "l2")[:, 0], major_feature(ds)
@@ -522,7 +522,7 @@ def test_trajectory_legend_and_titles_stay_readable_at_large_d(tmp_path, kept_fi
 
 
 def test_feature_selections():
-    from samflow._plot_common import feature_ticks, legend_features, sequence_text
+    from samflow.plots._common import feature_ticks, legend_features, sequence_text
 
     assert feature_ticks(10, 1, 10) == list(range(1, 11))
     ticks = feature_ticks(200, 7, 150)

@@ -109,7 +109,7 @@ def test_wheel_and_sdist_install_into_fresh_venvs_and_run_the_default_sweep(tmp_
 
     # The default physics (README): the three l2-SAM regimes, one sample, d = 5; and the
     # two installs give the same numbers, bit for bit.
-    from samflow._plot_common import _regimes
+    from samflow.plots._common import _regimes
 
     assert dict(from_wheel.sizes)["alpha"] == 96 and list(from_wheel["flow"].values) == ["gd", "l2", "linf"]
     assert {1, 2, 3} <= set(np.unique(_regimes(from_wheel, "l2")).tolist())  # (0: undetermined cells)

@@ -8,7 +8,7 @@ from ..analysis import dominant_index, tied
 
 
 # Codes of a dominant-feature map besides the features 1..d and 0 (collapsed): all
-# |beta_j| tied, and no value. -2 is the blow-up's (`samflow._plot_common.BLOWN_UP`,
+# |beta_j| tied, and no value. -2 is the blow-up's (`samflow.plots._common.BLOWN_UP`,
 # set by `with_blow_up` when the map is drawn), so a tie is -3.
 TIED, MISSING = -3, -1
 

@@ -58,16 +58,16 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from .datasets import Dataset
-from .flows import Method
-from ._methods import check_p, p_array
-from .losses import get_loss
-from ._util.cache import no_runtime_checks
-from ._engine.events import BracketBisection
-from ._engine.singular import extrapolate_to_zero, linear_fill
-from ._engine.settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
-from .status import Status
-from ._util.x64 import in_float64
+from ..datasets import Dataset
+from ..flows import Method
+from .._methods import check_p, p_array
+from ..losses import get_loss
+from .._util.cache import no_runtime_checks
+from .._engine.events import BracketBisection
+from .._engine.singular import extrapolate_to_zero, linear_fill
+from .._engine.settings import SOLVERS, SolverSettings, check_data, check_rho, check_save_times
+from ..status import Status
+from .._util.x64 import in_float64
 from ._generic import (
     Model as Model,
     check_cells,
@@ -84,7 +84,7 @@ from ._generic import (
     model_velocity as model_velocity,
     two_layer_linear as two_layer_linear,
 )
-from ._iterate import finite_prefix, iterate, safe_inputs, save_iterations
+from .._iterate import finite_prefix, iterate, safe_inputs, save_iterations
 
 __all__ = [
     "Model",

@@ -19,11 +19,11 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float
 
-from ._util.checks import check_count
-from .datasets import Dataset
-from .flows import Method
-from .losses import AbstractLoss, get_loss
-from ._engine.settings import brief, float_array
+from .._util.checks import check_count
+from ..datasets import Dataset
+from ..flows import Method
+from ..losses import AbstractLoss, get_loss
+from .._engine.settings import brief, float_array
 
 Pytree = Any
 

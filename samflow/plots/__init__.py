@@ -36,15 +36,15 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
-from .analysis import (
+from ..analysis import (
     dominant_index,
     regime_label,
     switching_times,
     tied,
     visited_sequence,
 )
-from .status import Status
-from ._plot_common import (  # noqa: F401  (moved there; this module keeps the names)
+from ..status import Status
+from ._common import (  # noqa: F401  (moved there; this module keeps the names)
     COLLAPSED_COLOR as COLLAPSED_COLOR,
     MISSING_COLOR as MISSING_COLOR,
     BLEW_UP_COLOR as BLEW_UP_COLOR,

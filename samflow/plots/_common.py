@@ -10,10 +10,10 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
-from .analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
-from ._util.io import atomic_savefig
-from ._labels import method_label as _method_label
-from .status import Status
+from ..analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
+from .._util.io import atomic_savefig
+from .._labels import method_label as _method_label
+from ..status import Status
 
 COLLAPSED_COLOR = "#d9d9d9"
 
