@@ -17,13 +17,12 @@ with _command_start():
     from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2, velocity
     from .losses import Exponential, Logistic, get_loss
     from .diagonal_net import beta, grad_loss, init_weights, loss_value, prod_excl, residual
-    from . import solve as _solve_module  # noqa: F401  (the deprecated module path, loaded first; see samflow/solve.py)
     from .solver import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
     from .status import STATUS_MESSAGES, Status
 
-del _solve_module, _command_start
+del _command_start
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Clock", "Dataset", "Exponential", "Logistic", "Method", "STATUS_MESSAGES",

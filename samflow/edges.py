@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from typing import NamedTuple
 
 import equinox as eqx
@@ -250,25 +249,19 @@ _LEGACY = ("bracket", "scan", "rtol", "max_rounds")
 
 def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearch) -> tuple[Method, EdgeSearch]:
     """The checks of the arguments that both edges take: the method parsed and
-    the search resolved (the keywords `bracket`, `scan`, `rtol`, `max_rounds`
-    of the previous release are folded into it, with a `DeprecationWarning`)."""
+    the search resolved. The keywords `bracket`, `scan`, `rtol`, `max_rounds` of
+    0.1 (deprecated through 0.2.x) are refused with one line that names their
+    replacement, `search=EdgeSearch(...)`."""
     unknown = sorted(set(legacy) - set(_LEGACY))
     if unknown:
         raise TypeError(f"{fn}() got an unexpected keyword argument {unknown[0]!r}")
+    if legacy:
+        keys = ", ".join(f"{k}=..." for k in legacy)
+        raise TypeError(f"{fn}({keys}): these keywords were removed in samflow 0.3.0; pass search=EdgeSearch({keys})")
     if search is None:
         search = EdgeSearch()
     elif not isinstance(search, EdgeSearch):
         raise ValueError(f"search must be a samflow.edges.EdgeSearch, got {type(search).__name__}")
-    if legacy:
-        twice = [k for k in legacy if getattr(search, k) is not None]
-        if twice:
-            raise ValueError(f"{twice[0]} is given twice, as a keyword and in search; keep search=EdgeSearch({twice[0]}=...)")
-        keys = ", ".join(f"{k}=..." for k in legacy)
-        # stacklevel 4: this function, the edge, its in_float64 wrapper, the caller
-        # (a warning attributed to the caller's code is shown by Python's default filters).
-        warnings.warn(f"{fn}({keys}) is deprecated and will be removed in the release after 0.2: pass "
-                      f"search=EdgeSearch({keys})", DeprecationWarning, stacklevel=4)
-        search = dataclasses.replace(search, **legacy)
     method = Method.parse(method)
     if method not in (Method.L2, Method.LP, Method.LINF):
         raise ValueError(f"method must be 'l2', 'lp' or 'linf' (the regimes are SAM notions), got {method.value!r}")
@@ -431,9 +424,9 @@ def collapse_edge(
     - `search`: an `EdgeSearch` (the scanned range of a, its number of points,
       the relative half-width of the final bracket, the most bisection
       rounds); its fields left at None take `COLLAPSE_SEARCH`'s: bracket
-      (1e-2, 1e1), scan 16, rtol 1e-6, max_rounds 80. The keywords `bracket`,
-      `scan`, `rtol` and `max_rounds` of the previous release still work, with
-      a `DeprecationWarning`.
+      (1e-2, 1e1), scan 16, rtol 1e-6, max_rounds 80. (The keywords `bracket`,
+      `scan`, `rtol` and `max_rounds` of 0.1 were removed in 0.3.0: a
+      `TypeError` names the `EdgeSearch` to pass instead.)
     - `horizon`: the clock's final time; default 1e30 / min_j mu_j in tau
       (rho = 1; a cell ends at its collapse or escape event, so only an
       undecided cell runs that far), 2 / rho^(L-2) times that in real time

@@ -401,27 +401,6 @@ def refine_with(sw: SwitchTimes, settings: SolverSettings, refine_to, solve) -> 
     return sw
 
 
-def sweep_switches(results: dict, data, W0, rho, ts, *, clock, settings, width: int, n_real: int) -> dict:
-    """{method: SwitchTimes of the first `n_real` cells} for a sweep's cells
-    (`results[method]`, a Trajectory or a Summary, names the flows), each cell
-    solved to the horizon with its switches recorded in the same pass (the
-    results of a cell do not depend on `width`). A key is a `samflow.Method`
-    or an entry of a sweep's flow axis (`samflow.config._sweep.FlowEntry`:
-    its `method`, its exponent `p` for "lp", returned under its `label`); other
-    keys are left out."""
-    out = {}
-    for key, res in results.items():
-        if isinstance(key, Method):
-            m, kw = key, {}
-        elif all(hasattr(key, k) for k in ("label", "method", "p")):
-            m, kw, key = Method.parse(key.method), ({} if key.p is None else {"p": key.p}), key.label
-        else:
-            continue
-        sw = locate_switches(m, data, W0, rho, ts, clock=clock, settings=settings, chunk=width, **kw)
-        out[key] = jax.tree_util.tree_map(lambda x: x[:n_real], sw)
-    return out
-
-
 def switch_times(traj, method, data: Dataset, rho, *, clock="t", settings=None, max_switches=None, rtol="default",
                  p=None, refine_to=REFINE_TO):
     """Exact switch times of the dominant feature argmax_j |beta_j| of a

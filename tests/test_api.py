@@ -32,7 +32,7 @@ PUBLIC = [
 # samflow/experiments/ (collected with ast at f9451ab + issue 12), plus the module
 # attributes they read (analysis.X, theory.X, figures.X, ...).
 IMPORT_PATHS = {
-    "samflow": ["Status", "analysis", "figures", "parallel", "plots", "store", "sweep", "theory"],
+    "samflow": ["Status", "analysis", "figures", "models", "plots", "store", "sweep", "theory"],
     "samflow.analysis": [
         "EdgeSearch", "collapse_edge", "major_first_edge",
         "band_dominance", "direction_distance", "dominant_index", "limit_direction",
@@ -44,7 +44,6 @@ IMPORT_PATHS = {
         "ConfigError", "ConfigModel", "NON_FINITE_MESSAGE", "SweepConfig", "load_config",
         "parse_config", "read_toml", "validate",
     ],
-    "samflow.data": ["Dataset", "load_dataset", "single_sample"],
     "samflow.datasets": ["Dataset", "banded", "increasing_scale", "load_dataset", "save_dataset", "single_sample"],
     "samflow.diagonal_net": ["beta", "grad_loss", "init_weights", "loss_value", "margins", "prod_excl", "residual"],
     "samflow.discrete": ["flow_gap", "run_discrete", "save_iterations"],
@@ -76,21 +75,15 @@ IMPORT_PATHS = {
     ],
     "samflow.losses": ["Exponential", "Logistic", "get_loss"],
     "samflow.merge": ["SliceError", "main", "merge_slices", "slice_cells", "slice_file_name"],
-    "samflow.model": ["beta", "grad_loss", "init_weights", "loss_value", "prod_excl", "residual"],
     "samflow.models": [
         "collapse_ratio", "diagonal_network", "linear_conv", "model_grad", "model_perturbation",
         "model_velocity", "run_model_discrete", "solve_model", "two_layer_linear",
-    ],
-    "samflow.parallel": [
-        "cell_bytes", "check_memory", "chunk_cells", "in_flight_bytes", "resolve_devices",
-        "results_bytes", "sharded_solver", "use_cpu_cores",
     ],
     "samflow.plots": [
         "MISSING_COLOR", "NO_VALUE", "axis_scale", "cell_edges", "no_value_label",
         "normalized_beta", "plot_dominant_heatmap", "plot_regime_chart", "plot_sweep",
         "plot_trajectories", "regime_chart_edges", "regime_image", "status_text",
     ],
-    "samflow.solve": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
     "samflow.solver": ["Clock", "SolverSettings", "Summary", "Trajectory", "batch_cells", "solve", "solve_cell", "summarize"],
     "samflow.status": ["STATUS_MESSAGES", "Status"],
     "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
@@ -107,10 +100,9 @@ IMPORT_PATHS = {
     ],
 }
 
-# Deprecated import paths (docs/layout.md, "Deprecated import paths"), kept for one release:
-# old module -> the module that holds its names now. Every public name of the new
-# module must be importable from the old path as the same object.
-DEPRECATED_PATHS = {
+# Module paths removed in 0.3.0 (deprecated through 0.2.x; docs/layout.md, "Removed in 0.3.0"):
+# old module -> the module that holds its names.
+REMOVED_PATHS = {
     "samflow.data": "samflow.datasets",
     "samflow.model": "samflow.diagonal_net",
     "samflow.solve": "samflow.solver",
@@ -192,35 +184,24 @@ def test_top_level_names_are_the_module_objects():
     assert sf.SolverSettings is importlib.import_module("samflow.solver").SolverSettings
 
 
-def test_solve_module_and_function():
-    """`samflow.solver` is the module, `sf.solve` the function, and the old module path
-    `samflow.solve` still serves `from samflow.solve import X` without ever turning the
-    attribute `sf.solve` into a module. The fresh interpreter checks the import order
-    that would break it: a submodule first imported after the package overwrites the
-    package attribute with itself, so `samflow/__init__` must load the shim first."""
-    fresh = ("import sys, samflow; loaded = 'samflow.solve' in sys.modules; import samflow.solve as m; "
-             "from samflow.solve import solve; print(loaded, type(m).__name__, type(samflow.solve).__name__, solve is samflow.solve)")
+def test_solve_is_the_function_and_the_module_is_solver():
+    """`samflow.solver` is the module, `sf.solve` the function, also in a fresh
+    interpreter after `import samflow.solver` (a submodule imported after the package
+    sets the package attribute of its own name: none is named `solve` since 0.3.0)."""
+    fresh = ("import samflow, samflow.solver, samflow.sweep; "
+             "print(type(samflow.solve).__name__, samflow.solve is samflow.solver.solve)")
     out = subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "function", "function", "True"]
-    solver, old = importlib.import_module("samflow.solver"), importlib.import_module("samflow.solve")
-    assert type(solver).__name__ == type(old).__name__ == "module"
-    assert old.solve is solver.solve is sf.solve and callable(sf.solve)
-    from samflow.solve import SolverSettings, solve
-
-    assert solve is sf.solve and SolverSettings is sf.SolverSettings
+    assert out.stdout.split() == ["function", "True"]
 
 
-@pytest.mark.parametrize("old", sorted(DEPRECATED_PATHS))
-def test_deprecated_paths_reexport_the_new_objects(old):
-    """A deprecated path still imports, says in its docstring where to go, and gives
-    the very objects of the new module (not copies that could drift)."""
-    new = DEPRECATED_PATHS[old]
-    old_mod, new_mod = importlib.import_module(old), importlib.import_module(new)
-    assert "eprecated" in old_mod.__doc__ and new in old_mod.__doc__
-    assert old_mod.__all__, old
-    for name in old_mod.__all__:
-        assert getattr(old_mod, name) is getattr(new_mod, name), f"{old}.{name}"
+@pytest.mark.parametrize("old", sorted(REMOVED_PATHS))
+def test_removed_paths_are_gone_and_the_new_ones_hold_their_names(old):
+    """0.3.0 removed the module paths deprecated through 0.2.x: importing one fails
+    (no silent shim left behind), and the module that replaced it imports."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert importlib.import_module(REMOVED_PATHS[old]).__all__
 
 
 @pytest.mark.parametrize(
@@ -352,16 +333,10 @@ def test_results_file_layout_discrete(tmp_path):
     assert (back["switch_count"].values[0] == 0).all()  # GD from equal inits: d leads throughout
 
 
-def test_deprecated_modules_warn_and_the_package_does_not():
-    """`samflow.model`, `samflow.data` and `samflow.parallel` warn (DeprecationWarning) when imported;
-    `import samflow` and the command-line modules import none of them (a warning on
-    every import would teach users to ignore it)."""
+def test_the_package_and_its_commands_import_nothing_deprecated():
+    """`import samflow` and the command-line modules raise no DeprecationWarning (a
+    warning on every import would teach users to ignore it)."""
     ok = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
                          "import samflow, samflow.sweep, samflow.switches, samflow.models, samflow.discrete, samflow.edges"],
                         capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr[-1500:]
-    for old, new in (("samflow.model", "samflow.diagonal_net"), ("samflow.data", "samflow.datasets"),
-                     ("samflow.parallel", "samflow.sweep")):
-        r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", f"import {old}"],
-                           capture_output=True, text=True, cwd=ROOT)
-        assert r.returncode != 0 and f"import from {new}" in r.stderr, (old, r.stderr[-500:])

@@ -133,17 +133,14 @@ def test_edge_search_refuses_bad_knobs_in_one_line(kwargs, match):
     assert "\n" not in str(err.value)
 
 
-def test_edge_search_fills_each_edge_default_and_old_keywords_warn():
+def test_edge_search_fills_each_edge_default_and_the_0_1_keywords_are_refused():
     assert EdgeSearch(rtol=1e-8).over(COLLAPSE_SEARCH) == EdgeSearch((1e-2, 1e1), 16, 1e-8, 80)
     assert EdgeSearch(bracket=[1, 3]).over(MAJOR_FIRST_SEARCH) == EdgeSearch((1.0, 3.0), 64, 1e-10, 200)
     new = major_first_edge(MU5, depth=3, search=EdgeSearch(scan=32, rtol=1e-6))
-    with pytest.warns(DeprecationWarning, match=r"major_first_edge\(scan=..., rtol=...\) is deprecated.*search=EdgeSearch") as rec:
-        old = major_first_edge(MU5, depth=3, scan=32, rtol=1e-6)
-    # Attributed to the caller's line: Python's default filters show it in a
-    # user's __main__ (attributed to samflow's wrapper, it was hidden).
-    assert [w.filename for w in rec] == [__file__]
-    for a, b in zip(old, new):
-        np.testing.assert_array_equal(a, b)
+    # Removed in 0.3.0 (deprecated through 0.2.x): one line that names the replacement.
+    with pytest.raises(TypeError, match=r"^major_first_edge\(scan=..., rtol=...\): these keywords were removed in "
+                                        r"samflow 0\.3\.0; pass search=EdgeSearch\(scan=..., rtol=...\)$"):
+        major_first_edge(MU5, depth=3, scan=32, rtol=1e-6)
     fine = major_first_edge(MU5, depth=3)
     assert new.converged and float(new.hi / new.lo) - 1 <= 2e-6
     assert fine.converged and float(fine.hi / fine.lo) - 1 <= 2e-10
@@ -151,7 +148,7 @@ def test_edge_search_fills_each_edge_default_and_old_keywords_warn():
     np.testing.assert_allclose(new.edge, fine.edge, rtol=2e-6)
     with pytest.raises(TypeError, match="unexpected keyword argument 'rtl'"):
         collapse_edge(MU5, rtl=1e-3)
-    with pytest.raises(ValueError, match=r"rtol is given twice, as a keyword and in search; keep search=EdgeSearch\(rtol=...\)"):
+    with pytest.raises(TypeError, match=r"collapse_edge\(rtol=...\): these keywords were removed"):
         collapse_edge(MU5, rtol=1e-8, search=EdgeSearch(rtol=1e-7))
 
 

@@ -1,5 +1,5 @@
-"""Slices are --num-slices/--slice-index (the 0.1 names --num-chunks/--chunk-index still work,
-unlisted); messages count slices from 1 and name the --slice-index they mean."""
+"""Slices are --num-slices/--slice-index (the 0.1 names --num-chunks/--chunk-index, removed in
+0.3.0, say so in one line); messages count slices from 1 and name the --slice-index they mean."""
 
 from __future__ import annotations
 
@@ -24,22 +24,23 @@ figures = false
 """
 
 
-@pytest.mark.parametrize("flags", [["--num-slices", "3", "--slice-index", "3"], ["--num-chunks", "3", "--chunk-index", "3"]])
-def test_old_and_new_slice_flags_are_one_option(tmp_path, capsys, flags):
+def test_slice_flags_are_checked_in_one_line(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text(CONFIG)
-    assert main([str(cfg), "--out", str(tmp_path / "o"), *flags]) == 2
+    assert main([str(cfg), "--out", str(tmp_path / "o"), "--num-slices", "3", "--slice-index", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "error: --slice-index must be in 0..2 for --num-slices 3 (got 3)"
-    # The old names work and say, one line each, which name replaces them.
-    notes = err[:-1]
-    if flags[0] == "--num-chunks":
-        assert notes == [
-            "note: --num-chunks is deprecated (samflow 0.1's name) and goes in the release after 0.2; use --num-slices",
-            "note: --chunk-index is deprecated (samflow 0.1's name) and goes in the release after 0.2; use --slice-index",
-        ]
-    else:
-        assert notes == []
+    assert err == ["error: --slice-index must be in 0..2 for --num-slices 3 (got 3)"]
+
+
+@pytest.mark.parametrize("old,new", [("--num-chunks", "--num-slices"), ("--chunk-index", "--slice-index")])
+def test_the_removed_0_1_flags_name_their_replacement(tmp_path, capsys, old, new):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONFIG)
+    with pytest.raises(SystemExit) as stop:
+        main([str(cfg), "--out", str(tmp_path / "o"), old, "1"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"error: {old} was removed in samflow 0.3.0; use {new}"]
+    assert not (tmp_path / "o").exists()
 
 
 def test_help_lists_only_the_slice_names(capsys):

@@ -1,5 +1,5 @@
-"""The layout of the sweep package (issue 13 step 5): the old module paths are
-shims over the same objects, and the command line prints nothing on stderr for
+"""The layout of the sweep package (issue 13 step 5): `samflow.merge` gives the
+objects of `samflow.sweep._slices`, and the command line prints nothing on stderr for
 `--help` (a package whose `__init__` imports its own `__main__` makes runpy warn
 on every `python -m samflow.sweep`)."""
 
@@ -10,14 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_old_paths_are_the_same_objects():
+def test_merge_gives_the_slices_objects():
     import samflow.merge as merge
-    import samflow.parallel as parallel
-    from samflow.sweep import _devices, _slices
+    from samflow.sweep import _slices
 
-    assert parallel.__all__ == _devices.__all__
-    for name in _devices.__all__ + ["IN_FLIGHT", "AXIS"]:
-        assert getattr(parallel, name) is getattr(_devices, name), name
     for name in merge.__all__:
         if name != "main":
             assert getattr(merge, name) is getattr(_slices, name), name

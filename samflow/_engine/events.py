@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -199,15 +198,6 @@ class EventSet(eqx.Module):
             return {}
         which = jnp.argmin(self.values(t, y, args))
         return {k: is_event & (which == i) for i, k in enumerate(self.names)}
-
-    def diffrax_event(self) -> "diffrax.Event | None":
-        if not self.names:
-            return None
-        # Bisection on the bracket: Newton on Tsit5's dense interpolant can fail
-        # to terminate. Decreasing conditions: events are down-crossings.
-        return diffrax.Event(
-            self.value, root_finder=BracketBisection(rtol=1e-13, atol=1e-13, flip=True), direction=False
-        )
 
 
 def _start_events(values, start_collapsed, finite):

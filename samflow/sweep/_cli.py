@@ -296,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
         f"one line (default {_devices.COORDINATOR_TIMEOUT_S:g})",
     )
     # The names of samflow 0.1 (a slice is not a chunk: chunks are the memory and checkpoint
-    # unit inside a run); kept, unlisted, in 0.2.x, so job scripts keep working.
+    # unit inside a run), deprecated through 0.2.x, removed in 0.3.0: one line naming the new flag.
     parser.add_argument("--num-chunks", dest="num_slices", action=_OldSliceFlag, help=argparse.SUPPRESS)
     parser.add_argument("--chunk-index", dest="slice_index", action=_OldSliceFlag, help=argparse.SUPPRESS)
     return parser
@@ -306,12 +306,10 @@ _NEW_SLICE_FLAG = {"--num-chunks": "--num-slices", "--chunk-index": "--slice-ind
 
 
 class _OldSliceFlag(argparse.Action):
-    """Stores the value as the new flag does, and says once on stderr that the name is deprecated."""
+    """A flag of samflow 0.1 removed in 0.3.0: `error:` in one line naming its new name, exit 2."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        print(f"note: {option_string} is deprecated (samflow 0.1's name) and goes in the release after 0.2; "
-              f"use {_NEW_SLICE_FLAG[option_string]}", file=sys.stderr)
+        parser.exit(2, f"error: {option_string} was removed in samflow 0.3.0; use {_NEW_SLICE_FLAG[option_string]}\n")
 
 
 def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
