@@ -306,7 +306,6 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     methods = list(ds["flow"].values)
     d = ds.sizes["coord"]
     cols = feature_colors(d)
-    times = ds["time"].values
     relative = bool(int(ds.attrs.get("alpha_relative_to_rho", 0)))
     leaders = {j for m in methods for a in ia
                for j in visited_sequence(_sequence(ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values))}
@@ -314,58 +313,8 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     fig, axes = plt.subplots(len(methods), len(ia), figsize=(3.9 * len(ia) + 0.9, 2.9 * len(methods)), squeeze=False)
     for i, m in enumerate(methods):
         for j, a in enumerate(ia):
-            ax = axes[i, j]
-            beta = np.asarray(ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values, dtype=float)
-            loss = ds["loss"].sel(flow=m).isel(rho=ir, alpha=a).values
-            mag = np.abs(beta)
-            with np.errstate(invalid="ignore"):
-                shown = np.where(np.isfinite(mag) & (mag > 0), mag, np.nan)
-            for k in range(d):
-                if k + 1 in named:
-                    ax.plot(times, shown[:, k], color=cols[k], lw=1.5, label=rf"$|\beta_{{{k + 1}}}|$")
-                else:  # thin and unnamed: at large d a legend of every feature would hide the panels
-                    ax.plot(times, shown[:, k], color=cols[k], lw=0.7, alpha=0.7)
-            ax.set_yscale("log")
-            pos = shown[np.isfinite(shown)]
-            if pos.size:  # at most 12 decades below the largest value: a collapse dives to 1e-300
-                ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
-            dom = _sequence(beta)
-            status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
-            t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
-            slides = ds["slide_time"].sel(flow=m).isel(rho=ir, alpha=a).values if "slide_time" in ds else np.array([])
-            lo, hi = _time_window(times, dom, loss, t_ev, slides)
-            labelled = -np.inf
-            for t_sw, f, to in _cell_switches(ds, m, ir, a, dom, times):
-                ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
-                if t_sw - labelled >= _LABEL_GAP * (hi - lo):  # every switch has its line; labels do not overlap
-                    labelled = t_sw
-                    ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
-                            ha="right", va="bottom", color="0.3")
-            if np.isfinite(t_ev) and status != int(Status.SLID):
-                ax.axvline(t_ev, color="k", lw=0.9, ls="--")
-            ax.set_xlim(lo, hi)
-            ax2 = ax.twinx()
-            ax2.plot(times, loss, color="0.45", ls="--", lw=1.0)
-            ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
-            ax2.tick_params(axis="y", colors="0.45", labelsize=8)
-            if j == len(ia) - 1:
-                ax2.set_ylabel("loss (grey, dashed)", color="0.45")
-            a_v = float(ds["alpha"].values[a])
-            head = f"{_method_label(m)}, " + (rf"$\alpha/\rho$ = {a_v:.3g}" if relative else rf"$\alpha$ = {a_v:.3g}")
-            if m == "l2":
-                reg = int(regime_label(beta[None], np.asarray([status]), major_feature(ds))[0])
-                head += f": regime {reg}" if reg else ": regime undetermined"
-            seq = visited_sequence(dom)
-            lines = [head] + (["dominant " + sequence_text(seq)] if seq else [])
-            end = _end_text(m, status, t_ev)
-            if end:
-                lines.append(end)
-            ax.set_title("\n".join(lines), fontsize=8.5)
-            ax.grid(True, which="major", alpha=0.2)
-            if j == 0:
-                ax.set_ylabel(r"$|\beta_j(t)|$ (log)")
-            if i == len(methods) - 1:
-                ax.set_xlabel(_time_label(ds))
+            _trajectory_panel(axes[i, j], ds, m, ir, a, named, cols, relative,
+                              first_col=j == 0, last_col=j == len(ia) - 1, last_row=i == len(methods) - 1)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     if len(named) < d:
         handles.append(plt.Line2D([], [], color="0.5", lw=0.7))
@@ -385,6 +334,64 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     save_png_pdf(fig, path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _trajectory_panel(ax, ds, m, ir, a, named, cols, relative, *, first_col, last_col, last_row) -> None:
+    """One panel of `plot_trajectories`: flow `m` at rho index `ir` and alpha index `a`
+    (|beta_j| with its switches and events, the loss on a second axis, the title)."""
+    d = ds.sizes["coord"]
+    times = ds["time"].values
+    beta = np.asarray(ds["beta"].sel(flow=m).isel(rho=ir, alpha=a).values, dtype=float)
+    loss = ds["loss"].sel(flow=m).isel(rho=ir, alpha=a).values
+    mag = np.abs(beta)
+    with np.errstate(invalid="ignore"):
+        shown = np.where(np.isfinite(mag) & (mag > 0), mag, np.nan)
+    for k in range(d):
+        if k + 1 in named:
+            ax.plot(times, shown[:, k], color=cols[k], lw=1.5, label=rf"$|\beta_{{{k + 1}}}|$")
+        else:  # thin and unnamed: at large d a legend of every feature would hide the panels
+            ax.plot(times, shown[:, k], color=cols[k], lw=0.7, alpha=0.7)
+    ax.set_yscale("log")
+    pos = shown[np.isfinite(shown)]
+    if pos.size:  # at most 12 decades below the largest value: a collapse dives to 1e-300
+        ax.set_ylim(max(pos.min() / 3, pos.max() * 1e-12), pos.max() * 3)
+    dom = _sequence(beta)
+    status = int(ds["status"].sel(flow=m).isel(rho=ir, alpha=a).values)
+    t_ev = float(ds["event_time"].sel(flow=m).isel(rho=ir, alpha=a).values)
+    slides = ds["slide_time"].sel(flow=m).isel(rho=ir, alpha=a).values if "slide_time" in ds else np.array([])
+    lo, hi = _time_window(times, dom, loss, t_ev, slides)
+    labelled = -np.inf
+    for t_sw, f, to in _cell_switches(ds, m, ir, a, dom, times):
+        ax.axvline(t_sw, color="0.55", lw=0.7, ls=":")
+        if t_sw - labelled >= _LABEL_GAP * (hi - lo):  # every switch has its line; labels do not overlap
+            labelled = t_sw
+            ax.text(t_sw, 0.03, f"{f}$\\to${to} ", transform=ax.get_xaxis_transform(), fontsize=7, rotation=90,
+                    ha="right", va="bottom", color="0.3")
+    if np.isfinite(t_ev) and status != int(Status.SLID):
+        ax.axvline(t_ev, color="k", lw=0.9, ls="--")
+    ax.set_xlim(lo, hi)
+    ax2 = ax.twinx()
+    ax2.plot(times, loss, color="0.45", ls="--", lw=1.0)
+    ax2.set_ylim(0, 1.05 * max(float(np.nanmax(loss, initial=0.0)), 1e-12))
+    ax2.tick_params(axis="y", colors="0.45", labelsize=8)
+    if last_col:
+        ax2.set_ylabel("loss (grey, dashed)", color="0.45")
+    a_v = float(ds["alpha"].values[a])
+    head = f"{_method_label(m)}, " + (rf"$\alpha/\rho$ = {a_v:.3g}" if relative else rf"$\alpha$ = {a_v:.3g}")
+    if m == "l2":
+        reg = int(regime_label(beta[None], np.asarray([status]), major_feature(ds))[0])
+        head += f": regime {reg}" if reg else ": regime undetermined"
+    seq = visited_sequence(dom)
+    lines = [head] + (["dominant " + sequence_text(seq)] if seq else [])
+    end = _end_text(m, status, t_ev)
+    if end:
+        lines.append(end)
+    ax.set_title("\n".join(lines), fontsize=8.5)
+    ax.grid(True, which="major", alpha=0.2)
+    if first_col:
+        ax.set_ylabel(r"$|\beta_j(t)|$ (log)")
+    if last_row:
+        ax.set_xlabel(_time_label(ds))
 
 
 def regime_chart_edges(rhos, alpha_abs):
