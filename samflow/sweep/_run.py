@@ -154,18 +154,8 @@ def run_sweep(
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
     rank = np.argsort(cost_key)
-    n_cells = n_real = W0.shape[0]
-    cells = None
-    if grid_slice is not None:
-        i, K = grid_slice
-        cells = slice_cells(cost_key, K, i)
-        n_real = cells.size
-        # Solve at the batch width of the whole grid (same width, same bits): pad
-        # a slice smaller than one batch with copies of its last cell.
-        n_pad = max(0, batch_width(cfg.solver.batch_size, n_cells) - n_real)
-        take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
-        W0, rho, rank = W0[take], rho[take], rank[take]
-        rank[n_real:] = n_cells  # the padding sorts last
+    n_cells = W0.shape[0]
+    cells, n_real, W0, rho, rank = _take_slice(grid_slice, cost_key, W0, rho, rank, cfg.solver.batch_size)
     checkpoint = (
         ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
         if checkpoint_dir
@@ -219,12 +209,36 @@ def run_sweep(
         # Discrete methods and generic models have no switch record: NaN / -1 and switch_ok False.
         ds = store.add_switch_times(ds, switches, cells=cells)
     ds.attrs["config_key"] = config_key(cfg)
-    ds.attrs["code_stamp"] = code_stamp
-    if checkpoint is not None and checkpoint.other_stamps:
-        ds.attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
-    if grid_slice is not None:
-        ds.attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
+    ds.attrs.update(_provenance(code_stamp, checkpoint, grid_slice))
     return ds
+
+
+def _take_slice(grid_slice, cost_key, W0, rho, rank, batch_size):
+    """(cells, n_real, W0, rho, rank) of slice `grid_slice` = (i, K) of the grid's
+    cells (`slice_cells`; None: the whole grid, cells None), padded to the batch width
+    of the whole grid with copies of its last cell (same width, same bits)."""
+    n_cells = W0.shape[0]
+    if grid_slice is None:
+        return None, n_cells, W0, rho, rank
+    i, K = grid_slice
+    cells = slice_cells(cost_key, K, i)
+    n_real = cells.size
+    n_pad = max(0, batch_width(batch_size, n_cells) - n_real)
+    take = np.concatenate([cells, np.repeat(cells[-1:], n_pad)])
+    W0, rho, rank = W0[take], rho[take], rank[take]
+    rank[n_real:] = n_cells  # the padding sorts last
+    return cells, n_real, W0, rho, rank
+
+
+def _provenance(code_stamp, checkpoint, grid_slice) -> dict:
+    """The results' attributes that say what made them: the code stamp, the stamps of
+    resumed chunks made by other code, the slice."""
+    attrs = {"code_stamp": code_stamp}
+    if checkpoint is not None and checkpoint.other_stamps:
+        attrs["resumed_code_stamps"] = json.dumps(checkpoint.other_stamps)
+    if grid_slice is not None:
+        attrs.update(slice_index=int(grid_slice[0]), num_slices=int(grid_slice[1]))
+    return attrs
 
 
 #: Sweeps of up to this many cells per flow refine their switch times with the program of
