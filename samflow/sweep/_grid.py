@@ -168,14 +168,7 @@ def solve_grid(
     settings = settings.resolved(method, W0, data, clock, p)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
-    lanes = batch_width(batch_size, B)
-    L, d = W0.shape[1:]
-    size = grid_chunk_size(B, L, d, ts_np.size, chunk_size=chunk_size, batch_size=batch_size,
-                           memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
-    # A call hands each device a queue of up to CALL_QUEUE x lanes cells; a lane that
-    # finishes its cell takes the next one (samflow._engine.lanes), so no lane waits for another.
-    width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
-    lanes = min(lanes, width)
+    size, width, lanes = _layout(B, W0.shape[1:], ts_np.size, n_dev, chunk_size, batch_size, memory_budget_mb, summary)
     per_call = width * n_dev
     family = program_family(method, data.X.shape[0], settings.coords, among=program_methods or (method,))
     fn, sharding = sharded_solver(devs, family, clock, settings, bool(summary), lanes, int(switches))
@@ -194,6 +187,19 @@ def solve_grid(
 
         return cls(**result), SwitchTimes(**sw)
     return cls(**result)
+
+
+def _layout(B, shape, n_save, n_dev, chunk_size, batch_size, memory_budget_mb, summary) -> tuple[int, int, int]:
+    """(chunk size, cells per device and call, lanes) of a grid of B cells of `shape`
+    (L, d) with `n_save` save times on `n_dev` devices (`grid_chunk_size`). A call
+    hands each device a queue of up to CALL_QUEUE x lanes cells; a lane that finishes
+    its cell takes the next one (samflow._engine.lanes), so no lane waits for another."""
+    lanes = batch_width(batch_size, B)
+    L, d = shape
+    size = grid_chunk_size(B, L, d, n_save, chunk_size=chunk_size, batch_size=batch_size,
+                           memory_budget_mb=memory_budget_mb, n_devices=n_dev, summary=summary)
+    width = max(1, min(lanes * CALL_QUEUE, -(-size // n_dev)))
+    return size, width, min(lanes, width)
 
 
 def _check_grid(data: Dataset, W0: np.ndarray, rho: np.ndarray, chunk_size, batch_size) -> int:
