@@ -191,7 +191,7 @@ def _merge(args, out_dir: Path) -> int:
         if cfg.output.figures:
             from .plots import plot_sweep
 
-            for path in plot_sweep(ds, out_dir, cfg):
+            for path in plot_sweep(ds, out_dir, cfg.output):
                 print(f"figure: {path}")
     return 0
 

@@ -86,7 +86,7 @@ def test_merged_slices_equal_the_whole_run_bit_for_bit(runs, capsys, monkeypatch
     drawn = []  # the figures are samflow.plots.plot_sweep's (tested in test_sweep.py); skip the drawing
     monkeypatch.setattr(
         "samflow.plots.plot_sweep",
-        lambda ds, out_dir, cfg=None: drawn.append((ds, cfg)) or [Path(out_dir) / "dominant_heatmap.png"],
+        lambda ds, out_dir, output=None: drawn.append((ds, output)) or [Path(out_dir) / "dominant_heatmap.png"],
     )
     sliced = root / "sliced"
     names = sorted(p.name for p in (sliced / "slices").iterdir())
@@ -104,7 +104,9 @@ def test_merged_slices_equal_the_whole_run_bit_for_bit(runs, capsys, monkeypatch
     assert merge_main([str(sliced)]) == 0
     out = capsys.readouterr().out
     assert "merged from 3 slices" in out and "dominant_heatmap.png" in out
-    assert len(drawn) == 1 and drawn[0][1].name == "dist" and drawn[0][0].sizes["alpha"] == 4
+    assert len(drawn) == 1 and drawn[0][0].sizes["alpha"] == 4
+    # the merged run's own [output] section (the config stored with the slices)
+    assert type(drawn[0][1]).__name__ == "OutputConfig" and drawn[0][1].figures
 
     whole, merged = read_results(root / "whole" / "results.nc"), read_results(sliced / "results.nc")
     assert merged.sizes == whole.sizes and list(merged.data_vars) == list(whole.data_vars)

@@ -137,6 +137,25 @@ def test_the_stored_output_settings_choose_the_rho(tmp_path, kept_figures):  # n
     assert len(titles) == 1 and r"$\alpha$ = 1" in titles[0]
 
 
+def test_the_given_output_section_wins_and_a_whole_config_is_refused(tmp_path, kept_figures):  # noqa: F811
+    """plot_sweep(ds, out, output) takes the config's [output] section (0.3.0; it took the
+    whole config): its plot_rho and trajectory_alphas win over the stored ones."""
+    from types import SimpleNamespace
+
+    beta = major_first_beta(1, 2, 2, 4)
+    ds = make_ds(beta, np.zeros((1, 2, 2)), alpha=[0.5, 1.0], rho=[0.05, 0.1], times=[1.0, 2.0, 3.0, 4.0], flows=("l2",))
+    ds.attrs["config"] = json.dumps({"output": {"plot_rho": 0.1, "trajectory_alphas": [1.0]}})
+    plots.plot_sweep(ds, tmp_path, SimpleNamespace(plot_rho=0.05, trajectory_alphas=[0.5]),
+                     names=["dominant_heatmap", "trajectories"])
+    heat, traj = kept_figures
+    assert r"$\rho=0.05$" in heat._suptitle.get_text()
+    titles = [ax.get_title() for ax in traj.axes if ax.get_title()]
+    assert len(titles) == 1 and r"$\alpha$ = 0.5" in titles[0]
+    with pytest.raises(TypeError, match=r"^plot_sweep takes the config's \[output\] section since samflow 0\.3\.0: "
+                                        r"pass cfg\.output, not cfg$"):
+        plots.plot_sweep(ds, tmp_path, SimpleNamespace(output=SimpleNamespace(plot_rho=0.1)))
+
+
 def test_bad_input_is_one_line_exit_2(swept, tmp_path, capsys):
     _, out = swept
     results = out / "results.nc"

@@ -515,22 +515,27 @@ def _stored_output(ds) -> dict:
         return {}
 
 
-def plot_sweep(ds, out_dir: "str | Path", cfg=None, names=None) -> list[Path]:
+def plot_sweep(ds, out_dir: "str | Path", output=None, names=None) -> list[Path]:
     """Draw every figure the sweep's grid supports into `out_dir`; return the PNG paths.
 
     **Arguments:** `ds` the results of a sweep (`samflow.store.read_results`);
-    `cfg` its `SweepConfig`, for `output.plot_rho` and `output.trajectory_alphas`
-    (default: the config stored in the results file, so a redraw from the file
-    alone, `python -m samflow.plot`, draws the sweep's figures); `names` a subset
-    of `figure_names(ds)` (default all).
+    `output` the `[output]` section of its config (`SweepConfig.output`), for
+    `plot_rho` and `trajectory_alphas` (default: the section stored in the results
+    file, so a redraw from the file alone, `python -m samflow.plot`, draws the
+    sweep's figures); `names` a subset of `figure_names(ds)` (default all).
 
     For a summary file (`output.save = "summary"`) the trajectory figure is
     skipped, with a one-line note on stderr.
+
+    **Raises:** `TypeError` (one line) for a whole `SweepConfig` as `output` (0.2's
+    argument): pass its `.output`.
     """
+    if output is not None and hasattr(output, "output"):
+        raise TypeError("plot_sweep takes the config's [output] section since samflow 0.3.0: pass cfg.output, not cfg")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if cfg is not None:
-        plot_rho, traj_alphas = cfg.output.plot_rho, cfg.output.trajectory_alphas
+    if output is not None:
+        plot_rho, traj_alphas = output.plot_rho, output.trajectory_alphas
     else:
         stored = _stored_output(ds)
         plot_rho, traj_alphas = stored.get("plot_rho"), stored.get("trajectory_alphas")

@@ -367,5 +367,5 @@ def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wa
     if cfg.output.figures and not args.no_figures and not sliced:
         from ..plots import plot_sweep
 
-        print_figures(plot_sweep(ds, out_dir, cfg))
+        print_figures(plot_sweep(ds, out_dir, cfg.output))
     print(f"done in {wall:.1f} s (solve, its compilation and the switch times)")
