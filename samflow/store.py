@@ -255,23 +255,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
         coords["cell"] = cells
     coords.update(_experiment_coords(cfg, labels))
     codes = [s.value for s in Status]
-    if summary:
-        per_time = {
-            "dominant": (
-                cell + ("time",),
-                stack("dominant", (n,)),
-                {
-                    "long_name": "dominant feature argmax_j |beta_j| (1-based)",
-                    "comment": "0 where beta = 0 (collapsed), -1 where beta is not finite",
-                },
-            ),
-            "tied": (cell + ("time",), stack("tied", (n,)).astype(bool), {"long_name": "two largest |beta_j| tied within 1e-9 relative"}),
-            "beta_norm": (cell + ("time",), stack("beta_norm", (n,)), {"long_name": "||beta||_2"}),
-        }
-    else:
-        per_time = {
-            "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
-        }
+    per_time = _per_time_variables(stack, cell, n, d, summary)
     variables = {
         **per_time,
         "loss": (cell + ("time",), stack("loss", (n,)), {"long_name": "empirical loss"}),
@@ -327,6 +311,30 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
     return ds
+
+
+def _per_time_variables(stack, cell, n, d, summary) -> dict:
+    """The per-cell variables over time besides the loss: beta (`summary` False) or
+    the summary's dominant index, ties and ||beta|| (True), as {name: (dims, values,
+    attrs)}; `stack(field, tail)` gathers a field of every flow's results."""
+    if summary:
+        per_time = {
+            "dominant": (
+                cell + ("time",),
+                stack("dominant", (n,)),
+                {
+                    "long_name": "dominant feature argmax_j |beta_j| (1-based)",
+                    "comment": "0 where beta = 0 (collapsed), -1 where beta is not finite",
+                },
+            ),
+            "tied": (cell + ("time",), stack("tied", (n,)).astype(bool), {"long_name": "two largest |beta_j| tied within 1e-9 relative"}),
+            "beta_norm": (cell + ("time",), stack("beta_norm", (n,)), {"long_name": "||beta||_2"}),
+        }
+    else:
+        per_time = {
+            "beta": (cell + ("time", "coord"), stack("beta", (n, d)), {"long_name": "linear predictor beta"}),
+        }
+    return per_time
 
 
 def _experiment_coords(cfg, labels: list[str]) -> dict:
