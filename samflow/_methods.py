@@ -345,7 +345,7 @@ class LpSam(AbstractSam):
     Lipschitz where an entry of G is 0: a weight can reach 0 in finite time, so
     the weights get linf's sign events and Filippov decision (`cross`; the sign
     of G_lj comes from the sign memory between events). For p <= 2 the field is
-    C^1 there and the cross events only restart a segment where a weight
+    C^1 there and the cross events only restart a run where a weight
     changes sign (the memory then follows the sign). Log coordinates apply for
     p <= 2 (`log_factor`)."""
 

@@ -3,14 +3,14 @@
 The engine lives in private modules, one concept each: `_settings`
 (SolverSettings, input checks), `_field` (the vector field), `_events` (the
 event conditions), `_singular` (slide or cross, collapse, critical points),
-`_integrate` (the segment loop, `solve_cell`, `solve`), `_solution`
+`_integrate` (`batch_cells`, `solve_cell`, `solve`), `_solution`
 (Trajectory, Summary). This module is their public home; its name differs
 from the function `samflow.solve` (the old module path `samflow.solve` is a
 deprecated shim, `samflow/solve.py`).
 """
 
 from ._engine.field import SamField as SamField
-from ._engine.field import SegmentArgs as SegmentArgs
+from ._engine.field import RunArgs as RunArgs
 from ._engine.integrate import batch_cells as batch_cells
 from ._engine.integrate import solve as solve
 from ._engine.integrate import solve_cell as solve_cell

@@ -275,7 +275,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
         "collapse_direction": (cell + ("coord",), stack("collapse_direction", (d,)), {"long_name": "beta/||beta|| just before collapse"}),
         "slide_time": (cell + ("layer", "coord"), stack("slide_time", (L, d)), {"long_name": "time from which the weight slid at 0", "units": cfg.clock}),
         "num_steps": (cell, stack("num_steps", ()).astype(np.int64), {"long_name": "solver steps"}),
-        "num_segments": (cell, stack("num_segments", ()).astype(np.int32), {"long_name": "diffrax solves (events + 1)"}),
+        "num_runs": (cell, stack("num_runs", ()).astype(np.int32), {"long_name": "runs of solver steps between events (events + 1)"}),
         "alpha_init": (("alpha", "rho"), np.asarray(alpha_abs), {"long_name": "absolute init scale alpha of the cell"}),
         "data_X": (("sample", "coord"), np.asarray(data.X), {"long_name": "inputs x_i"}),
         "data_y": (("sample",), np.asarray(data.y), {"long_name": "labels y_i"}),

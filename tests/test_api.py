@@ -116,7 +116,7 @@ CONFIG_KEYS = {
     "grid.alpha", "grid.rho", "grid.alpha_relative_to_rho",
     "time.t1", "time.num", "time.spacing", "time.t_min", "time.ts",
     "solver.solver", "solver.rtol", "solver.atol", "solver.max_steps", "solver.capture_radius",
-    "solver.blowup_log10", "solver.max_segments", "solver.coords", "solver.reduce", "solver.batch_size",
+    "solver.blowup_log10", "solver.max_runs", "solver.coords", "solver.reduce", "solver.batch_size",
     "solver.memory_budget_mb", "solver.chunk_size",
     "output.dir", "output.figures", "output.plot_rho", "output.trajectory_alphas",
     "output.save_weights", "output.save", "output.switch_times", "output.switch_refine",

@@ -168,6 +168,25 @@ def test_good_config_values(tmp_path):
     assert np.allclose(np.diff(np.log(ts)), np.log(1000.0) / 7)
 
 
+def test_max_segments_is_read_as_max_runs_and_says_so():
+    """solver.max_segments, max_runs' name before 0.3 (in configs and in the configs
+    stored in 0.2 results files), gives the same settings with a FutureWarning (shown
+    to users by Python's default filters) naming the new key; both at once: one line."""
+    import tomllib
+
+    new = parse_config(tomllib.loads(edit("max_steps = 4096\n", "max_steps = 4096\nmax_runs = 9\n")), "c.toml")
+    with pytest.warns(FutureWarning, match=r"^solver\.max_segments is now solver\.max_runs; the old name goes in "
+                                           r"the release after 0\.3$"):
+        old = parse_config(tomllib.loads(edit("max_steps = 4096\n", "max_steps = 4096\nmax_segments = 9\n")), "c.toml")
+    assert old == new and old.solver.max_runs == 9
+    assert old.solver.to_settings() == new.solver.to_settings()
+    with pytest.raises(ConfigError) as info:
+        parse_config(tomllib.loads(edit("max_steps = 4096\n", "max_steps = 4096\nmax_runs = 9\nmax_segments = 9\n")),
+                     "c.toml")
+    assert str(info.value).splitlines() == [
+        "c.toml: solver: max_runs and max_segments (its name before 0.3) are both given: keep max_runs"]
+
+
 def test_missing_data_file_and_unwritable_output(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text(edit("mu = [1.0, 2.0]", 'file = "missing.npz"'))

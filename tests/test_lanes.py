@@ -23,7 +23,7 @@ from samflow.flows import Clock, Method
 MU = [0.2, 0.4, 0.6, 0.8, 1.0]
 TS = np.geomspace(1e-2, 1e4, 24)
 FIELDS = ("W", "beta", "t", "loss", "status", "event_time", "event_t", "collapse_direction", "slide_time",
-          "num_steps", "num_segments")
+          "num_steps", "num_runs")
 
 
 def _cells(n=8):
@@ -78,12 +78,12 @@ def _lane_step(eng, W, rho, t0):
     """What a lane computes in one step of its cell (samflow._engine.lanes): the Runge-Kutta
     stages, the controller's error norm and decision, the event condition at the
     step's end and the dense interpolant inside it."""
-    from samflow._engine.field import SegmentArgs
+    from samflow._engine.field import RunArgs
     from samflow._engine.lanes import _Dense, _erk_step
 
     field = eng.field(None)
     w_scale = jnp.max(jnp.abs(W))
-    args = SegmentArgs(rho, eng.data, jnp.sign(W), jnp.zeros(W.shape, bool), jnp.asarray(False))
+    args = RunArgs(rho, eng.data, jnp.sign(W), jnp.zeros(W.shape, bool), jnp.asarray(False))
     y0, t1 = (W, jnp.zeros(())), 1.01 * t0
     y1, err, dense, f1 = _erk_step(type(eng.solver).tableau, field, t0, t1, y0, args, field(t0, y0, args))
     pid = (jnp.ones(()), jnp.ones(()), jnp.asarray(False))

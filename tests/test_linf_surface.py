@@ -110,7 +110,7 @@ def test_small_alpha_agrees_with_discrete_sam(grid):
 
 
 def test_stays_on_surface_while_sliding(grid):
-    """On the sliding segment (t >= 243) r_2(W) stays 0 to far below 1e-8 of max|X| (no drift)."""
+    """While it slides (t >= 243) r_2(W) stays 0 to far below 1e-8 of max|X| (no drift)."""
     lg = sf.get_loss("logistic")
     r = np.array([np.asarray(residual(jnp.asarray(W), MIXED, lg)) for W in grid["W"][4, 4:]])
     assert np.all(np.abs(r[:, 1]) / X.max() < 1e-10), r[:, 1]

@@ -95,7 +95,7 @@ def test_summary_is_the_analysis_of_the_trajectory(whole):
     assert (s.dominant == 0).any() and (s.dominant == 5).any()  # collapsed cells and the major feature
     np.testing.assert_allclose(s.beta_norm, np.linalg.norm(full.beta, axis=-1), rtol=1e-15, atol=0)
     for name in ("t", "loss", "status", "event_time", "event_t", "collapse_direction", "slide_time",
-                 "num_steps", "num_segments"):
+                 "num_steps", "num_runs"):
         assert np.array_equal(getattr(s, name), getattr(full, name), equal_nan=True), name
 
 

@@ -48,7 +48,7 @@ def test_deprecations_name_the_release_that_removes_them():
         text = path.read_text()
         assert "in the next release" not in text, f"{path.relative_to(ROOT)}: say 'the release after {minor}'"
         notes += re.findall(r"(?:removed|goes) in the release after (\d+\.\d+)", text)
-    assert len(notes) >= 1  # max_segments, now max_runs (0.3.0 removed what 0.2.x deprecated)
+    assert len(notes) >= 1  # solver.max_segments, now max_runs (0.3.0 removed what 0.2.x deprecated)
     assert set(notes) == {minor}
 
 

@@ -27,11 +27,11 @@ def _probe_values(name):
     """Values on, just inside and just outside each bound of a setting."""
     out = []
     for op, v in SETTING_BOUNDS[name].items():
-        if name in ("max_steps", "max_segments"):
+        if name in ("max_steps", "max_runs"):
             out += [int(v) - 1, int(v), int(v) + 1]
         else:
             out += [v, np.nextafter(float(v), -np.inf), np.nextafter(float(v), np.inf)]
-    return out + ([2.5] if name in ("max_steps", "max_segments") else [float("inf")])
+    return out + ([2.5] if name in ("max_steps", "max_runs") else [float("inf")])
 
 
 def _accepts_settings(name, value) -> bool:

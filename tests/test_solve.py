@@ -218,7 +218,7 @@ def test_vmap_matches_solo_solves(l2_regimes, l2_solo):
     assert len(set(steps.tolist())) > 1  # the cells really do cost different amounts
     for i, solo in enumerate(l2_solo):
         assert int(steps[i]) == int(solo.num_steps)
-        assert int(l2_regimes.num_segments[i]) == int(solo.num_segments)
+        assert int(l2_regimes.num_runs[i]) == int(solo.num_runs)
         assert int(l2_regimes.status[i]) == int(solo.status)
         np.testing.assert_allclose(l2_regimes.W[i], solo.W, rtol=1e-12, atol=0)
         np.testing.assert_allclose(l2_regimes.t[i], solo.t, rtol=1e-12, atol=0)
@@ -238,14 +238,14 @@ def test_nonfinite_input_cell_is_isolated(l2_solo):
 
 
 def test_max_steps_cell_is_isolated(mu12):
-    """max_steps is a per-segment budget; clock t l2 cells have one segment each. The
+    """max_steps is a per-run budget; clock t l2 cells have one run each. The
     general engine (`reduce="off"`): a reduced cell out of steps is handed to it."""
     ts = np.geomspace(1e-2, 1e3, N_SAVE)
     alphas, rhos = np.array([0.2, 0.5, 3.0]), np.full(3, 0.05)
     full = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", alpha_batched=True,
                     settings=sf.SolverSettings(reduce="off"))
     steps = np.asarray(full.num_steps)
-    assert np.all(np.asarray(full.num_segments) == 1) and steps.min() < steps.max()
+    assert np.all(np.asarray(full.num_runs) == 1) and steps.min() < steps.max()
     budget = (int(steps.min()) + int(steps.max())) // 2
     tr = sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", settings=sf.SolverSettings(max_steps=budget, reduce="off"),
                   alpha_batched=True)

@@ -42,7 +42,7 @@ save = "{save}"
 
 # Every variable both kinds of file hold, compared bit for bit (NaNs in place).
 SHARED = ("loss", "real_time", "status", "event_time", "event_real_time", "collapse_direction",
-          "slide_time", "num_steps", "num_segments", "alpha_init", "data_X", "data_y")
+          "slide_time", "num_steps", "num_runs", "alpha_init", "data_X", "data_y")
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_summary_dominant_holds_an_index_past_int16():
     traj = sf.Trajectory(
         ts=jnp.arange(n, dtype=float), t=jnp.arange(n, dtype=float), W=jnp.zeros((n, 1, d)), beta=jnp.asarray(beta),
         loss=jnp.zeros(n), status=jnp.asarray(0), event_time=jnp.asarray(np.nan), event_t=jnp.asarray(np.nan),
-        collapse_direction=jnp.zeros(d), slide_time=jnp.zeros((1, d)), num_steps=jnp.asarray(0), num_segments=jnp.asarray(1),
+        collapse_direction=jnp.zeros(d), slide_time=jnp.zeros((1, d)), num_steps=jnp.asarray(0), num_runs=jnp.asarray(1),
     )
     s = sf.summarize(traj)
     assert s.dominant.dtype == np.int32
@@ -189,7 +189,7 @@ def test_summarize_refuses_a_tie_tolerance_outside_0_1(tie_tol):
     traj = sf.Trajectory(
         ts=jnp.arange(2.0), t=jnp.arange(2.0), W=jnp.zeros((2, 1, 2)), beta=beta, loss=jnp.zeros(2),
         status=jnp.asarray(0), event_time=jnp.asarray(np.nan), event_t=jnp.asarray(np.nan),
-        collapse_direction=jnp.zeros(2), slide_time=jnp.zeros((1, 2)), num_steps=jnp.asarray(0), num_segments=jnp.asarray(1),
+        collapse_direction=jnp.zeros(2), slide_time=jnp.zeros((1, 2)), num_steps=jnp.asarray(0), num_runs=jnp.asarray(1),
     )
     np.testing.assert_array_equal(np.asarray(sf.summarize(traj).tied), [True, False])
     with pytest.raises(ValueError, match="tie_tol"):

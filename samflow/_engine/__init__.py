@@ -7,7 +7,7 @@
 - `rk`: one explicit Runge-Kutta step and its dense interpolant, with sums written
   out, and the per-lane gathers and scatters;
 - `field`: the vector field of one cell (`SamField`) and what changes at events
-  (`SegmentArgs`); `events`: the event conditions (`EventSet`); `singular`: what
+  (`RunArgs`); `events`: the event conditions (`EventSet`); `singular`: what
   happens at a singular point (slide or cross, collapse, critical points);
 - `record`, `cell_state`: a cell's record at its start, its events and its end;
 - `integrate`: `solve`, `solve_cell` and the batching of a call's cells;

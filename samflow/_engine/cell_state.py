@@ -1,5 +1,5 @@
-"""The state of one cell between the segments of its solve (`samflow._engine.integrate`):
-where the next segment starts, what has been saved, and the event record.
+"""The state of one cell between the runs of steps of its solve (`samflow._engine.lanes`):
+where the next run starts, what has been saved, and the event record.
 Its own module, so that the integrator and the singular points
 (`samflow._engine.singular`) both read it without importing each other.
 """
@@ -9,18 +9,18 @@ from __future__ import annotations
 import equinox as eqx
 from jaxtyping import Array, Bool, Float, Int
 
-from .field import SegmentArgs
+from .field import RunArgs
 
 
 class CellState(eqx.Module):
-    """The carry of `solve_cell`'s segment loop, grouped as diffrax's `State`.
+    """A cell's record between its runs (what a lane carries, `samflow._engine.lanes`), grouped as diffrax's `State`.
 
     Y is the solver's state (W, or log|W| in log coordinates); shapes `(L, d)`
     unless noted, `n` = number of save times.
     """
 
-    # Where the next segment starts.
-    seg: Int[Array, ""]
+    # Where the next run starts.
+    runs: Int[Array, ""]
     t0: Float[Array, ""]
     Y: Float[Array, "L d"]
     s: Float[Array, ""]
@@ -50,6 +50,6 @@ class CellState(eqx.Module):
     steps: Int[Array, ""]
     done: Bool[Array, ""]
 
-    def segment_args(self, rho, data, multi: bool) -> SegmentArgs:
+    def run_args(self, rho, data, multi: bool) -> RunArgs:
         extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
-        return SegmentArgs(rho, data, self.memory, self.frozen, self.track, *extra)
+        return RunArgs(rho, data, self.memory, self.frozen, self.track, *extra)

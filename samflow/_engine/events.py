@@ -1,4 +1,4 @@
-"""The event conditions of a segment, combined into one scalar event.
+"""The event conditions of a run of steps, combined into one scalar event.
 
 Each condition is a function of (events, t, y, args), dimensionless, positive
 until its event: diffrax fires on the down-crossing through 0. `EventSet`
@@ -89,7 +89,7 @@ def _cross_condition(ev, t, y, args):
 
 def _rcross_condition(ev, t, y, args):
     """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j / max|X|
-    falls to -roff_j (just past it, so the next segment starts on the new side)."""
+    falls to -roff_j (just past it, so the next run starts on the new side)."""
     r = residual(y[0], args.data, ev.field.loss)
     active = _rsurface_active(args.rmem, args.rslide, args.frozen, args.data)
     return jnp.min(jnp.where(active, r * args.rmem / ev.r_scale + args.roff, _BIG))
@@ -259,7 +259,7 @@ def _leader(field: SamField, c, rho, data, multi, exclude=None):
     lb = _log_abs_beta(field, c.Y)
     if exclude is not None:
         lb = jnp.where(jnp.arange(lb.shape[0]) == exclude, -jnp.inf, lb)
-    dW, _ = field.velocity_W(c.Y, c.s, c.segment_args(rho, data, multi))
+    dW, _ = field.velocity_W(c.Y, c.s, c.run_args(rho, data, multi))
     W = field.to_W(c.Y)
     rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)
     near = lb >= jnp.max(lb) + jnp.log1p(-_TIE)
@@ -274,7 +274,7 @@ _ROUND = 8 * np.finfo(np.float64).eps
 
 def _gap_rate(field: SamField, Y, s, args, lead, to) -> Float[Array, ""]:
     """d/dclock (log|beta_to| - log|beta_lead|) at (Y, s), from the field (`args`: the
-    segment's arguments)."""
+    run's arguments)."""
     dW, _ = field.velocity_W(Y, s, args)
     W = field.to_W(Y)
     rate = jnp.sum(jnp.where(W != 0, dW / jnp.where(W != 0, W, 1.0), 0.0), axis=0)

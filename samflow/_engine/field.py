@@ -1,7 +1,7 @@
 """The vector field of one cell, in diffrax's form field(t, y, args).
 
 `SamField` holds what is static (method, clock, loss, the signs of log
-coordinates); `SegmentArgs` what changes only at events (the sign memory of
+coordinates); `RunArgs` what changes only at events (the sign memory of
 linf-SAM, the weights held at 0, the r_j = 0 surfaces of multi-sample linf).
 The flows themselves are `samflow.flows` (docs/theory.md s.2-3); this module
 adds the clock s = log(1 + t) of the tau clock, log coordinates, and the
@@ -21,9 +21,9 @@ from ..losses import AbstractLoss
 from ..diagonal_net import prod_excl, residual
 
 
-class SegmentArgs(eqx.Module):
-    """What the vector field and the event conditions read during one segment
-    (diffrax's `args`): constant inside a segment, changed only at its events.
+class RunArgs(eqx.Module):
+    """What the vector field and the event conditions read during one run of steps
+    (diffrax's `args`): constant inside a run, changed only at its events.
 
     **Fields** (one cell):
 
@@ -54,7 +54,7 @@ class SegmentArgs(eqx.Module):
 
 class SamField(eqx.Module):
     """The vector field of one cell in diffrax's form `field(t, y, args)`, with
-    y = (Y, s) and `args` a `SegmentArgs`; returns (dY, ds) per unit clock time.
+    y = (Y, s) and `args` a `RunArgs`; returns (dY, ds) per unit clock time.
 
     Y is the weights W `(L, d)`, or x = log|W| with the signs `sign` held fixed
     (log coordinates, `sign` not None). s = log(1 + t) is the real time carried
@@ -81,21 +81,21 @@ class SamField(eqx.Module):
         """Weights from the state (identity in linear coordinates)."""
         return self.sign * jnp.exp(Y) if self.log_coords else Y
 
-    def __call__(self, t, y, args: SegmentArgs):
+    def __call__(self, t, y, args: RunArgs):
         W, s = y
         return _velocity(
             W, s, args.rho, args.data, args.memory, args.frozen, args.track,
             self.method, self.clock, self.loss, self.sign, args.rsurf, self.p, self.layers,
         )
 
-    def velocity_W(self, Y, s, args: SegmentArgs):
+    def velocity_W(self, Y, s, args: RunArgs):
         """dW/dclock and ds/dclock at state (Y, s), in linear coordinates."""
         dY, ds = self(None, (Y, s), args)
         return (self.to_W(Y) * dY if self.log_coords else dY), ds
 
 
 def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=None, rsurf=None, p=None, layers=None):
-    """(dW, ds) of the segment's field, frozen weights held at 0.
+    """(dW, ds) of the run's field, frozen weights held at 0.
 
     With `rsurf` = (rmem, rslide) given (linf on multi-sample data, clock t), the
     field is `_linf_multi_field`: the sign of r_j from its memory, Filippov
@@ -128,7 +128,7 @@ def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss):
     eps_lj = rho sign(G_lj), G_lj = -r_j(W) prod_excl_lj(W): besides the weights
     (`memory`, `frozen` as in `_velocity`), its sign flips where r_j(W) = 0. Between
     two events the field uses `rmem` (d,), the side of each r_j = 0 surface the
-    cell is on (+-1; 0: plain sign(r_j)), so it is smooth inside a segment. On a
+    cell is on (+-1; 0: plain sign(r_j)), so it is smooth inside a run. On a
     surface the flow slides along (`rslide` (d,), at most one True: see
     `_rsurface_parts`) the field is the Filippov combination a f+ + (1 - a) f-
     of the two one-sided fields, a = n- / (n- - n+) with n+- = grad r_j . f+-, so

@@ -44,7 +44,7 @@ def solve_cell(
 
     The clock starts at 0 and ends at `ts[-1]`. `ts` must be increasing with
     `ts[0] >= 0`; this function does not check (see `solve`). Batch it with
-    `jax.vmap` over `W0` and `rho` (and `data` if wanted). The loop of segments
+    `jax.vmap` over `W0` and `rho` (and `data` if wanted). The runs of steps
     and what ends each one are described in this module's docstring. `p`: the
     exponent of lp-SAM, a float64 scalar, traced (one compilation for every p;
     required for "lp", ignored otherwise; not checked here, see `solve`).

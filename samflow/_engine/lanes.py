@@ -13,7 +13,7 @@ no lane waits for another. Around the step the lane does what the cell needs:
   condition is evaluated at every accepted step's end; a down-crossing is
   located on the dense interpolant by bisection (`BracketBisection`, an
   `optimistix` root finder, to 1e-13), and the cell's record is updated there
-  exactly as at the end of a segment of the former engine (`_after_event`:
+  exactly as at the end of a run of the former engine (`_after_event`:
   collapse capture and extrapolation, linf sign switches and sliding, the r_j
   surfaces of multi-sample linf, lp arrivals at 0, critical points, blow-up,
   poles, the t range). A cell that goes on after its event restarts its
@@ -21,7 +21,7 @@ no lane waits for another. Around the step the lane does what the cell needs:
   step size as the first guess); a cell that is done hands its lane to the
   next cell of the queue.
 - **the end of a cell**: the horizon, a stopping event, its step budget
-  (`max_steps` per run between events, `max_segments` runs) or a failure.
+  (`max_steps` per run between events, `max_runs` runs) or a failure.
 
 **The hot path.** An iteration does for every lane only what a step needs: the
 Runge-Kutta stages, the controller, the event condition at the step's end, the
@@ -152,7 +152,7 @@ class _Engine(eqx.Module):
     multi: bool = eqx.field(static=True)
     log_coords: bool = eqx.field(static=True)
     L: int = eqx.field(static=True)
-    max_segments: int = eqx.field(static=True)
+    max_runs: int = eqx.field(static=True)
     switches: int = eqx.field(static=True)
     data: Dataset
     ts: Float[Array, " n_save"]
@@ -188,7 +188,7 @@ class _Engine(eqx.Module):
         return _with_lead(base, lead) if self.switches and lead is not None else base
 
     def controller(self, field, w_scale):
-        # As the former segment solver: atol relative to the init scale (floored
+        # As the former engine: atol relative to the init scale (floored
         # at 1e-150), rtol alone in log coordinates.
         atol = self.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
         if field.log_coords:
@@ -196,7 +196,7 @@ class _Engine(eqx.Module):
         return diffrax.PIDController(rtol=self.rtol, atol=atol)
 
     def args(self, lane_or_rec, rho):
-        return lane_or_rec.segment_args(rho, self.data, self.multi)
+        return lane_or_rec.run_args(rho, self.data, self.multi)
 
     # -- one lane -----------------------------------------------------------------
 
@@ -313,7 +313,7 @@ class _Engine(eqx.Module):
             # The bound of the time's error (docs/theory.md s.5): the controller's tolerances
             # summed over the cell's steps, through the gap and its rate, over the gap's rate at the root.
             ctrl = self.controller(field, lane.w_scale)
-            new_args = new.segment_args(lane.rho, self.data, self.multi)
+            new_args = new.run_args(lane.rho, self.data, self.multi)
             err, rate = _switch_time_err(
                 lambda y: _log_abs_beta(field, y[0])[to] - _log_abs_beta(field, y[0])[lead],
                 lambda y: _gap_rate(field, y[0], y[1], new_args, lead, to),
@@ -367,7 +367,7 @@ class _Engine(eqx.Module):
 #: The fields of a cell's record that only the end of a run reads or writes: they
 #: stay in the call's per-cell records while the cell steps (`_hot`), so that the
 #: hot loop carries, selects and copies only what a step needs.
-COLD = ("seg", "status", "event_time", "event_s", "collapse_direction", "W_detect", "t_detect", "W_stop",
+COLD = ("runs", "status", "event_time", "event_s", "collapse_direction", "W_detect", "t_detect", "W_stop",
         "slide_time", "t_arrive_capture", "W_arrive_capture", "t_untracked", "done")
 
 
@@ -409,7 +409,7 @@ def program_family(method: "str | Method", n_samples: int, coords: str = "linear
     d^2, docs/theory.md s.4).
 
     - linf on multi-sample data: `(LINF,)` alone (its state carries the r_j
-      surfaces, `CellState.rmem`, and more segments).
+      surfaces, `CellState.rmem`, and more runs).
     - log coordinates: the methods that have them (no linf).
     - otherwise every method that has the structure of `method` (on one sample
       all five; on several, all but linf).
@@ -514,9 +514,9 @@ def solve_lanes(
         raise ValueError(TAU_ONE_SAMPLE)
     width = int(max(1, min(width, n)))
     slots = int(slots or max(1, width // 8))
-    max_segments = settings.max_segments or (2 * L * d + 2 + (4 * d if multi else 0))
+    max_runs = settings.max_runs or (2 * L * d + 2 + (4 * d if multi else 0))
     if switches:
-        max_segments += switches + 1  # a run ends at each switch too
+        max_runs += switches + 1  # a run ends at each switch too
     dtype = jnp.result_type(W0.dtype, jnp.float64)
     W0 = W0.astype(dtype)
     rho = jnp.asarray(rho, dtype)
@@ -528,7 +528,7 @@ def solve_lanes(
     rho = jnp.where(finite, rho, 0.0)
     sign = jnp.where(W0 < 0, -1.0, 1.0).astype(dtype) if settings.coords == "log" else None
     w_scale = jnp.max(jnp.abs(W0), axis=(1, 2))
-    engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_segments, int(switches), data, ts,
+    engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_runs, int(switches), data, ts,
                        _field_p(m, p, dtype), _r_scale(data) if multi else None,
                        None if tol is None else jnp.asarray(tol, dtype)) for m in family]
     eng = engines[0]  # for what no method changes: the solver's steps, saves and interpolants
@@ -645,7 +645,7 @@ def solve_lanes(
         records = _put(records, rows, ended.rec)
         if sw_all is not None:
             sw_all = _put(sw_all, rows, ended.sw)
-        done = ended.rec.done | (ended.rec.seg >= max_segments)
+        done = ended.rec.done | (ended.rec.runs >= max_runs)
         finished = jnp.zeros((width,), bool).at[idx].set(done, mode="drop")
         _, (_, t_limit, strict_all), _ = no_ends(lanes, tried, records, sw_all)
         return chosen, (_put(lanes, idx, _hot(ended)), t_limit.at[idx].set(t_lim, mode="drop"),

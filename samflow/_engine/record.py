@@ -14,7 +14,7 @@ controller and dense interpolation, and a *run* of steps ends at the first event
   one-sided limits of the field decide: if the field points towards 0 from both
   sides the weight stays there (Filippov sliding, status `SLID`); otherwise it
   crosses and the integration goes on with its sign on the new side. The next
-  segment starts at the event, so the solver never steps across the
+  run starts at the event, so the solver never steps across the
   discontinuity and never chatters.
 - **r_j(W) = 0 surfaces** (linf-SAM on multi-sample data): eps_lj = rho
   sign(G_lj) with G_lj = -r_j(W) prod_excl_lj(W) also flips where the residual
@@ -42,7 +42,7 @@ controller and dense interpolation, and a *run* of steps ends at the first event
   its time left at the rate of u = |w|^(2-q) falls to 1e-4 min(1, t), and the
   arrival time is extrapolated to second order in u (`arrival_time`; 1e-9
   to 1e-8 relative at the default rtol = 1e-8, the solve's own error; 5e-11 at
-  rtol = 1e-12, docs/theory.md s.4.3). For p <= 2 the event only restarts a segment where a weight changes sign.
+  rtol = 1e-12, docs/theory.md s.4.3). For p <= 2 the event only restarts a run where a weight changes sign.
 - **blow-up** (rescaled clock): max |beta_j| passes 10**`blowup_log10`, or a
   depth >= 3 cell nears its finite-time pole (relative growth rate x tau > 1e10).
   Status `BLEW_UP`; later saved values are NaN.
@@ -74,7 +74,7 @@ from ..diagonal_net import loss_value
 from ..status import Status
 from .events import _LOG_T_MAX, EventSet, _start_events
 from .cell_state import CellState
-from .field import SamField, SegmentArgs
+from .field import SamField, RunArgs
 from .singular import (
     _beta_direction,
     _critical_target,
@@ -124,7 +124,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if field.log_coords else W0
     capture = events.capture_radius * rho
     start_collapsed = jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in events.names else jnp.asarray(False)
-    args0 = SegmentArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0) if multi else (None,) * 3))
+    args0 = RunArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0) if multi else (None,) * 3))
     values0 = events.values(0.0, (Y0, s0), args0) if events.names else []
     start_collapsed, start_blown, start_critical = _start_events(
         dict(zip(events.names, values0)), start_collapsed & finite, finite
@@ -133,7 +133,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     # A cell stopped at the start keeps its initial state at the save time 0.
     at_start = (ts <= 0) & start_stop
     return CellState(
-        seg=jnp.asarray(0),
+        runs=jnp.asarray(0),
         t0=jnp.where(~finite | start_stop, ts[-1], 0.0).astype(dtype),
         Y=Y0,
         s=s0,
@@ -234,7 +234,7 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
     t_stop = jnp.where(max_steps, t_stall, t_end)
     done = ok | stops
     return CellState(
-        seg=c.seg + 1,
+        runs=c.runs + 1,
         # A finished cell's later (masked) iterations must cost nothing.
         t0=jnp.where(done, t_final, t_end),
         Y=W_next if field.log_coords else jnp.where(collapsed, 0.0, W_next),
@@ -271,8 +271,8 @@ def _finish(field: SamField, c: CellState, ts, data) -> Trajectory:
     status = jnp.where(
         (c.status == int(Status.FINISHED)) & jnp.any(c.frozen), int(Status.SLID), c.status
     )
-    status = jnp.where(c.done, status, int(Status.MAX_STEPS))  # ran out of segments
-    event_time = jnp.where(c.done, c.event_time, c.t0)  # t0: where the segments ran out
+    status = jnp.where(c.done, status, int(Status.MAX_STEPS))  # ran out of runs
+    event_time = jnp.where(c.done, c.event_time, c.t0)  # t0: where the runs ran out
 
     # After a collapse the state is 0 and the clock runs at the zero-margin rate.
     after = ts > c.event_time
@@ -317,7 +317,7 @@ def _finish(field: SamField, c: CellState, ts, data) -> Trajectory:
         collapse_direction=c.collapse_direction,
         slide_time=c.slide_time,
         num_steps=c.steps,
-        num_segments=c.seg,
+        num_runs=c.runs,
     )
 
 

@@ -49,7 +49,7 @@ import optimistix as optx
 from ..flows import Clock, Method
 from ..status import Status
 from .cell_state import CellState
-from .field import SamField, SegmentArgs
+from .field import SamField, RunArgs
 from .events import (_LOG_ZERO, BracketBisection, _gap_rate, _lead_value, _leader, _log_abs_beta, _no_event_value,
                       _switch_time_err)
 from .rk import _Dense, _erk_step, _put, _take
@@ -185,7 +185,7 @@ class _TwoScalars:
 class _EqualField(eqx.Module):
     """The field of one cell whose L layers are equal, on y = (w (d,), s) flattened
     to `(d + 1,)`: `field` is the cell's `SamField` with `layers` = L (the one row
-    of `samflow.flows.velocity(..., layers=L)`), `rho` its radius; the segment's
+    of `samflow.flows.velocity(..., layers=L)`), `rho` its radius; the run's
     memory, held weights and clock flag come from the cell's record (`args`)."""
 
     field: SamField
@@ -193,7 +193,7 @@ class _EqualField(eqx.Module):
 
     def __call__(self, t, y, data, memory, frozen, track):
         d = y.shape[0] - 1
-        args = SegmentArgs(self.rho, data, memory[:1], frozen[:1], track)
+        args = RunArgs(self.rho, data, memory[:1], frozen[:1], track)
         dY, ds = self.field(t, (y[None, :d], y[d]), args)
         return jnp.concatenate([dY[0], ds[None]])
 
@@ -296,7 +296,7 @@ def _blocked(fn, args, size):
 
 class _At(eqx.Module):
     """A cell at a point, as `samflow._engine.events._leader` reads a `CellState`: Y, s and
-    the segment's arguments (the sign memory, no weight held, whether t is followed)."""
+    the run's arguments (the sign memory, no weight held, whether t is followed)."""
 
     Y: jax.Array
     s: jax.Array
@@ -304,8 +304,8 @@ class _At(eqx.Module):
     frozen: jax.Array
     track: jax.Array
 
-    def segment_args(self, rho, data, multi):
-        return SegmentArgs(rho, data, self.memory, self.frozen, self.track)
+    def run_args(self, rho, data, multi):
+        return RunArgs(rho, data, self.memory, self.frozen, self.track)
 
 
 def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
@@ -328,7 +328,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     red = kind.fields(eng, W0, rho)
     sgn = jnp.sign(W0)
     # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
-    # the segment's arguments: sign memory, held weights, t followed).
+    # the run's arguments: sign memory, held weights, t followed).
     cells_all = (red, sgn, sign, w_scale, rho, (c0.memory, c0.frozen, c0.track))
 
     def engine_state(cell, t, y):
@@ -339,7 +339,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         return eng.events(eng.field(cell[2]), cell[3], lead)
 
     def args_of(cell):
-        return SegmentArgs(cell[4], data, *cell[5])
+        return RunArgs(cell[4], data, *cell[5])
 
     def event_value(cell, lead, t, y):
         return _no_event_value(events_of(cell, lead), t, engine_state(cell, t, y), args_of(cell))
@@ -376,13 +376,13 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         i = jnp.minimum(cell, B - 1)
         m = cell.shape[0]
         return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=y0[i], f0=f0_all[i], tnext=tnext_all[i],
-                    pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), seg=jnp.ones((m,), jnp.int32),
+                    pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), runs=jnp.ones((m,), jnp.int32),
                     save=jnp.zeros((m,), jnp.int32), lead=lead0[i], sw=fresh_sw(m))
 
     lane_ids = jnp.arange(W, dtype=jnp.int32)
     lanes0 = load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, B - 1)], B))
     glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros_like(y0),
-                 steps=jnp.zeros((B,), jnp.int32), seg=jnp.ones((B,), jnp.int32),
+                 steps=jnp.zeros((B,), jnp.int32), runs=jnp.ones((B,), jnp.int32),
                  out=jnp.full((B, n_save, kind.dim), jnp.nan, dtype), sw=fresh_sw(B))
     state = dict(lanes=lanes0, glob=glob0, nxt=jnp.minimum(n_queue, W).astype(jnp.int32))
     # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
@@ -493,7 +493,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             cell=st["cell"], t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
             tnext=jnp.where(busy, tn, st["tnext"]), pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]),
             v=jnp.where(adv, jnp.where(whole, v_to, v1), st["v"]), steps=st["steps"] + busy.astype(jnp.int32),
-            seg=st["seg"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
+            runs=st["runs"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
         )
         if K:
             r_time, r_s, r_from, r_to, count, r_err, r_rate = st["sw"]
@@ -525,7 +525,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
             t_ev=glob["t_ev"].at[rows].set(jnp.where(horizon, t_new, t_ev), mode="drop"),
             y_ev=glob["y_ev"].at[rows].set(jnp.where(horizon[:, None], y1, y_ev), mode="drop"),
             steps=glob["steps"].at[rows].set(new["steps"], mode="drop"),
-            seg=glob["seg"].at[rows].set(new["seg"], mode="drop"),
+            runs=glob["runs"].at[rows].set(new["runs"], mode="drop"),
             out=out, sw=None if not K else _put(glob["sw"], rows, new["sw"]),
         )
         take = state["nxt"] + jnp.cumsum(finished) - 1
@@ -536,7 +536,7 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
 
     st = jax.lax.while_loop(cond, body, state)["glob"]
 
-    def record(cell, end, t_end, y_end, out, steps, seg):
+    def record(cell, end, t_end, y_end, out, steps, runs):
         c = cell[5]
         cell = cell[:5] + ((c.memory, c.frozen, c.track),)
         field = eng.field(cell[2])
@@ -548,10 +548,10 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         dW_end, ds_end = field.velocity_W(Y_end, s_end, args_of(cell))
         dt_rem = extrapolate_collapse(W_end, dW_end)
         return eqx.tree_at(
-            lambda q: (q.seg, q.t0, q.Y, q.s, q.out_Y, q.out_s, q.status, q.event_time, q.event_s,
+            lambda q: (q.runs, q.t0, q.Y, q.s, q.out_Y, q.out_s, q.status, q.event_time, q.event_s,
                        q.collapse_direction, q.W_detect, q.t_detect, q.steps, q.done),
             c,
-            (seg.astype(c.seg.dtype), jnp.asarray(t_final, dtype),
+            (runs.astype(c.runs.dtype), jnp.asarray(t_final, dtype),
              Y_end if field.log_coords else jnp.where(collapsed, 0.0, Y_end), s_end, out_Y, out_s,
              jnp.where(collapsed, int(Status.COLLAPSED), c.status).astype(c.status.dtype),
              jnp.where(collapsed, t_end + dt_rem, c.event_time),
@@ -562,5 +562,5 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
         )
 
     rec = _blocked(record, ((red, sgn, sign, w_scale, rho, c0), st["end"], st["t_ev"], st["y_ev"], st["out"],
-                            st["steps"], st["seg"]), W)
+                            st["steps"], st["runs"]), W)
     return rec, eligible & (st["end"] > 0), st["sw"]

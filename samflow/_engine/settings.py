@@ -37,9 +37,9 @@ SETTING_BOUNDS: dict[str, dict[str, float]] = {
     "max_steps": {"ge": 1, "le": 10_000_000},
     "capture_radius": {"gt": 0, "lt": 1},
     "blowup_log10": {"gt": 0, "le": 300},
-    "max_segments": {"ge": 1, "le": 1_000_000},
+    "max_runs": {"ge": 1, "le": 1_000_000},
 }
-_INTEGER_SETTINGS = ("max_steps", "max_segments")
+_INTEGER_SETTINGS = ("max_steps", "max_runs")
 
 #: The default tolerances by depth: (rtol, atol) for L <= 2, L = 3 and L >= 4
 #: (`SolverSettings.resolved`, `default_tolerances`). Each keeps beta within 1e-6
@@ -64,8 +64,8 @@ _OPS = {"gt": (operator.gt, ">"), "ge": (operator.ge, ">="), "lt": (operator.lt,
 
 def bound_problem(name: str, value) -> "str | None":
     """One line naming `solver.<name>` when `value` is outside `SETTING_BOUNDS`
-    (or of the wrong type), else None. `max_segments` may be None (automatic)."""
-    if name in ("max_segments", "rtol", "atol") and value is None:
+    (or of the wrong type), else None. `max_runs` may be None (automatic)."""
+    if name in ("max_runs", "rtol", "atol") and value is None:
         return None
     bounds = SETTING_BOUNDS[name]
     integer = name in _INTEGER_SETTINGS
@@ -175,7 +175,7 @@ class SolverSettings:
       depth 3; 1e-12, 1e-16 from depth 4; measured over the shipped configs,
       docs/theory.md s.4.4); `resolved` fills them in. An rtol given without
       atol takes atol 1e-12.
-    - `max_steps`: step budget of one segment.
+    - `max_steps`: step budget of one run (the steps between two events).
     - `capture_radius`: collapse is declared when ||W||_2 <= capture_radius * rho
       (docs/theory.md section 4 recommends 1e-6 in float64); arrival at another
       critical point of the loss (l2) when ||G(W)|| / ||G(W_hat)|| <= capture_radius;
@@ -185,9 +185,10 @@ class SolverSettings:
       >= 10**blowup_log10 (growth past the float64 range), or, for depth >= 3,
       when it nears a pole: relative growth rate x tau > 1e10 (finite-time
       blow-up; the event is then within ~1e-10 relative of the blow-up time).
-    - `max_segments`: most segments (events) per cell; None means 2 L d + 2
+    - `max_runs`: most runs of steps (events + 1) per cell; None means 2 L d + 2
       (plus 4 d for linf-SAM on multi-sample data: its r_j = 0 crossings and
-      slides).
+      slides). (Named `max_segments` before 0.3; a sweep
+      config still reads that name, `samflow.config.SolverConfig`.)
     - `loss`: "logistic" or "exponential".
     - `coords`: the state the solver integrates: "linear" (default; the weights
       W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
@@ -238,7 +239,7 @@ class SolverSettings:
     max_steps: int = 16384
     capture_radius: float = 1e-6
     blowup_log10: float = 200.0
-    max_segments: int | None = None
+    max_runs: int | None = None
     loss: str = "logistic"
     coords: str = "linear"
     reduce: str = "auto"

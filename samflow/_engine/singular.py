@@ -1,4 +1,4 @@
-"""The singular points of the flows, decided at the events of a segment
+"""The singular points of the flows, decided at the events that end a run
 (docs/theory.md s.4): linf-SAM's slide-or-cross at a weight at 0 and at an
 r_j = 0 surface (Filippov), l2-SAM's collapse to 0 (linear extrapolation from
 the capture radius) and its arrival at another critical point of the loss.
@@ -15,14 +15,14 @@ from ..diagonal_net import beta as beta_of
 from ..diagonal_net import grad_loss, loss_value, residual
 from .cell_state import CellState
 from .._methods import dual_exponent
-from .field import SamField, SegmentArgs, _linf_multi_field, _rsurface_parts, _velocity
+from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity
 
 
 _BIG = 1e300
 
 
 # linf on multi-sample data: an r_j = 0 surface counts as crossed 1e-12 (in units
-# of max|X|) past it, so that the next segment starts strictly on the new side
+# of max|X|) past it, so that the next run starts strictly on the new side
 # (diffrax fires an event only on a down-crossing from > 0).
 _R_OFFSET = 1e-12
 
@@ -339,7 +339,7 @@ def _beta_direction(field: SamField, Y, W):
 
 
 def _cross_or_slide(
-    field: SamField, c: CellState, args: SegmentArgs, W_end, Y_end, s_end, crossed, multi,
+    field: SamField, c: CellState, args: RunArgs, W_end, Y_end, s_end, crossed, multi,
     dW_end=None, capture=None, t_end=None,
 ):
     """linf sign event: the weights that reached 0 are set to exactly 0, then
@@ -348,7 +348,7 @@ def _cross_or_slide(
     weights inside their arrival capture (`arrival_margin`, with `dW_end` =
     dW/dclock at the event time `t_end`, `capture` = capture_radius x rho) are
     the ones set to 0. Returns
-    (W_next, memory, frozen, col_mixed); W_next is the next segment's state."""
+    (W_next, memory, frozen, col_mixed); W_next is the next run's state."""
     method, clock, loss = field.method, field.clock, field.loss
     rho, data = args.rho, args.data
     L = W_end.shape[0]
@@ -402,7 +402,7 @@ def _hold_point(W, data, loss, hold):
 
 
 def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_scale, t_end):
-    """linf on multi-sample data, after a segment: the r_j = 0 surface decision
+    """linf on multi-sample data, after a run: the r_j = 0 surface decision
     (`_rsurface_event`, a depth-1 hold included: the weight frozen from `t_end`,
     `_hold_point`) and the re-decision of the weights held at 0 when a sign of r
     changed (`_rehold`). Returns (W_next, memory, frozen, slide_time, rmem,

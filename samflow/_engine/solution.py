@@ -33,7 +33,7 @@ class _CellEnd(eqx.Module):
     collapse_direction: Float[Array, " d"]
     slide_time: Float[Array, "L d"]
     num_steps: Int[Array, ""]
-    num_segments: Int[Array, ""]
+    num_runs: Int[Array, ""]
 
 
 class Trajectory(_CellEnd):
@@ -56,8 +56,8 @@ class Trajectory(_CellEnd):
     - `collapse_direction`: `(d,)` beta/||beta|| just before collapse; NaN otherwise.
     - `slide_time`: `(L, d)` clock time from which each weight slid at 0; NaN if never
       (or if it left 0 again: linf on multi-sample data, when a sign of r_j changed).
-    - `num_steps`: `()` accepted + rejected solver steps over all segments.
-    - `num_segments`: `()` diffrax solves used.
+    - `num_steps`: `()` accepted + rejected solver steps over all runs.
+    - `num_runs`: `()` diffrax solves used.
     """
 
     ts: Float[Array, " n_save"]
@@ -85,7 +85,7 @@ class Summary(_CellEnd):
       NaN where beta is not finite.
     - `loss`: `(n_save,)` float64.
     - `status`, `event_time`, `event_t`, `collapse_direction`, `slide_time`,
-      `num_steps`, `num_segments`: as in `Trajectory`.
+      `num_steps`, `num_runs`: as in `Trajectory`.
     """
 
     t: Float[Array, " n_save"]
@@ -134,5 +134,5 @@ def summarize(traj: Trajectory, tie_tol: float = 1e-9) -> Summary:
         collapse_direction=traj.collapse_direction,
         slide_time=traj.slide_time,
         num_steps=traj.num_steps,
-        num_segments=traj.num_segments,
+        num_runs=traj.num_runs,
     )

@@ -21,7 +21,7 @@ any number of versions and machines sharing it (only process 0 of a
 callbacks. diffrax's `diffeqsolve` checks its save times (`SaveAt(ts=...)`
 increasing and inside [t0, t1]) with `equinox.error_if`, which under equinox's
 default `EQX_ON_ERROR=raise` puts two `pure_callback`s into the program. samflow
-hands each segment `clip(ts, t0, t1)` of save times already checked sorted
+hands each run `clip(ts, t0, t1)` of save times already checked sorted
 (`check_save_times`), so the check can never fire; `no_runtime_checks` traces
 the solve without it (equinox's own "off" mode, for this trace only).
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -316,7 +317,7 @@ class TimeConfig(_Strict):
 
 class SolverConfig(_Strict):
     """Solver settings (`samflow.SolverSettings`): solver, rtol, atol, max_steps,
-    capture_radius (relative to rho), blowup_log10, max_segments, coords ("linear"
+    capture_radius (relative to rho), blowup_log10, max_runs, coords ("linear"
     or "log": the state integrated, see `samflow.SolverSettings`); and how the
     grid is batched (`samflow.sweep.solve_grid`):
 
@@ -347,9 +348,9 @@ class SolverConfig(_Strict):
     """The l2-SAM collapse event fires when ||W|| falls below capture_radius x rho."""
     blowup_log10: Annotated[float, Field(**SETTING_BOUNDS["blowup_log10"])] = SolverSettings.blowup_log10
     """Blow-up event: |beta| above 10**blowup_log10 ends the cell with status 3 (tau clock)."""
-    max_segments: Annotated[int, Field(**SETTING_BOUNDS["max_segments"])] | None = SolverSettings.max_segments
-    """Most integration segments per cell (a segment ends at an event: slide, switch); unset: the engine's
-    default."""
+    max_runs: Annotated[int, Field(**SETTING_BOUNDS["max_runs"])] | None = SolverSettings.max_runs
+    """Most runs of steps per cell (a run ends at an event: slide, switch); unset: the engine's
+    default. `max_segments`, its name before 0.3, is read as this key with a FutureWarning."""
     coords: Literal["linear", "log"] = SolverSettings.coords
     """Values: "linear": integrate W; "log": integrate x = log|W| (gd, l2, usam on one sample): no underflow of
     suppressed coordinates, and the fast choice for l2 charts at d >= 50 (with rtol = 1e-10 and batch_size
@@ -368,6 +369,19 @@ class SolverConfig(_Strict):
     chunk_size: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
     """Cells per chunk (the unit of memory and of `--resume` checkpoints); wins over memory_budget_mb; unset:
     from the budget."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data):
+        # `max_segments` is max_runs' name before 0.3: still read (configs and the configs
+        # stored in results files of 0.2), with a FutureWarning that names the new key.
+        if isinstance(data, dict) and "max_segments" in data:
+            if "max_runs" in data:
+                raise ValueError("max_runs and max_segments (its name before 0.3) are both given: keep max_runs")
+            warnings.warn("solver.max_segments is now solver.max_runs; the old name goes in the release after 0.3",
+                          FutureWarning, stacklevel=2)
+            data = {("max_runs" if k == "max_segments" else k): v for k, v in data.items()}
+        return data
 
     def to_settings(self, loss: str = "logistic") -> SolverSettings:
         """The `samflow.SolverSettings` of these keys (the batching keys are the sweep's)."""

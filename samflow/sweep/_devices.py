@@ -115,7 +115,7 @@ def cell_bytes(L: int, d: int, n_save: int, *, summary: bool = False) -> tuple[i
       `Summary`: 8 (3 n + Ld + d + 6) + 2 n: t, ||beta||, loss, and one byte
       each of dominant index and tie flag;
     - temporaries, `Trajectory`: 8 (3 n Ld + 12 Ld + 96): three n x Ld buffers
-      (diffrax's save buffer, the carried output of the segment loop and its
+      (diffrax's save buffer, the carried output of the lane loop and its
       masked copy), the solver stages and controller state;
       `Summary`: 8 (4 n (Ld + 1) + 12 Ld + 96) (beta and the sort of |beta| too).
 

@@ -9,7 +9,7 @@ real time k_i eta (`real_time` in the results; docs/theory.md s.2). Fields a
 kind does not have are NaN: `collapse_direction` and `slide_time` (no event
 handling of that kind), `event_time` of a discrete cell is the time k eta of
 its first non-finite iterate. `num_steps` is the iterations to the horizon
-(discrete) or the solver's steps (generic flow); `num_segments` is 0 for a
+(discrete) or the solver's steps (generic flow); `num_runs` is 0 for a
 discrete cell, 1 for a generic flow.
 
 Batches have the width of the whole grid's (`batch_width`), the last one padded
@@ -99,7 +99,7 @@ def solve_other(
         ts=np.broadcast_to(ts, (B, n)), t=f["t"], W=f["W"], beta=f["beta"], loss=f["loss"],
         status=f["status"].astype(np.int32), event_time=f["event_time"], event_t=f["event_time"],
         collapse_direction=_nan(B, d), slide_time=_nan(B, L, d), num_steps=f["num_steps"].astype(np.int64),
-        num_segments=np.full(B, 0 if eta is not None else 1, np.int32),
+        num_runs=np.full(B, 0 if eta is not None else 1, np.int32),
     )
     if summary:
         return jax.tree_util.tree_map(np.asarray, summarize(traj))
