@@ -311,7 +311,7 @@ def scipy_cell(prob: Problem, alpha, rho, ts, rtol, atol):
         sol = solve_ivp(rhs, (t0, ts[-1]), W.reshape(-1), method="DOP853", t_eval=ts[k0:],
                         rtol=rtol, atol=atol, events=events)
         nfev += sol.nfev
-        n = len(sol.t)  # (a list, not an array, when no save time fell in the segment)
+        n = len(sol.t)  # (a list, not an array, when no save time fell in this solve_ivp call)
         if n:
             out[k0:k0 + n] = np.prod(np.asarray(sol.y).T.reshape(n, L, d), axis=1)
         k0 += n

@@ -81,7 +81,7 @@ class Bisection(ConfigModel):
     # Depths at which the linf collapse edge is solved for. Elsewhere the edge is
     # the theory's a = 1 (s.3.2), drawn as the mark: from a = 1 - delta at L >= 4
     # the solver needs tau ~ delta^-(L-2) and ran out of its steps in the first
-    # segment for delta <= 1e-4 (so the bisection stalls far from 1e-6).
+    # run for delta <= 1e-4 (so the bisection stalls far from 1e-6).
     linf_depths: list[Annotated[int, Field(ge=2, le=12)]] = [2]
     """Depths at which the linf collapse edge is solved for; elsewhere it is the theory's a = 1
     (docs/theory.md s.3.2), drawn as a mark."""
