@@ -20,27 +20,38 @@ N_SAVE = 16
 
 METHODS = ["gd", "l2", "linf", "usam"]
 
+def _toml(v) -> str:
+    """A TOML value: bool, int, float (repr: the same number), str, list or inline table."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v + '"'
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + " }"
+    return "[" + ", ".join(_toml(x) for x in v) + "]"
+
+
+def sweep_toml(name: str, methods, *, alpha, rho, t1, num, mu=(0.2, 0.6, 1.0), solver=None, output=None) -> str:
+    """The TOML text of a small sweep config for the command-line tests: one sample
+    `mu`, the grid `alpha` (alpha / rho: a list, or a {start, stop, num} table) x
+    `rho`, real time to `t1` with `num` save times, then the `[solver]` keys and,
+    last, the `[output]` keys given (so a test may append more output keys)."""
+    lines = [f"name = {_toml(name)}", f"methods = {_toml(list(methods))}", "[data]", f"mu = {_toml(list(mu))}",
+             "[grid]", f"alpha = {_toml(alpha)}", "alpha_relative_to_rho = true", f"rho = {_toml(rho)}",
+             "[time]", f"t1 = {_toml(t1)}", f"num = {num}"]
+    for table, keys in (("solver", solver), ("output", output)):
+        if keys is not None:
+            lines += [f"[{table}]"] + [f"{k} = {_toml(v)}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
 # A sweep config for the command-line tests: 3 x 2 = 6 cells, gd only (its program
 # compiles fastest); chunks of 2 cells and batches of 2 cells per device: 3 chunks,
 # so a resumed run reuses some. Ends in [output]: a test may append output keys.
-SMALL_SWEEP = """\
-name = "small"
-methods = ["gd"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 8
-[solver]
-chunk_size = 2
-batch_size = 2
-[output]
-figures = false
-"""
+SMALL_SWEEP = sweep_toml("small", ["gd"], alpha=[0.01, 0.3, 2.0], rho=[0.05, 0.2], t1=1e3, num=8,
+                         solver={"chunk_size": 2, "batch_size": 2}, output={"figures": False})
 
 
 def rel_err(got, expected):

@@ -18,6 +18,8 @@ from samflow.merge import SliceError, main as merge_main, merge_slices, slice_ce
 from samflow.store import read_results
 from samflow.sweep import main
 
+from helpers import sweep_toml
+
 # Slow (whole sweeps in subprocesses): run with `pytest -m slow`; CI runs it.
 pytestmark = pytest.mark.slow
 
@@ -25,21 +27,9 @@ pytestmark = pytest.mark.slow
 # (NaN slide times elsewhere). Solver chunks of 3 cells: the K = 3 slices hold 3, 3
 # and 2 cells, so one slice is smaller than a chunk (padded to the chunk's shape) and
 # the others are not. Same structure as tests/test_resume.py (shared compilation).
-CONFIG = """\
-name = "dist"
-methods = ["l2", "linf"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.3, 2.0, 10.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = {t1}
-num = 10
-[solver]
-chunk_size = 3
-"""
+def config(t1: float = 1e3) -> str:
+    return sweep_toml("dist", ["l2", "linf"], alpha=[0.01, 0.3, 2.0, 10.0], rho=[0.05, 0.2], t1=t1, num=10,
+                      solver={"chunk_size": 3})
 K = 3
 
 
@@ -52,7 +42,7 @@ def runs(tmp_path_factory):
     """A whole run and the K slices of the same config (slices not merged)."""
     root = tmp_path_factory.mktemp("dist")
     cfg = root / "c.toml"
-    cfg.write_text(CONFIG.format(t1="1e3"))
+    cfg.write_text(config(t1=1e3))
     assert main([str(cfg), "--out", str(root / "whole"), "--quiet", "--no-figures"]) == 0
     for i in range(K):
         assert _slice(cfg, root / "sliced", K, i) == 0
@@ -210,7 +200,7 @@ def test_merge_refuses_missing_duplicated_and_foreign_slices(runs, tmp_path, cap
 
     # From another config: slice 1 rerun with another horizon (same shapes, no new compilation).
     other_cfg = tmp_path / "other.toml"
-    other_cfg.write_text(CONFIG.format(t1="5e2"))
+    other_cfg.write_text(config(t1=5e2))
     other = tmp_path / "other"
     assert _slice(other_cfg, other, K, 1) == 0
     shutil.copy(other / "slices" / slice_file_name(1, K), second)

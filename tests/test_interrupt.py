@@ -16,26 +16,12 @@ import xarray as xr
 
 from samflow.sweep import main
 
+from helpers import sweep_toml
+
 # linf, 48 cells in chunks of 2: 24 checkpoints, each a padded call of the whole batch
 # width, so the run is still going when the first checkpoint appears.
-CONFIG = """\
-name = "interrupt"
-methods = ["linf"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = { start = 1e-2, stop = 1e1, num = 48 }
-alpha_relative_to_rho = true
-rho = [0.05]
-[time]
-t1 = 1e3
-num = 10
-[solver]
-chunk_size = 2
-[output]
-figures = false
-switch_times = false
-"""
+CONFIG = sweep_toml("interrupt", ["linf"], alpha={"start": 1e-2, "stop": 1e1, "num": 48}, rho=[0.05], t1=1e3,
+                    num=10, solver={"chunk_size": 2}, output={"figures": False, "switch_times": False})
 N_CHUNKS = 24
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,24 +19,11 @@ from samflow.plot import main as plot_main
 from samflow.store import write_results
 from samflow.sweep import main as sweep_main
 
+from helpers import sweep_toml
 from test_plots import kept_figures, major_first_beta, make_ds  # noqa: F401  (a fixture)
 
-CONFIG = """\
-name = "redraw"
-methods = ["l2"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.1, 0.75, 5.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.1]
-[time]
-t1 = 300.0
-num = 12
-[output]
-figures = true
-switch_times = false
-"""
+CONFIG = sweep_toml("redraw", ["l2"], alpha=[0.1, 0.75, 5.0], rho=[0.05, 0.1], t1=300.0, num=12,
+                    output={"figures": True, "switch_times": False})
 FIGURE_FILES = sorted(f"{n}.{x}" for n in plots.FIGURES for x in ("png", "pdf"))
 
 

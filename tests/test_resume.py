@@ -16,23 +16,12 @@ import xarray as xr
 
 from samflow.sweep import main
 
-CONFIG = """\
-name = "resume"
-methods = ["linf"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = {{ start = 1e-2, stop = 1e1, num = 48 }}
-alpha_relative_to_rho = true
-rho = [0.05]
-[time]
-t1 = 1e3
-num = 10
-[solver]
-chunk_size = 3
-[output]
-figures = {figures}
-"""
+from helpers import sweep_toml
+
+
+def config(figures: bool = False) -> str:
+    return sweep_toml("resume", ["linf"], alpha={"start": 1e-2, "stop": 1e1, "num": 48}, rho=[0.05], t1=1e3, num=10,
+                      solver={"chunk_size": 3}, output={"figures": figures})
 
 VARIABLES = ("beta", "loss", "real_time", "status", "event_time", "slide_time", "num_steps", "collapse_direction",
              "switch_time", "switch_from", "switch_to", "switch_ok")
@@ -54,7 +43,7 @@ def _same(a: Path, b: Path) -> None:
 @pytest.mark.slow
 def test_kill_midway_then_resume_is_bit_identical(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.format(figures="false"))
+    cfg.write_text(config(figures=False))
     full = tmp_path / "full"
     assert main([str(cfg), "--out", str(full), "--quiet"]) == 0
 
@@ -88,7 +77,7 @@ def test_kill_midway_then_resume_is_bit_identical(tmp_path):
 
 def test_resume_refuses_partial_results_of_another_config(tmp_path):
     cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.format(figures="false"))
+    cfg.write_text(config(figures=False))
     out = tmp_path / "o"
     (out / ".partial").mkdir(parents=True)
     (out / ".partial" / "sweep.key").write_text("something else")
@@ -99,7 +88,7 @@ def test_resume_refuses_partial_results_of_another_config(tmp_path):
 
 def test_same_config_twice_is_deterministic_and_overwrite_is_explicit(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
-    cfg.write_text(CONFIG.format(figures="false"))
+    cfg.write_text(config(figures=False))
     a, b = tmp_path / "a", tmp_path / "b"
     assert main([str(cfg), "--out", str(a), "--quiet"]) == 0
     assert main([str(cfg), "--out", str(b), "--quiet"]) == 0

@@ -27,31 +27,19 @@ from samflow.merge import main as merge_main, slice_file_name
 from samflow.store import read_results
 from samflow.sweep import NO_STAMP, main, run_sweep
 
-CONFIG = """\
-name = "stamps"
-methods = ["linf"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.1, 0.3, 1.0, 3.0, 10.0]
-alpha_relative_to_rho = true
-rho = [0.05]
-[time]
-t1 = {t1}
-num = 10
-[solver]
-chunk_size = 2
-[output]
-figures = false
-switch_times = false
-"""
+from helpers import sweep_toml
+
+
+def config(t1: float = 1e3) -> str:
+    return sweep_toml("stamps", ["linf"], alpha=[0.01, 0.1, 0.3, 1.0, 3.0, 10.0], rho=[0.05], t1=t1, num=10,
+                      solver={"chunk_size": 2}, output={"figures": False, "switch_times": False})
 OLD, NEW = "samflow 0.1.0 git aaaaaaaaaaaa src 111111111111 (test)", "samflow 0.1.0 git bbbbbbbbbbbb src 222222222222 (test)"
 
 
 @pytest.fixture
 def cfg(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text(CONFIG.format(t1="1e3"))
+    p.write_text(config(t1=1e3))
     return p
 
 
@@ -244,7 +232,7 @@ def test_resume_on_results_of_another_stamp_or_config_is_refused(cfg, tmp_path, 
     assert _fingerprint(path) == before
     # Another config in the same folder.
     other = tmp_path / "other.toml"
-    other.write_text(CONFIG.format(t1="5e2"))
+    other.write_text(config(t1=5e2))
     assert _run(other, out, "--resume") == 2
     assert "different config" in _one_line_error(capsys)
     assert _fingerprint(path) == before
@@ -283,7 +271,7 @@ def test_resume_with_another_chunk_size_is_one_line_not_a_traceback(tmp_path, mo
     from samflow.sweep import _grid
 
     p = tmp_path / "c.toml"
-    p.write_text(CONFIG.format(t1="1e3").replace("chunk_size = 2", "memory_budget_mb = 1024"))
+    p.write_text(config(t1=1e3).replace("chunk_size = 2", "memory_budget_mb = 1024"))
     out = tmp_path / "o"
     monkeypatch.setattr(_grid, "chunk_cells", lambda *a: 2)
     run_sweep(load_config(p), progress=False, checkpoint_dir=out / ".partial")

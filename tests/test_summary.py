@@ -23,22 +23,13 @@ from samflow.plots import plot_dominant_heatmap, plot_regime_chart, plot_traject
 from samflow.store import read_results
 from samflow.sweep import main
 
+from helpers import sweep_toml
+
+
 # 3 alphas x 2 rhos, 16 save times; l2 collapses at small alpha/rho.
-CONFIG = """\
-name = "summ"
-methods = ["gd", "l2"]
-[data]
-mu = [0.2, 0.6, 1.0]
-[grid]
-alpha = [0.01, 0.5, 10.0]
-alpha_relative_to_rho = true
-rho = [0.05, 0.2]
-[time]
-t1 = 1e3
-num = 16
-[output]
-save = "{save}"
-"""
+def config(save: str) -> str:
+    return sweep_toml("summ", ["gd", "l2"], alpha=[0.01, 0.5, 10.0], rho=[0.05, 0.2], t1=1e3, num=16,
+                      output={"save": save})
 
 # Every variable both kinds of file hold, compared bit for bit (NaNs in place).
 SHARED = ("loss", "real_time", "status", "event_time", "event_real_time", "collapse_direction",
@@ -51,7 +42,7 @@ def runs(tmp_path_factory):
     (stdout, stderr)."""
     root = tmp_path_factory.mktemp("summary")
     for save in ("full", "summary"):
-        (root / f"{save}.toml").write_text(CONFIG.format(save=save))
+        (root / f"{save}.toml").write_text(config(save))
     assert main([str(root / "full.toml"), "--out", str(root / "full"), "--quiet", "--no-figures"]) == 0
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -121,14 +112,14 @@ def test_figures_from_a_summary_are_the_full_run_s(pair, tmp_path):
 
 def test_save_weights_with_summary_is_a_one_line_config_error(tmp_path, capsys):
     path = tmp_path / "bad.toml"
-    path.write_text(CONFIG.format(save="summary") + "save_weights = true\n")
+    path.write_text(config("summary") + "save_weights = true\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
     msg = str(err.value)
     assert "\n" not in msg and "output.save_weights" in msg and "output.save =" in msg
     assert main([str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     assert "output.save_weights" in capsys.readouterr().err and not (tmp_path / "o").exists()
-    path.write_text(CONFIG.format(save="tiny"))
+    path.write_text(config("tiny"))
     with pytest.raises(ConfigError, match="output.save"):
         load_config(path)
 
