@@ -100,17 +100,11 @@ MALFORMED = [
 
 @pytest.mark.parametrize("text, words", MALFORMED, ids=[f"case{i:02d}" for i in range(len(MALFORMED))])
 def test_malformed_config_one_line_per_problem(tmp_path, capsys, text, words):
-    cfg = tmp_path / "bad.toml"
-    cfg.write_text(text)
-    out = tmp_path / "out"
-    code = main([str(cfg), "--out", str(out), "--quiet"])
-    err = capsys.readouterr().err
-    assert code == 2
+    err = "\n".join(_cli(tmp_path, capsys, text))  # exit 2, no output folder
     for w in words:
         assert w in err, f"{w!r} not in {err!r}"
     assert "Traceback" not in err
     assert all(line.startswith("error: ") for line in err.strip().splitlines())
-    assert not (out / "results.nc").exists()
     assert not list(tmp_path.rglob("*.nc*"))
 
 
