@@ -56,24 +56,26 @@ def p_keyword(p: "float | None") -> dict:
 
 
 def solve_other(
-    cfg, method: str, eta: "float | None", data: Dataset, W0: np.ndarray, rho: np.ndarray, ts: np.ndarray,
-    *, width: int, summary: bool, on_batch: "Callable[[int], None] | None" = None, p: "float | None" = None,
+    method: str, eta: "float | None", data: Dataset, W0: np.ndarray, rho: np.ndarray, ts: np.ndarray,
+    *, model_config, settings, width: int, summary: bool, on_batch: "Callable[[int], None] | None" = None,
+    p: "float | None" = None,
 ) -> "Trajectory | Summary":
     """The cells (W0 (B, L, d), rho (B,)) of one entry of the `flow` axis that
     `solve_grid` does not solve: a discrete method (`eta` the step size) of any
-    model, or a flow (`eta` None) of a generic model (`cfg.model`). For a generic
-    model, W0[:, 0, 0] is each cell's alpha (its init is `model.init(1, seed)`
-    times alpha). `p`: the exponent of "lp" (None for the other methods).
+    model, or a flow (`eta` None) of a generic model (`model_config`, the config's
+    `[model]` section). For a generic model, W0[:, 0, 0] is each cell's alpha (its
+    init is `model.init(1, seed)` times alpha). `settings`: the sweep's
+    `SolverSettings` (its loss is the discrete methods' too). `p`: the exponent of
+    "lp" (None for the other methods).
 
     **Returns:** a `Trajectory` with leading axis B (a `Summary` with `summary`).
     """
     B, L, d = W0.shape
     n = ts.size
-    loss = cfg.loss
-    if cfg.model.generic:
-        model = cfg.model.build(d)
-        unit = model.init(1.0, cfg.model.seed)
-        settings = cfg.solver.to_settings(loss)
+    loss = settings.loss
+    if model_config.generic:
+        model = model_config.build(d)
+        unit = model.init(1.0, model_config.seed)
 
         def fn(scale, r):
             theta0 = jax.tree_util.tree_map(lambda x: scale.reshape((-1,) + (1,) * x.ndim) * x[None], unit)

@@ -197,8 +197,8 @@ def run_sweep(
             else:
                 compiling()
                 results[label] = solve_other(
-                    cfg, method, eta, data, W0, rho, ts, width=batch_width(cfg.solver.batch_size, n_cells),
-                    summary=summary, on_batch=bar.update, p=p,
+                    method, eta, data, W0, rho, ts, model_config=cfg.model, settings=cfg.solver.to_settings(cfg.loss),
+                    width=batch_width(cfg.solver.batch_size, n_cells), summary=summary, on_batch=bar.update, p=p,
                 )
             timings[label] = time.perf_counter() - t0
     if cells is not None:
