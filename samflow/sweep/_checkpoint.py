@@ -235,13 +235,12 @@ def data_digest(data) -> str:
     return h.hexdigest()[:16]
 
 
-def chunk_key(cfg: SweepConfig, data, grid_slice: "tuple[int, int] | None" = None) -> str:
-    """The key of a run's checkpoint folder: `config_key(cfg)`, the digest of the data
-    when it comes from `data.file` (the config names the file, not its contents: an
-    edited file must not let `--resume` reuse chunks solved on the old data), and
-    the slice `grid_slice = (i, K)`."""
-    key = config_key(cfg)
-    if cfg.data.file is not None:
+def chunk_key(key: str, data, grid_slice: "tuple[int, int] | None" = None, *, from_file: bool = False) -> str:
+    """The key of a run's checkpoint folder: the config's `key` (`config_key`), the
+    digest of the data when it comes from a data file (`from_file`: the config names
+    the file, not its contents, so an edited file must not let `--resume` reuse
+    chunks solved on the old data), and the slice `grid_slice = (i, K)`."""
+    if from_file:
         key = f"{key} data {data_digest(data)}"
     if grid_slice is not None:
         key = f"{key} slice {grid_slice[0]} of {grid_slice[1]}"

@@ -183,7 +183,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
         memory_note = memory_preflight(cfg, data, grid_slice)
     except ConfigError as err:
         return fail(str(err))
-    partial_key = chunk_key(cfg, data, grid_slice)
+    partial_key = chunk_key(key, data, grid_slice, from_file=cfg.data.file is not None)
     if partial.exists():
         if args.overwrite and not (
             resume

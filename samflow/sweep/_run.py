@@ -149,7 +149,7 @@ def run_sweep(
         code_stamp = store.code_stamp()
     ts = cfg.time.values()
     settings = cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth)
-    key = chunk_key(cfg, data, grid_slice)
+    key = chunk_key(config_key(cfg), data, grid_slice, from_file=cfg.data.file is not None)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
