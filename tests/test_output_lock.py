@@ -35,7 +35,7 @@ from samflow.merge import main as merge_main
 from samflow.solver import Trajectory
 from samflow.sweep import _cli, main, run_sweep
 from samflow.sweep._checkpoint import ChunkCheckpoint
-from test_stamps import CONFIG, _one_line_error as one_line_error  # the sweep of 6 cells, the one-line check
+from test_stamps import _one_line_error as one_line_error, config  # the sweep of 6 cells, the one-line check
 
 LOCK = ".results.lock"
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def cfg(tmp_path):
     p = tmp_path / "c.toml"
-    p.write_text(CONFIG.format(t1="1e3"))  # linf, 6 cells in chunks of 2
+    p.write_text(config(t1=1e3))  # linf, 6 cells in chunks of 2
     return p
 
 
