@@ -107,3 +107,31 @@ def test_log_coordinate_rules_name_their_reason():
     assert problems(["gd", "linf"], "t", one, W, "linear") == []
     with pytest.raises(ValueError, match=r"^solver\.coords = 'log' needs sign"):
         sf.solve("l2", sf.single_sample([1.0, -2.0]), 0.1, 0.1, [1.0], settings=sf.SolverSettings(coords="log"))
+
+
+def test_max_segments_is_read_as_max_runs_by_the_settings_and_the_config():
+    """max_segments, max_runs' name before 0.3, still works where users wrote it: in
+    `SolverSettings(...)` (and as its attribute) and as a sweep config's key, with one
+    FutureWarning naming max_runs, and the same settings (so the same compiled
+    program, `program_key`) as max_runs; both names at once are refused in one line."""
+    new = sf.SolverSettings(max_runs=9)
+    with pytest.warns(FutureWarning, match=r"max_segments is now SolverSettings\.max_runs") as rec:
+        old = sf.SolverSettings(max_segments=9)
+    assert len(rec) == 1 and rec[0].filename == __file__  # the warning points at the caller
+    assert old == new and hash(old) == hash(new) and old.program_key() == new.program_key() and old.max_runs == 9
+    with pytest.warns(FutureWarning, match=r"max_runs"):
+        assert new.max_segments == 9
+    with pytest.raises(ValueError, match=r"^solver\.max_runs and max_segments \(its name before 0\.3\) are both given"):
+        sf.SolverSettings(max_runs=9, max_segments=9)
+
+    def config(key):
+        raw = copy.deepcopy(RAW)
+        raw["solver"][key] = 9
+        return parse_config(raw)
+
+    with pytest.warns(FutureWarning, match=r"max_segments is now solver\.max_runs") as rec:
+        cfg = config("max_segments")
+    assert len(rec) == 1
+    assert cfg == config("max_runs") and cfg.solver.max_runs == 9
+    assert cfg.solver.to_settings(cfg.loss) == config("max_runs").solver.to_settings(cfg.loss)
+    assert cfg.solver.to_settings(cfg.loss).max_runs == 9

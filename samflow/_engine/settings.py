@@ -8,7 +8,9 @@ a one-line `ValueError` naming the argument and the fix.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
+import warnings
 
 import diffrax
 import jax
@@ -157,6 +159,33 @@ def check_problem(methods, clock, data: "Dataset | None" = None, W0=None, coords
         raise ValueError(found[0])
 
 
+#: The warning of `SolverSettings`' old keyword and attribute (the config's is
+#: `samflow.config.SolverConfig`'s).
+MAX_SEGMENTS_RENAMED = ("SolverSettings.max_segments is now SolverSettings.max_runs; "
+                        "the old name goes in the release after 0.3")
+
+
+def _old_names(cls):
+    """`cls` (`SolverSettings`) whose constructor also takes `max_segments`, max_runs'
+    name before 0.3, with a FutureWarning naming the new one; the fields, their
+    order, equality and hash (`program_key`) are those of the dataclass."""
+    init = cls.__init__
+    position = [f.name for f in dataclasses.fields(cls)].index("max_runs")
+
+    @functools.wraps(init)
+    def __init__(self, *args, max_segments=None, **kwargs):
+        if max_segments is not None:
+            if kwargs.get("max_runs") is not None or len(args) > position:
+                raise ValueError("solver.max_runs and max_segments (its name before 0.3) are both given: keep max_runs")
+            warnings.warn(MAX_SEGMENTS_RENAMED, FutureWarning, stacklevel=2)
+            kwargs["max_runs"] = max_segments
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
+@_old_names
 @dataclasses.dataclass(frozen=True)
 class SolverSettings:
     """Settings of a solve (hashable: one compilation per distinct value of the
@@ -187,8 +216,9 @@ class SolverSettings:
       blow-up; the event is then within ~1e-10 relative of the blow-up time).
     - `max_runs`: most runs of steps (events + 1) per cell; None means 2 L d + 2
       (plus 4 d for linf-SAM on multi-sample data: its r_j = 0 crossings and
-      slides). (Named `max_segments` before 0.3; a sweep
-      config still reads that name, `samflow.config.SolverConfig`.)
+      slides). (Named `max_segments` before 0.3: `SolverSettings(max_segments=...)`,
+      the attribute and a sweep config, `samflow.config.SolverConfig`, still
+      read that name, with a FutureWarning naming `max_runs`.)
     - `loss`: "logistic" or "exponential".
     - `coords`: the state the solver integrates: "linear" (default; the weights
       W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
@@ -243,6 +273,12 @@ class SolverSettings:
     loss: str = "logistic"
     coords: str = "linear"
     reduce: str = "auto"
+
+    @property
+    def max_segments(self) -> "int | None":
+        """`max_runs` under its name before 0.3 (with a FutureWarning)."""
+        warnings.warn(MAX_SEGMENTS_RENAMED, FutureWarning, stacklevel=2)
+        return self.max_runs
 
     def __post_init__(self):
         if self.solver not in _SOLVERS:
