@@ -2,7 +2,8 @@
 
 Nothing here calls samflow's flow or solver code: these are the second
 implementations the tests compare against (and `run_check_script`, which runs
-a reference script of tests/ in its own process).
+a reference script of tests/ in its own process), and the config texts the
+command-line tests write (`toml_text`, `sweep_toml`).
 """
 
 import contextlib
@@ -20,6 +21,7 @@ N_SAVE = 16
 
 METHODS = ["gd", "l2", "linf", "usam"]
 
+
 def _toml(v) -> str:
     """A TOML value: bool, int, float (repr: the same number), str, list or inline table."""
     if isinstance(v, bool):
@@ -33,18 +35,35 @@ def _toml(v) -> str:
     return "[" + ", ".join(_toml(x) for x in v) + "]"
 
 
+def _is_table_array(v) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) for x in v)
+
+
+def toml_text(doc: dict) -> str:
+    """The TOML text of the config `doc`, a line a key in `doc`'s order: its plain keys
+    first, then a `[table]` for each dict and a `[[table]]` for each list of dicts (a
+    dict inside a table is written as an inline table). For the tests that write a
+    config file; `tomllib.loads(toml_text(doc)) == doc`."""
+    tables = {k: v for k, v in doc.items() if isinstance(v, dict) or _is_table_array(v)}
+    lines = [f"{k} = {_toml(v)}" for k, v in doc.items() if k not in tables]
+    for name, table in tables.items():
+        for keys in table if isinstance(table, list) else [table]:
+            lines += [f"[[{name}]]" if isinstance(table, list) else f"[{name}]"]
+            lines += [f"{k} = {_toml(v)}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n"
+
+
 def sweep_toml(name: str, methods, *, alpha, rho, t1, num, mu=(0.2, 0.6, 1.0), solver=None, output=None) -> str:
     """The TOML text of a small sweep config for the command-line tests: one sample
     `mu`, the grid `alpha` (alpha / rho: a list, or a {start, stop, num} table) x
     `rho`, real time to `t1` with `num` save times, then the `[solver]` keys and,
     last, the `[output]` keys given (so a test may append more output keys)."""
-    lines = [f"name = {_toml(name)}", f"methods = {_toml(list(methods))}", "[data]", f"mu = {_toml(list(mu))}",
-             "[grid]", f"alpha = {_toml(alpha)}", "alpha_relative_to_rho = true", f"rho = {_toml(rho)}",
-             "[time]", f"t1 = {_toml(t1)}", f"num = {num}"]
+    doc = {"name": name, "methods": list(methods), "data": {"mu": list(mu)},
+           "grid": {"alpha": alpha, "alpha_relative_to_rho": True, "rho": rho}, "time": {"t1": t1, "num": num}}
     for table, keys in (("solver", solver), ("output", output)):
         if keys is not None:
-            lines += [f"[{table}]"] + [f"{k} = {_toml(v)}" for k, v in keys.items()]
-    return "\n".join(lines) + "\n"
+            doc[table] = keys
+    return toml_text(doc)
 
 
 # A sweep config for the command-line tests: 3 x 2 = 6 cells, gd only (its program

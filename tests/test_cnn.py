@@ -6,6 +6,7 @@ construction. Tests that need optax, mlxtend or scikit-learn (in both the `test`
 and the `images` extra) skip with the reason when they are not installed.
 """
 
+import copy
 import pickle
 import sys
 from pathlib import Path
@@ -32,6 +33,8 @@ from samflow.experiments.images import (
 )
 
 import equinox as eqx  # noqa: E402
+
+from helpers import toml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = 'the optional "images" extra is not installed (pip install -e ".[images]")'
@@ -319,6 +322,17 @@ def _raw(**over):
     return raw
 
 
+def _digits(name: str, task: str, *, gradcam: int, figure: int, limit=None, model=True, **train) -> dict:
+    """A run on the 8x8 digits 0 vs 1 (the one task `task`), at most `limit` images, the
+    ConvNet of channels [4, 6] (or the default with model=False), the [train] keys
+    given, `gradcam` Grad-CAM maps and `figure` images in the figure."""
+    data = {"dataset": "digits"} | ({} if limit is None else {"limit": limit})
+    raw = {"name": name, "data": data, "tasks": [{"name": task, "classes": [0, 1]}]}
+    if model:
+        raw["model"] = {"channels": [4, 6], "strides": [1, 2]}
+    return raw | {"train": train, "gradcam": {"num_images": gradcam}, "figure": {"num_images": figure}}
+
+
 @pytest.mark.parametrize(
     "raw, pattern",
     [
@@ -367,30 +381,8 @@ def test_cli_end_to_end_on_digits(tmp_path, capsys):
     need("sklearn")
     need("optax")
     cfg = tmp_path / "digits.toml"
-    cfg.write_text(
-        """
-name = "tiny"
-[data]
-dataset = "digits"
-limit = 120
-[[tasks]]
-name = "binary"
-classes = [0, 1]
-[model]
-channels = [4, 6]
-strides = [1, 2]
-[train]
-methods = ["gd", "sam_l2"]
-alphas = [2.0]
-epochs = 2
-batch_size = 24
-learning_rate = 0.1
-[gradcam]
-num_images = 12
-[figure]
-num_images = 2
-"""
-    )
+    cfg.write_text(toml_text(_digits("tiny", "binary", limit=120, gradcam=12, figure=2, methods=["gd", "sam_l2"],
+                                     alphas=[2.0], epochs=2, batch_size=24, learning_rate=0.1)))
     out = tmp_path / "out"
     assert cnn.main([str(cfg), "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
@@ -478,23 +470,8 @@ def test_sam_epoch_from_a_zero_gradient_point_matches_gd(method, rng):
     assert results[method][1] == results["gd"][1] == pytest.approx(np.log(2.0), rel=1e-6)
 
 
-CASE3 = """
-name = "case3"
-[data]
-dataset = "digits"
-[[tasks]]
-name = "binary"
-classes = [0, 1]
-[train]
-methods = ["gd", "sam_l2"]
-alphas = [16.0]
-epochs = 1
-batch_size = 1
-[gradcam]
-num_images = 20
-[figure]
-num_images = 2
-"""
+CASE3 = _digits("case3", "binary", model=False, gradcam=20, figure=2, methods=["gd", "sam_l2"], alphas=[16.0], epochs=1,
+                batch_size=1)
 
 
 @pytest.mark.slow
@@ -504,9 +481,7 @@ def test_issue12_case3_sam_on_digits_at_alpha_16_stays_finite_and_matches_gd():
     # and reported test accuracy 0.403 (29/72). Right: a GD step there, the run equals GD's.
     need("sklearn")
     need("optax")
-    import tomllib
-
-    cfg = parse_cnn_config(tomllib.loads(CASE3), "case3.toml")
+    cfg = parse_cnn_config(CASE3, "case3.toml")
     ds = cnn.run_experiment(cfg, progress=False)
     cell = ds.sel(task="binary", alpha=16.0, epoch=1)
     for m in ("gd", "sam_l2"):  # sam_linf (sign(0) = 0) is pinned by the zero-gradient tests above
@@ -520,28 +495,8 @@ def test_issue12_case3_sam_on_digits_at_alpha_16_stays_finite_and_matches_gd():
     assert "zero: every one of the 20 Grad-CAM maps is zero" in cnn.format_table(ds)
 
 
-TINY_NONFINITE = """
-name = "boom"
-[data]
-dataset = "digits"
-limit = 40
-[[tasks]]
-name = "b"
-classes = [0, 1]
-[model]
-channels = [4, 6]
-strides = [1, 2]
-[train]
-methods = ["gd"]
-alphas = [1.0]
-epochs = 1
-batch_size = 8
-learning_rate = 1e30
-[gradcam]
-num_images = 4
-[figure]
-num_images = 1
-"""
+TINY_NONFINITE = _digits("boom", "b", limit=40, gradcam=4, figure=1, methods=["gd"], alphas=[1.0], epochs=1, batch_size=8,
+                         learning_rate=1e30)
 
 
 def test_a_run_that_goes_non_finite_stops_naming_method_epoch_and_step(tmp_path, capsys):
@@ -553,7 +508,7 @@ def test_a_run_that_goes_non_finite_stops_naming_method_epoch_and_step(tmp_path,
     import re
 
     path = tmp_path / "boom.toml"
-    path.write_text(TINY_NONFINITE)
+    path.write_text(toml_text(TINY_NONFINITE))
     out = tmp_path / "out"
     assert cnn.main([str(path), "--out", str(out), "--quiet"]) == 1
     captured = capsys.readouterr()
@@ -573,11 +528,9 @@ def test_a_run_that_goes_non_finite_stops_naming_method_epoch_and_step(tmp_path,
 def test_an_init_scale_overflowing_float32_stops_before_any_metric():
     need("sklearn")
     need("optax")
-    import tomllib
-
     from samflow.experiments.train import NonFiniteError
 
-    raw = tomllib.loads(TINY_NONFINITE)
+    raw = copy.deepcopy(TINY_NONFINITE)
     raw["train"].update(learning_rate=0.1, alphas=[1e300])
     with pytest.raises(NonFiniteError, match=r"alpha 1e\+300, epoch 0: .*parameters are not finite at the init") as err:
         cnn.run_experiment(parse_cnn_config(raw, "c.toml"), progress=False)

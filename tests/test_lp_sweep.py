@@ -13,6 +13,8 @@ from samflow.config import ConfigError, load_config, parse_config
 from samflow.merge import merge_slices
 from samflow.sweep import main, run_sweep
 
+from helpers import toml_text
+
 MU = [0.2, 0.6, 1.0]
 BASE = {
     "methods": ["gd", "l2", "lp", "linf"], "lp": {"p": [1.5, 3]}, "clock": "tau", "data": {"mu": MU},
@@ -220,36 +222,23 @@ def test_discrete_lp_entries_run_their_p_and_eta():
 # and a .partial/ folder that made the rerun ask for --resume. The config now applies
 # the engine's rule (samflow._engine.settings.problems) for each exponent, before anything
 # is written.
-_TWO_SAMPLES = """\
-name = "lp3"
-methods = ["lp"]
-[lp]
-p = [1.5, 3, 4]
-[data]
-{data}
-[grid]
-alpha = [0.5, 1.0]
-rho = [0.1]
-[time]
-t1 = 10.0
-num = 5
-{extra}
-[output]
-figures = false
-"""
+def _two_samples(data: dict, extra: dict, p=(1.5, 3, 4)) -> str:
+    """The config of these cases: "lp" at the exponents `p` on `data`, with the `extra` tables."""
+    return toml_text({"name": "lp3", "methods": ["lp"], "lp": {"p": list(p)}, "data": data,
+                      "grid": {"alpha": [0.5, 1.0], "rho": [0.1]}, "time": {"t1": 10.0, "num": 5}, **extra,
+                      "output": {"figures": False}})
 
 
 @pytest.mark.parametrize("data, extra, start", [
-    ("X = [[1.0, 0.5], [0.3, 1.0]]\ny = [1, 1]", "",
-     "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
-    ('file = "two.npz"', "", "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
-    ("mu = [0.5, 1.0]", "[init]\nW0 = [[1.0, 1.0], [0.5, 1.0]]", "lp.p: method 'lp' with p > 2 needs balanced inits"),
-    ("mu = [0.5, 1.0]", "[solver]\ncoords = \"log\"", "solver.coords = 'log' does not apply to lp-SAM with p > 2"),
+    ({"X": [[1.0, 0.5], [0.3, 1.0]], "y": [1, 1]}, {}, "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
+    ({"file": "two.npz"}, {}, "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
+    ({"mu": [0.5, 1.0]}, {"init": {"W0": [[1.0, 1.0], [0.5, 1.0]]}}, "lp.p: method 'lp' with p > 2 needs balanced inits"),
+    ({"mu": [0.5, 1.0]}, {"solver": {"coords": "log"}}, "solver.coords = 'log' does not apply to lp-SAM with p > 2"),
 ])
 def test_cli_refuses_lp_p_above_2_where_the_engine_would(tmp_path, capsys, data, extra, start):
     np.savez(tmp_path / "two.npz", X=np.array([[1.0, 0.5], [0.3, 1.0]]), y=np.array([1.0, 1.0]))
     cfg = tmp_path / "lp3.toml"
-    cfg.write_text(_TWO_SAMPLES.format(data=data, extra=extra))
+    cfg.write_text(_two_samples(data, extra))
     out = tmp_path / "out"
     assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
     captured = capsys.readouterr()
@@ -259,5 +248,5 @@ def test_cli_refuses_lp_p_above_2_where_the_engine_would(tmp_path, capsys, data,
     assert "(got p = 3, 4)" in lines[0] or "coords" in start, lines[0]
     assert not out.exists()  # no folder, no .partial/: the rerun is not asked for --resume
     # The same config with every p <= 2 is accepted (the rule is lp's with p > 2 only).
-    cfg.write_text(_TWO_SAMPLES.format(data=data, extra=extra).replace("p = [1.5, 3, 4]", "p = [1.5]"))
+    cfg.write_text(_two_samples(data, extra, p=[1.5]))
     load_config(cfg)

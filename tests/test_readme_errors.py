@@ -15,19 +15,12 @@ import pytest
 import samflow as sf
 from samflow.config import ConfigError, load_config
 
+from helpers import toml_text
+
 TROUBLESHOOTING = Path(__file__).resolve().parents[1] / "docs" / "troubleshooting.md"
 
-BASE = """\
-methods = ["gd", "l2"]
-[data]
-mu = [0.5, 1.0]
-[grid]
-alpha = [0.5, 2.0]
-rho = [0.1]
-[time]
-t1 = 1.0
-num = 4
-"""
+BASE = toml_text({"methods": ["gd", "l2"], "data": {"mu": [0.5, 1.0]}, "grid": {"alpha": [0.5, 2.0], "rho": [0.1]},
+                  "time": {"t1": 1.0, "num": 4}})
 
 
 def _config(text: str):
