@@ -74,6 +74,15 @@ def _killed_after_first_chunks(cfg: Path, out: Path, stamp: str, keep: int = 1) 
     return partial
 
 
+def _finished_run(cfg: Path, tmp_path: Path, monkeypatch) -> tuple:
+    """A finished run of `cfg` under OLD into tmp_path/o: (out, its results.nc, that file's fingerprint)."""
+    _stamp(monkeypatch, OLD)
+    out = tmp_path / "o"
+    assert _run(cfg, out) == 0
+    path = out / "results.nc"
+    return out, path, _fingerprint(path)
+
+
 # ---------------------------------------------------------------- the stamp itself
 
 
@@ -183,11 +192,7 @@ def test_resume_overwrite_replaces_stale_partial_results(cfg, tmp_path, monkeypa
 
 
 def test_resume_on_a_finished_run_is_already_complete_and_touches_nothing(cfg, tmp_path, monkeypatch, capsys):
-    _stamp(monkeypatch, OLD)
-    out = tmp_path / "o"
-    assert _run(cfg, out) == 0
-    path = out / "results.nc"
-    before = _fingerprint(path)
+    out, path, before = _finished_run(cfg, tmp_path, monkeypatch)
     capsys.readouterr()
     for extra in (["--resume"], ["--resume", "--overwrite"], ["--resume-any-version"]):
         assert _run(cfg, out, *extra) == 0, extra
@@ -219,11 +224,7 @@ def test_resume_on_finished_slices_is_already_complete(cfg, tmp_path, monkeypatc
 
 
 def test_resume_on_results_of_another_stamp_or_config_is_refused(cfg, tmp_path, monkeypatch, capsys):
-    _stamp(monkeypatch, OLD)
-    out = tmp_path / "o"
-    assert _run(cfg, out) == 0
-    path = out / "results.nc"
-    before = _fingerprint(path)
+    out, path, before = _finished_run(cfg, tmp_path, monkeypatch)
     _stamp(monkeypatch, NEW)
     capsys.readouterr()
     assert _run(cfg, out, "--resume") == 2
