@@ -23,17 +23,15 @@ no lane waits for another. Around the step the lane does what the cell needs:
 - **the end of a cell**: the horizon, a stopping event, its step budget
   (`max_steps` per run between events, `max_runs` runs) or a failure.
 
-**The hot path.** An iteration does for every lane only what a step needs: the
+**The hot path.** The loop itself is `samflow._engine.loop.run_lanes`, written once
+for every kind of cell state; this module's `_General` is the general state's
+instance of it. An iteration does for every lane only what a step needs: the
 Runge-Kutta stages, the controller, the event condition at the step's end, the
 saves inside the step. A lane carries only its record's hot fields (`HOT`: where
 it is, its modes, its step count); the rest of the record (`COLD`: the event
 record, the run count, done) and the switch record stay in the call's per-cell
-arrays. Lanes whose runs end wait, redoing the same step (which gives the same
-bits), until `slots` of them wait (or the queue is empty, or no other lane
-moves); then one real conditional (`lax.cond`) locates their events, updates
-their records (`end_runs`) and refills the lanes of finished cells. So the costly
-event work runs in few iterations, on a compact batch, not in every iteration on
-every lane (docs/benchmarks.md, "Issue 34, second round").
+records, and the end of a run (`_Engine.end_run`) runs compacted, in few
+iterations (docs/benchmarks.md, "Issue 34, second round").
 Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call (with
 `samflow._util.x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
@@ -74,6 +72,7 @@ from .cell_state import CellState
 from .events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
                       _no_event_value, _switch_time_err, _with_lead)
 from .field import SamField
+from .loop import EndedRuns, LaneProblem, run_lanes, where_rows
 from .record import _after_event, _field_p, _finish, _initial_state
 from .reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
 from .rk import _Dense, _erk_step, _put, _take
@@ -393,9 +392,69 @@ def _whole(lane: Lane, rec: CellState, sw) -> Lane:
     return eqx.tree_at(lambda l: _cold(l.rec) + (l.sw,), lane, _cold(rec) + (sw,), is_leaf=lambda x: x is None)
 
 
-def _where_rows(mask, a, b):
-    """Per-lane select of two pytrees with a leading lane axis."""
-    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
+_where_rows = where_rows
+
+
+class _General(LaneProblem):
+    """The general state as `samflow._engine.loop.run_lanes` steps it: a lane is a
+    `Lane` without its record's `COLD` fields (`_hot`), the call's records are
+    `(CellState without saved outputs, switch record or None)` per cell, the saved
+    outputs `(out_Y, out_s)`. The methods of the call's family are `engines` (one
+    `_Engine` each), the call's method `index` into them (`_switch`); the cells'
+    constants and the states their first runs start from (leading axis n) are
+    read when a cell takes a lane (`load`)."""
+
+    engines: tuple
+    index: object
+    max_runs: int = eqx.field(static=True)
+    t1_floor: Float[Array, ""]
+    hot_records: CellState
+    rho: Float[Array, " n"]
+    sign: "Float[Array, 'n L d'] | None"
+    w_scale: Float[Array, " n"]
+    tnext0: Float[Array, " n"]
+    f00: tuple
+    pid0: tuple
+    v0: Float[Array, " n"]
+    lead0: Int[Array, " n"]
+
+    def load(self, cells):
+        n = self.rho.shape[0]
+        i = jnp.minimum(cells, n - 1)
+        return Lane(
+            cell=cells, rec=_take(self.hot_records, i), rho=self.rho[i],
+            sign=None if self.sign is None else self.sign[i], w_scale=self.w_scale[i], tnext=self.tnext0[i],
+            f0=_take(self.f00, i), pid=_take(self.pid0, i), v=self.v0[i],
+            run_steps=jnp.zeros(cells.shape, jnp.int32), save_idx=jnp.zeros(cells.shape, jnp.int32),
+            lead=self.lead0[i], sw=None,
+        )
+
+    def try_steps(self, lanes):
+        return _switch(self.index, [lambda l, e=e: jax.vmap(lambda x: e.try_step(x, self.t1_floor))(l)
+                                    for e in self.engines], lanes)
+
+    def run_ends(self, tried):
+        return tried.event | tried.horizon | tried.out_of_steps | tried.failed
+
+    def end_runs(self, lanes, tried, records):
+        recs, sws = records
+        whole = _whole(lanes, recs, sws)
+        ended, t_limit, strict = _switch(self.index, [jax.vmap(e.end_run) for e in self.engines], whole, tried)
+        done = ended.rec.done | (ended.rec.runs >= self.max_runs)
+        return EndedRuns(_hot(ended), t_limit, strict, done, (ended.rec, ended.sw))
+
+    def advance(self, lanes, tried):
+        return jax.vmap(self.engines[0].advance)(lanes, tried)
+
+    def save_values(self, tried, t):
+        eng = self.engines[0]  # the solver's interpolant: no method changes it
+        return jax.vmap(lambda tr, t: eng.interp(tr).evaluate(t))(tried, t)
+
+    def retire(self, records, rows, lanes):
+        # The finished cells' hot fields join their cold ones.
+        recs, sws = records
+        recs = eqx.tree_at(_hot_fields, recs, _put(_hot_fields(recs), rows, _hot_fields(lanes.rec)))
+        return recs, sws
 
 
 def program_family(method: "str | Method", n_samples: int, coords: str = "linear", among=None) -> tuple[Method, ...]:
@@ -531,8 +590,6 @@ def solve_lanes(
     engines = [_Engine(m, clock, settings, multi, settings.coords == "log", L, max_runs, int(switches), data, ts,
                        _field_p(m, p, dtype), _r_scale(data) if multi else None,
                        None if tol is None else jnp.asarray(tol, dtype)) for m in family]
-    eng = engines[0]  # for what no method changes: the solver's steps, saves and interpolants
-    n_save = ts.shape[0]
     t_final = ts[-1]
     # diffrax rounds a step ending within 100 ULP of t1 to t1 (a rolled loop: 100
     # unrolled `prevbefore`s were one 1,700-line fusion of the program).
@@ -600,116 +657,14 @@ def solve_lanes(
     # The queue: the cells not already done at time 0, in their order.
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)
     n_queue = jnp.sum(~c0.done).astype(jnp.int32)
-
-    hot_records = eqx.tree_at(_cold, records, (None,) * len(COLD))  # what a lane carries of a record
-
-    def load(slot_cells):
-        """Lanes for the given cells (n: idle, with a harmless copy of cell 0)."""
-        i = jnp.minimum(slot_cells, n - 1)
-        return Lane(
-            cell=slot_cells, rec=_take(hot_records, i), rho=rho[i], sign=None if sign is None else sign[i],
-            w_scale=w_scale[i], tnext=tnext0[i], f0=_take(f00, i), pid=_take(pid0, i), v=v0[i],
-            run_steps=jnp.zeros(slot_cells.shape, jnp.int32), save_idx=jnp.zeros(slot_cells.shape, jnp.int32),
-            lead=lead0[i], sw=None,
-        )
-
-    lane_ids = jnp.arange(width, dtype=jnp.int32)
-    first = jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, n - 1)], n)
-    lanes0 = load(first)
-    next0 = jnp.minimum(n_queue, width).astype(jnp.int32)
-
-    def cond(carry):
-        lanes = carry[0]
-        return jnp.any(lanes.cell < n)
-
-    def no_ends(lanes, tried, records, sw_all):
-        """`end_runs` of an iteration that ends no run: the saves of a step go up to
-        its end (or its start if rejected)."""
-        t_limit = jnp.where(tried.keep, tried.t_new, tried.t0)
-        no = jnp.zeros((width,), bool)
-        return no, (lanes, t_limit, no), (no, records, sw_all)
-
-    def end_runs(lanes, tried, ends, records, sw_all):
-        """The first `slots` lanes of `ends` end their runs (`_Engine.end_run`) with
-        their cells' cold fields from `records`: their new hot states, where their
-        saves stop, and which of them finish their cells, at full width; `records`
-        and `sw_all` with their cold fields."""
-        idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
-        chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
-        at = jnp.minimum(idx, width - 1)
-        sub = _take(lanes, at)
-        rows = jnp.minimum(sub.cell, n - 1)
-        whole = _whole(sub, _take(records, rows), None if sw_all is None else _take(sw_all, rows))
-        ended, t_lim, strict = _switch(index, [jax.vmap(e.end_run) for e in engines], whole, _take(tried, at))
-        rows = jnp.where(idx < width, sub.cell, n)
-        records = _put(records, rows, ended.rec)
-        if sw_all is not None:
-            sw_all = _put(sw_all, rows, ended.sw)
-        done = ended.rec.done | (ended.rec.runs >= max_runs)
-        finished = jnp.zeros((width,), bool).at[idx].set(done, mode="drop")
-        _, (_, t_limit, strict_all), _ = no_ends(lanes, tried, records, sw_all)
-        return chosen, (_put(lanes, idx, _hot(ended)), t_limit.at[idx].set(t_lim, mode="drop"),
-                        strict_all.at[idx].set(strict, mode="drop")), (finished, records, sw_all)
-
-    def body(carry):
-        lanes, records, sw_all, out_Y, out_s, nxt, iters = carry
-        busy = lanes.cell < n
-        tried = _switch(index, [lambda l, e=e: jax.vmap(lambda x: e.try_step(x, t1_floor))(l) for e in engines], lanes)
-        ends = busy & (tried.event | tried.horizon | tried.out_of_steps | tried.failed)
-        # Runs that end are handled in batches of up to `slots` lanes, in a real
-        # conditional: only in the iterations where `slots` of them wait (or the queue
-        # is empty, or nothing else moves). The others redo this step next time, which
-        # gives the same bits.
-        n_end = jnp.sum(ends)
-        handle = (n_end >= slots) | ((n_end > 0) & ((nxt >= n_queue) | (n_end == jnp.sum(busy))))
-        chosen, ended, (finished, records, sw_all) = jax.lax.cond(
-            handle, lambda l, t, r, w: end_runs(l, t, ends, r, w), no_ends, lanes, tried, records, sw_all)
-        ended_lanes, t_limit, strict_all = ended
-        deferred = ends & ~chosen
-        moving = busy & ~deferred
-        saving = moving & (tried.keep | chosen)
-
-        # Saves inside this step, on its dense interpolant.
-        def save_cond(s):
-            _, _, save_idx = s
-            t_s = ts[jnp.minimum(save_idx, n_save - 1)]
-            return jnp.any(saving & (save_idx < n_save) & jnp.where(strict_all, t_s < t_limit, t_s <= t_limit))
-
-        def save_body(s):
-            oY, os_, save_idx = s
-            t_s = ts[jnp.minimum(save_idx, n_save - 1)]
-            due = saving & (save_idx < n_save) & jnp.where(strict_all, t_s < t_limit, t_s <= t_limit)
-            Ys, ss = jax.vmap(lambda tr, t: eng.interp(tr).evaluate(t))(tried, t_s)
-            rows = jnp.where(due, lanes.cell, n)
-            oY = oY.at[rows, save_idx].set(Ys, mode="drop")
-            os_ = os_.at[rows, save_idx].set(ss, mode="drop")
-            return oY, os_, save_idx + due
-
-        out_Y, out_s, save_idx = jax.lax.while_loop(save_cond, save_body, (out_Y, out_s, lanes.save_idx))
-        advanced = jax.vmap(eng.advance)(lanes, tried)
-        new = _where_rows(moving & ~chosen, advanced, _where_rows(chosen, ended_lanes, lanes))
-        new = eqx.tree_at(lambda l: l.save_idx, new, save_idx)
-        # Cells that are done (or out of runs) hand their lanes to the queue.
-        finished = busy & finished
-
-        def refill(new, records, sw_all, nxt):
-            # The finished cells' hot fields join their cold ones in `records`.
-            rows = jnp.where(finished, new.cell, n)
-            records = eqx.tree_at(_hot_fields, records, _put(_hot_fields(records), rows, _hot_fields(new.rec)))
-            rank = jnp.cumsum(finished) - 1
-            take = nxt + rank
-            cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), new.cell)
-            new = _where_rows(finished, load(cells), new)
-            return new, records, sw_all, nxt + jnp.sum(finished).astype(jnp.int32)
-
-        new, records, sw_all, nxt = jax.lax.cond(
-            jnp.any(finished), refill, lambda *a: a, new, records, sw_all, nxt)
-        return new, records, sw_all, out_Y, out_s, nxt, iters + 1
-
+    problem = _General(
+        engines=tuple(engines), index=index, max_runs=max_runs, t1_floor=t1_floor,
+        hot_records=eqx.tree_at(_cold, records, (None,) * len(COLD)), rho=rho, sign=sign, w_scale=w_scale,
+        tnext0=tnext0, f00=f00, pid0=pid0, v0=v0, lead0=lead0,
+    )
     with no_runtime_checks():
-        _, records, sw_all, out_Y, out_s, _, iters = jax.lax.while_loop(
-            cond, body, (lanes0, records, sw0, out_Y, out_s, next0, jnp.zeros((), jnp.int32))
-        )
+        final = run_lanes(problem, (records, sw0), (out_Y, out_s), ts, queue, n_queue, n=n, width=width, slots=slots)
+    (records, sw_all), (out_Y, out_s), iters = final.records, final.outs, final.iters
     c_all = eqx.tree_at(lambda c: (c.out_Y, c.out_s), records, (out_Y, out_s), is_leaf=lambda x: x is None)
 
     def finish(eng, c, sgn):

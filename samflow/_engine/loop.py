@@ -1,0 +1,239 @@
+"""The lane loop, written once: cells handed to lanes, one adaptive step per lane and iteration.
+
+A call hands `n` cells to `width` lanes. One `lax.while_loop` runs the call; at
+each of its iterations every busy lane tries ONE step of its own cell with its
+own step size, so no lane waits for another. What a cell's state is, how a step
+is tried and what happens at the end of a run is the problem's (`LaneProblem`):
+the general `(L, d)` state (`samflow._engine.lanes`) and the exact reductions
+(`samflow._engine.reduced`: two scalars, or one row) are its instances, as
+diffrax runs one `loop` for any solver. The stages of an iteration
+(`_iteration`), in order:
+
+1. **try the steps** (`LaneProblem.try_steps`): every lane, one step.
+2. **end runs** (`_end_runs`): the lanes whose runs end in this step (an
+   event, the horizon, the step budget, a failure) wait, redoing the same step
+   (which gives the same bits), until `slots` of them wait (or the queue is
+   empty, or no other lane moves); then one real conditional (`lax.cond`) hands
+   the first `slots` of them, compacted, with their cells' records, to
+   `LaneProblem.end_runs`: locate the event, update the record, restart the
+   run or finish the cell. So the costly work of an event runs in few
+   iterations, on a compact batch.
+3. **save inside the steps** (`_save_inside_steps`): the requested save times
+   inside a step that is taken (up to where its run ended) are evaluated on the
+   step's dense interpolant (`LaneProblem.save_values`) and written at
+   (cell, save index).
+4. **advance** (`LaneProblem.advance`): the lanes that go on take their step
+   (or retry a rejected one smaller).
+5. **refill lanes** (`_refill_lanes`): the lanes of finished cells hand their
+   state to the records (`LaneProblem.retire`) and take the next cells of the
+   queue (`LaneProblem.load`), in a real conditional.
+
+Everything a lane computes is a function of its cell alone: the results do not
+depend on the width, the order of the cells or the other cells of the call
+(with `samflow._util.x64.exact_cpu_arithmetic`).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from .rk import _put, _take
+
+__all__ = ["LaneProblem", "LoopState", "EndedRuns", "run_lanes", "where_rows"]
+
+
+def where_rows(mask, a, b):
+    """Per-lane select of two pytrees with a leading lane axis: `a` where `mask`
+    `(width,)` holds, else `b`."""
+    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
+
+
+class EndedRuns(eqx.Module):
+    """What `LaneProblem.end_runs` returns for a compact batch of `m` lanes whose
+    runs ended (leading axis m):
+
+    - `lanes`: their new lane states (a run restarted, or anything for a
+      finished cell: its lane is refilled);
+    - `t_limit` `(m,)`: the saves of this step are those up to it;
+    - `strict` `(m,)` bool: strictly before `t_limit` (a run cut at an event);
+    - `done` `(m,)` bool: the cell is finished (its lane goes to the queue);
+    - `records`: the cells' new records (rows of the call's records).
+    """
+
+    lanes: object
+    t_limit: Float[Array, " m"]
+    strict: Bool[Array, " m"]
+    done: Bool[Array, " m"]
+    records: object
+
+
+class LaneProblem(eqx.Module):
+    """One kind of cell state stepped by `run_lanes` (module docstring).
+
+    A lane is a pytree with a leading lane axis and at least the fields `cell`
+    (`(width,)` int32, the cell it holds; n when idle) and `save_idx`
+    (`(width,)` int32, the next save time to write). A tried step is a pytree
+    with at least `t0`, `t_new` (`(width,)` float64, where the step started and
+    where an accepted step ends) and `keep` (`(width,)` bool, accepted). The
+    call's records are a pytree with a leading cell axis n.
+    """
+
+    @abc.abstractmethod
+    def load(self, cells: Int[Array, " m"]):
+        """Lanes holding `cells` (n: an idle lane, with a harmless copy of cell 0)."""
+
+    @abc.abstractmethod
+    def try_steps(self, lanes):
+        """One step of every lane: the tried steps (leading lane axis)."""
+
+    @abc.abstractmethod
+    def run_ends(self, tried) -> Bool[Array, " width"]:
+        """Which lanes' runs end in the tried step (an event, the horizon, the
+        step budget, a failure)."""
+
+    @abc.abstractmethod
+    def end_runs(self, lanes, tried, records) -> EndedRuns:
+        """The runs of a compact batch of lanes end: `lanes`, `tried` and the
+        rows of their cells' `records` (leading axis m)."""
+
+    @abc.abstractmethod
+    def advance(self, lanes, tried):
+        """The lanes whose runs go on take their tried steps (or retry smaller)."""
+
+    @abc.abstractmethod
+    def save_values(self, tried, t: Float[Array, " width"]):
+        """Each lane's state at clock time `t` inside its tried step (a pytree
+        whose leaves match the call's saved outputs without their cell and save
+        axes)."""
+
+    def retire(self, records, rows: Int[Array, " width"], lanes):
+        """The records once the lanes of finished cells (`rows`; n: none) hand in
+        what they carry. By default the records already hold it."""
+        return records
+
+
+class LoopState(eqx.Module):
+    """The carry of `run_lanes`: the lanes (leading axis width), the call's
+    records and saved outputs (leading axis n), the next place in the queue and
+    the iterations so far."""
+
+    lanes: object
+    records: object
+    outs: object
+    nxt: Int[Array, ""]
+    iters: Int[Array, ""]
+
+
+def _no_ends(tried, width):
+    """An iteration that ends no run: the saves of a step go up to its end (or its
+    start if rejected)."""
+    t_limit = jnp.where(tried.keep, tried.t_new, tried.t0)
+    no = jnp.zeros((width,), bool)
+    return no, t_limit, no
+
+
+def _end_runs(problem, lanes, tried, ends, records, n, width, slots):
+    """Stage 2: the first `slots` lanes of `ends` end their runs, compacted
+    (`LaneProblem.end_runs`) with their cells' records. Returns (chosen, lanes,
+    t_limit, strict, finished, records), at full width."""
+    idx = jnp.nonzero(ends, size=slots, fill_value=width)[0]
+    chosen = jnp.zeros((width,), bool).at[idx].set(True, mode="drop")
+    at = jnp.minimum(idx, width - 1)
+    sub = _take(lanes, at)
+    ended = problem.end_runs(sub, _take(tried, at), _take(records, jnp.minimum(sub.cell, n - 1)))
+    rows = jnp.where(idx < width, sub.cell, n)
+    records = _put(records, rows, ended.records)
+    finished = jnp.zeros((width,), bool).at[idx].set(ended.done, mode="drop")
+    _, t_limit, strict = _no_ends(tried, width)
+    return (chosen, _put(lanes, idx, ended.lanes), t_limit.at[idx].set(ended.t_limit, mode="drop"),
+            strict.at[idx].set(ended.strict, mode="drop"), finished, records)
+
+
+def _save_inside_steps(problem, tried, cells, save_idx, saving, t_limit, strict, outs, ts, n):
+    """Stage 3: the save times inside this step (up to `t_limit`, strictly before it
+    where `strict`), on its dense interpolant, written at (cell, save index)."""
+    n_save = ts.shape[0]
+
+    def due_of(save_idx):
+        t_s = ts[jnp.minimum(save_idx, n_save - 1)]
+        return saving & (save_idx < n_save) & jnp.where(strict, t_s < t_limit, t_s <= t_limit), t_s
+
+    def body(s):
+        outs, save_idx = s
+        due, t_s = due_of(save_idx)
+        values = problem.save_values(tried, t_s)
+        rows = jnp.where(due, cells, n)
+        outs = jax.tree.map(lambda o, v: o.at[rows, save_idx].set(v, mode="drop"), outs, values)
+        return outs, save_idx + due
+
+    return jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), body, (outs, save_idx))
+
+
+def _refill_lanes(problem, lanes, records, nxt, finished, queue, n_queue, n):
+    """Stage 5: the finished cells' lanes hand in their state (`LaneProblem.retire`)
+    and take the next cells of the queue."""
+    rows = jnp.where(finished, lanes.cell, n)
+    records = problem.retire(records, rows, lanes)
+    take = nxt + jnp.cumsum(finished) - 1
+    cells = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, n - 1)], n), lanes.cell)
+    lanes = where_rows(finished, problem.load(cells), lanes)
+    return lanes, records, nxt + jnp.sum(finished).astype(jnp.int32)
+
+
+def _iteration(problem, state: LoopState, ts, queue, n_queue, n, width, slots) -> LoopState:
+    """One iteration of the lane loop: the five stages of the module docstring."""
+    lanes, records, outs, nxt = state.lanes, state.records, state.outs, state.nxt
+    busy = lanes.cell < n
+    tried = problem.try_steps(lanes)
+    ends = busy & problem.run_ends(tried)
+    # Runs that end are handled in batches of up to `slots` lanes, in a real
+    # conditional: only in the iterations where `slots` of them wait (or the queue
+    # is empty, or nothing else moves). The others redo this step next time, which
+    # gives the same bits.
+    n_end = jnp.sum(ends)
+    handle = (n_end >= slots) | ((n_end > 0) & ((nxt >= n_queue) | (n_end == jnp.sum(busy))))
+
+    def no_ends(lanes, tried, records):
+        no, t_limit, strict = _no_ends(tried, width)
+        return no, lanes, t_limit, strict, no, records
+
+    chosen, ended_lanes, t_limit, strict, finished, records = jax.lax.cond(
+        handle, lambda l, t, r: _end_runs(problem, l, t, ends, r, n, width, slots), no_ends, lanes, tried, records)
+    moving = busy & ~(ends & ~chosen)
+    saving = moving & (tried.keep | chosen)
+    outs, save_idx = _save_inside_steps(problem, tried, lanes.cell, lanes.save_idx, saving, t_limit, strict, outs,
+                                        ts, n)
+    advanced = problem.advance(lanes, tried)
+    new = where_rows(moving & ~chosen, advanced, where_rows(chosen, ended_lanes, lanes))
+    new = eqx.tree_at(lambda l: l.save_idx, new, save_idx)
+    finished = busy & finished
+    new, records, nxt = jax.lax.cond(
+        jnp.any(finished), lambda *a: _refill_lanes(problem, *a, finished, queue, n_queue, n),
+        lambda *a: a, new, records, nxt)
+    return LoopState(new, records, outs, nxt, state.iters + 1)
+
+
+def run_lanes(problem: LaneProblem, records, outs, ts: Float[Array, " n_save"], queue: Int[Array, " n"],
+              n_queue: Int[Array, ""], *, n: int, width: int, slots: int) -> LoopState:
+    """Run the cells `queue[:n_queue]` of a call in `width` lanes until every one
+    is finished (module docstring); traceable.
+
+    `records`: the call's per-cell records (leading axis n; `problem`'s);
+    `outs`: its saved outputs (leaves `(n, n_save, ...)`), written at the save
+    times `ts` `(n_save,)`; `queue` `(n,)` int32 the cells in the order they
+    take lanes, the first `n_queue` of them to solve; `slots`: lanes whose runs
+    end that are handled together (static).
+
+    **Returns:** the final `LoopState` (its `records`, `outs` and `iters`: the
+    number of loop iterations).
+    """
+    lane_ids = jnp.arange(width, dtype=jnp.int32)
+    lanes0 = problem.load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, n - 1)], n))
+    state = LoopState(lanes0, records, outs, jnp.minimum(n_queue, width).astype(jnp.int32), jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(lambda s: jnp.any(s.lanes.cell < n),
+                              lambda s: _iteration(problem, s, ts, queue, n_queue, n, width, slots), state)
