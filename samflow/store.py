@@ -83,6 +83,7 @@ slice, `slice_index` and `num_slices`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import importlib.metadata
@@ -98,7 +99,7 @@ from ._util.io import atomic_write_netcdf
 from ._engine.solution import index_dtype
 from .status import STATUS_MESSAGES, Status
 
-__all__ = ["to_dataset", "write_results", "read_results", "locked_problem", "package_versions", "code_stamp",
+__all__ = ["ResultsLayout", "to_dataset", "write_results", "read_results", "locked_problem", "package_versions", "code_stamp",
            "source_hash"]
 
 #: The packages whose versions enter `code_stamp`: every one whose code sets the numbers of a
@@ -201,35 +202,80 @@ def code_stamp(extra: "tuple[str, ...]" = ()) -> str:
     return " ".join(parts)
 
 
-def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dataset:
+@dataclasses.dataclass(frozen=True, eq=False)
+class ResultsLayout:
+    """What `to_dataset` writes beside the solver's results: the coordinates and the
+    attributes of a sweep, resolved once from its config (`samflow.sweep.run_sweep`
+    makes it with the rest of the sweep's plan)."""
+
+    name: str
+    """The run's name (the title "samflow sweep 'name'")."""
+    config: dict
+    """The config as JSON values (`SweepConfig.model_dump(mode="json")`), stored as the attribute `config`."""
+    alpha: np.ndarray
+    """The coordinate `alpha`, as the config writes it (`GridConfig.alpha_values`)."""
+    rho: np.ndarray
+    """The coordinate `rho`, as the config writes it."""
+    time: np.ndarray
+    """The save times (n_save,): the coordinate `time`."""
+    depth: int
+    """Layers L (the axis `layer`)."""
+    clock: str
+    """The clock of `time`, "t" or "tau" (its units)."""
+    loss: str
+    """The margin loss ("logistic" or "exponential")."""
+    rtol: float
+    """The relative tolerance the solves used (attribute `solver_rtol`)."""
+    atol: float
+    """The absolute tolerance the solves used (attribute `solver_atol`)."""
+    alpha_relative_to_rho: bool = False
+    """`alpha` in multiples of rho (`grid.alpha_relative_to_rho`)."""
+    save: str = "full"
+    """What the results hold: "full" (beta, a `Trajectory` per method) or "summary" (a `Summary`)."""
+    save_weights: bool = False
+    """Also write every layer's weights (variable `weights`)."""
+    flow_eta: "dict | None" = None
+    """With discrete methods: the step size of each `flow` label (None for a flow), the coordinate `eta`."""
+    flow_p: "dict | None" = None
+    """With lp methods: the exponent of each `flow` label's ball, the coordinate `p`."""
+    attrs: dict = dataclasses.field(default_factory=dict)
+    """Attributes of the experiment tables (`model`, `init`, `data_generator`), written as they are."""
+
+
+def to_dataset(layout: ResultsLayout, data, alpha_abs, results, timings, cells=None) -> xr.Dataset:
     """Label the trajectories of a sweep (see the module docstring for the layout).
 
-    **Arguments:** `cfg` a `SweepConfig`; `data` the `Dataset`; `ts` (n_save,);
-    `alpha_abs` (A, R) absolute init scales; `results` {Method: Trajectory with
-    leading axis A*R, or n with `cells`; a `Summary` for each method when
-    `cfg.output.save` is "summary"}; `timings` {method name: seconds};
-    `cells` (n,) flattened indices (alpha index * R + rho index) of the cells
-    in `results`, for a slice of the grid: the per-cell variables then have
-    the axis `cell` in place of (alpha, rho).
+    **Arguments:** `layout` the coordinates and attributes (`ResultsLayout`);
+    `data` the `Dataset`; `alpha_abs` (A, R) absolute init scales; `results`
+    {Method: Trajectory with leading axis A*R, or n with `cells`; a `Summary`
+    for each method when `layout.save` is "summary"}; `timings` {method name:
+    seconds}; `cells` (n,) flattened indices (alpha index * R + rho index) of
+    the cells in `results`, for a slice of the grid: the per-cell variables
+    then have the axis `cell` in place of (alpha, rho).
 
-    **Raises:** `ValueError` when `cells` is not 1-D, or holds an index
-    outside [0, A*R) or twice, or when `results` are not all of the kind
-    `cfg.output.save` names (Trajectory for "full", Summary for "summary").
+    **Raises:** `TypeError` (one line) for a config as `layout` (0.2's argument);
+    `ValueError` when `cells` is not 1-D, or holds an index outside [0, A*R) or
+    twice, or when `results` are not all of the kind `layout.save` names
+    (Trajectory for "full", Summary for "summary").
     """
     from ._engine.solution import Summary, Trajectory
 
+    if not isinstance(layout, ResultsLayout):
+        raise TypeError("to_dataset takes a samflow.store.ResultsLayout since samflow 0.3.0, not a config "
+                        f"(got {type(layout).__name__}); samflow.sweep.run_sweep makes it")
     A, R = alpha_abs.shape
     methods = list(results)
-    summary = cfg.output.save == "summary"
+    summary = layout.save == "summary"
     want = Summary if summary else Trajectory
     labels = [str(getattr(m, "value", m)) for m in methods]
     wrong = [label for m, label in zip(methods, labels) if not isinstance(results[m], want)]
     if wrong:
         raise ValueError(
-            f"output.save = {cfg.output.save!r} needs a {want.__name__} per method; got another "
+            f"output.save = {layout.save!r} needs a {want.__name__} per method; got another "
             f"kind for {', '.join(wrong)}"
         )
-    L, d = cfg.depth, data.d
+    L, d = layout.depth, data.d
+    ts = layout.time
     if cells is not None:
         cells = np.asarray(cells, dtype=np.int64)
         bad = cells.ndim != 1 or np.any(cells < 0) or np.any(cells >= A * R)
@@ -244,8 +290,8 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     n = len(ts)
     coords = {
         "flow": labels,
-        "alpha": cfg.grid.alpha_values(),
-        "rho": cfg.grid.rho_values(),
+        "alpha": layout.alpha,
+        "rho": layout.rho,
         "time": np.asarray(ts),
         "coord": np.arange(1, d + 1),
         "layer": np.arange(1, L + 1),
@@ -253,7 +299,7 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
     cell = ("flow", "alpha", "rho") if cells is None else ("flow", "cell")
     if cells is not None:
         coords["cell"] = cells
-    coords.update(_experiment_coords(cfg, labels))
+    coords.update(_experiment_coords(layout, labels))
     codes = [s.value for s in Status]
     per_time = _per_time_variables(stack, cell, n, d, summary)
     variables = {
@@ -270,43 +316,41 @@ def to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=None) -> xr.Dat
                 "flag_sentences": json.dumps({s.name.lower(): STATUS_MESSAGES[s] for s in Status}),
             },
         ),
-        "event_time": (cell, stack("event_time", ()), {"long_name": "time of the event that ended the cell: collapse, critical point, blow-up, or where the solver stalled or failed (see status)", "units": cfg.clock}),
+        "event_time": (cell, stack("event_time", ()), {"long_name": "time of the event that ended the cell: collapse, critical point, blow-up, or where the solver stalled or failed (see status)", "units": layout.clock}),
         "event_real_time": (cell, stack("event_t", ()), {"long_name": "event time in real time t"}),
         "collapse_direction": (cell + ("coord",), stack("collapse_direction", (d,)), {"long_name": "beta/||beta|| just before collapse"}),
-        "slide_time": (cell + ("layer", "coord"), stack("slide_time", (L, d)), {"long_name": "time from which the weight slid at 0", "units": cfg.clock}),
+        "slide_time": (cell + ("layer", "coord"), stack("slide_time", (L, d)), {"long_name": "time from which the weight slid at 0", "units": layout.clock}),
         "num_steps": (cell, stack("num_steps", ()).astype(np.int64), {"long_name": "solver steps"}),
         "num_runs": (cell, stack("num_runs", ()).astype(np.int32), {"long_name": "runs of solver steps between events (events + 1)"}),
         "alpha_init": (("alpha", "rho"), np.asarray(alpha_abs), {"long_name": "absolute init scale alpha of the cell"}),
         "data_X": (("sample", "coord"), np.asarray(data.X), {"long_name": "inputs x_i"}),
         "data_y": (("sample",), np.asarray(data.y), {"long_name": "labels y_i"}),
     }
-    if cfg.output.save_weights:
+    if layout.save_weights:
         variables["weights"] = (cell + ("time", "layer", "coord"), stack("W", (n, L, d)), {"long_name": "weights w^(l)_j"})
     ds = xr.Dataset({k: xr.Variable(*v) for k, v in variables.items()}, coords=coords)
-    ds["time"].attrs.update(long_name=("real time t" if cfg.clock == "t" else "rescaled time tau"), units=cfg.clock)
+    ds["time"].attrs.update(long_name=("real time t" if layout.clock == "t" else "rescaled time tau"), units=layout.clock)
     ds["alpha"].attrs.update(
-        long_name="init scale alpha / rho" if cfg.grid.alpha_relative_to_rho else "init scale alpha"
+        long_name="init scale alpha / rho" if layout.alpha_relative_to_rho else "init scale alpha"
     )
     ds["rho"].attrs.update(long_name="SAM radius rho")
     if cells is not None:
         ds["cell"].attrs.update(long_name="flattened cell index: alpha index * n_rho + rho index")
-    ds.attrs.update(_experiment_attrs(cfg))
-    model = getattr(cfg, "model", None)
-    used = cfg.solver.to_settings(cfg.loss).with_tolerances(2 if model is not None and model.generic else cfg.depth)
+    ds.attrs.update(layout.attrs)
     ds.attrs.update(
         # The tolerances the solves used (the config's, or those chosen by depth where it gives none).
-        solver_rtol=used.rtol,
-        solver_atol=used.atol,
-        title=f"samflow sweep '{cfg.name}'",
+        solver_rtol=layout.rtol,
+        solver_atol=layout.atol,
+        title=f"samflow sweep '{layout.name}'",
         # Strict JSON: a non-finite number (refused by every config schema) raises here
         # rather than being written as NaN / Infinity, which no JSON parser reads.
-        config=json.dumps(cfg.model_dump(mode="json"), allow_nan=False),
+        config=json.dumps(layout.config, allow_nan=False),
         versions=json.dumps(package_versions()),
         git_commit=git_commit(),
-        clock=cfg.clock,
-        loss=cfg.loss,
-        depth=cfg.depth,
-        alpha_relative_to_rho=int(cfg.grid.alpha_relative_to_rho),
+        clock=layout.clock,
+        loss=layout.loss,
+        depth=layout.depth,
+        alpha_relative_to_rho=int(layout.alpha_relative_to_rho),
         method_wall_time_s=json.dumps(timings),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
@@ -337,45 +381,26 @@ def _per_time_variables(stack, cell, n, d, summary) -> dict:
     return per_time
 
 
-def _experiment_coords(cfg, labels: list[str]) -> dict:
-    """The coordinates (flow,) of the experiment tables: `eta` when the config has
-    discrete methods, the step size of each discrete entry, NaN for a flow; `p`
-    when it has lp methods (`[lp]`), the exponent of each entry's ball: p for
-    "lp" / "discrete_lp", 2 for l2, inf for linf (and their discrete
-    iterations), NaN for gd and usam (`SweepConfig.flow_entries`). Without the
-    table the coordinate is absent, so a file of an older config is unchanged."""
-    entries = getattr(cfg, "flow_entries", None)
-    if entries is None:
-        return {}
+def _experiment_coords(layout: ResultsLayout, labels: list[str]) -> dict:
+    """The coordinates (flow,) of the experiment tables: `eta` when the sweep has
+    discrete methods (`layout.flow_eta`), the step size of each discrete entry, NaN
+    for a flow; `p` when it has lp methods (`layout.flow_p`), the exponent of each
+    entry's ball: p for "lp" / "discrete_lp", 2 for l2, inf for linf (and their
+    discrete iterations), NaN for gd and usam (`SweepConfig.flow_entries`). Without
+    the table the coordinate is absent, so a file of an older config is unchanged."""
     out = {}
-    if cfg.discrete is not None:
-        etas = {e.label: e.eta for e in entries()}
+    if layout.flow_eta is not None:
+        etas = layout.flow_eta
         values = np.asarray([np.nan if etas.get(k) is None else etas[k] for k in labels], np.float64)
         out["eta"] = ("flow", values, {
             "long_name": "step size eta of a discrete method (NaN for a flow)",
             "comment": "save time t holds the iterate k = round(t / eta), at real time k eta (real_time)",
         })
-    if getattr(cfg, "lp", None) is not None:
-        fixed = {"l2": 2.0, "linf": np.inf}
-        ps = {e.label: (e.p if e.p is not None else fixed.get(e.method, np.nan)) for e in entries()}
-        values = np.asarray([ps.get(k, np.nan) for k in labels], np.float64)
+    if layout.flow_p is not None:
+        values = np.asarray([layout.flow_p.get(k, np.nan) for k in labels], np.float64)
         out["p"] = ("flow", values, {
             "long_name": "exponent p of the SAM ball ||eps||_p <= rho (2: l2, inf: linf; NaN: gd, usam)",
         })
-    return out
-
-
-def _experiment_attrs(cfg) -> dict:
-    """Attributes of the experiment tables, only where they differ from the diagonal
-    net from plain inits on given data: `model`, `init`, `data_generator`."""
-    out = {}
-    model = getattr(cfg, "model", None)
-    if model is not None and model.generic:
-        out["model"] = model.name
-    if getattr(cfg, "init", None) is not None:
-        out["init"] = "W0" if cfg.init.W0 is not None else "alpha_j"
-    if getattr(cfg.data, "generator", None) is not None:
-        out["data_generator"] = cfg.data.generator
     return out
 
 

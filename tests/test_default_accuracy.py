@@ -70,6 +70,7 @@ def test_the_defaults_meet_1e6_where_rtol_1e8_did_not(method, depth, old_err):
 def test_results_files_record_the_tolerances_used(tmp_path):
     from samflow.config import SweepConfig
     from samflow.store import to_dataset
+    from samflow.sweep._run import results_layout
 
     raw = {"name": "x", "methods": ["gd"], "depth": 4, "data": {"mu": MU},
            "grid": {"alpha": [0.1], "rho": [0.1]}, "time": {"t1": 10.0, "num": 4}}
@@ -77,8 +78,8 @@ def test_results_files_record_the_tolerances_used(tmp_path):
     data = sf.single_sample(MU)
     ts = cfg.time.values()
     tr = sf.solve("gd", data, 0.1, np.array([0.1]), ts, depth=4)
-    ds = to_dataset(cfg, data, ts, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
+    ds = to_dataset(results_layout(cfg), data, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
     assert (ds.attrs["solver_rtol"], ds.attrs["solver_atol"]) == (1e-12, 1e-16)
     cfg = cfg.model_copy(update={"solver": cfg.solver.model_copy(update={"rtol": 1e-9})})
-    ds = to_dataset(cfg, data, ts, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
+    ds = to_dataset(results_layout(cfg), data, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
     assert (ds.attrs["solver_rtol"], ds.attrs["solver_atol"]) == (1e-9, 1e-12)

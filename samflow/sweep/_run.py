@@ -20,7 +20,7 @@ from ..config._experiments import experiment_problems
 from ..config._sweep import pattern_problems, rule_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from ..flows import Method
-from ..store import to_dataset
+from ..store import ResultsLayout, to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
 from ._devices import batch_width
@@ -204,13 +204,39 @@ def run_sweep(
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
         switches = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in switches.items()}
-    ds = to_dataset(cfg, data, ts, alpha_abs, results, timings, cells=cells)
+    ds = to_dataset(results_layout(cfg), data, alpha_abs, results, timings, cells=cells)
     if cfg.output.switch_times:
         # Discrete methods and generic models have no switch record: NaN / -1 and switch_ok False.
         ds = store.add_switch_times(ds, switches, cells=cells)
     ds.attrs["config_key"] = config_key(cfg)
     ds.attrs.update(_provenance(code_stamp, checkpoint, grid_slice))
     return ds
+
+
+def results_layout(cfg: SweepConfig) -> ResultsLayout:
+    """What the results file of `cfg` holds beside the solves (`samflow.store.to_dataset`):
+    its coordinates, the tolerances used, the config as JSON, and the attributes of the
+    experiment tables where they differ from the diagonal net from plain inits on given
+    data (`model`, `init`, `data_generator`)."""
+    entries = cfg.flow_entries()
+    flow_eta = {e.label: e.eta for e in entries} if cfg.discrete is not None else None
+    fixed = {"l2": 2.0, "linf": np.inf}
+    flow_p = ({e.label: (e.p if e.p is not None else fixed.get(e.method, np.nan)) for e in entries}
+              if cfg.lp is not None else None)
+    attrs = {}
+    if cfg.model.generic:
+        attrs["model"] = cfg.model.name
+    if cfg.init is not None:
+        attrs["init"] = "W0" if cfg.init.W0 is not None else "alpha_j"
+    if cfg.data.generator is not None:
+        attrs["data_generator"] = cfg.data.generator
+    used = cfg.solver.to_settings(cfg.loss).with_tolerances(2 if cfg.model.generic else cfg.depth)
+    return ResultsLayout(
+        name=cfg.name, config=cfg.model_dump(mode="json"), alpha=cfg.grid.alpha_values(),
+        rho=cfg.grid.rho_values(), time=cfg.time.values(), depth=cfg.depth, clock=cfg.clock, loss=cfg.loss,
+        rtol=used.rtol, atol=used.atol, alpha_relative_to_rho=cfg.grid.alpha_relative_to_rho,
+        save=cfg.output.save, save_weights=cfg.output.save_weights, flow_eta=flow_eta, flow_p=flow_p, attrs=attrs,
+    )
 
 
 def _take_slice(grid_slice, cost_key, W0, rho, rank, batch_size):
