@@ -300,6 +300,14 @@ def test_results_file_layout(tmp_path):
                                   theory.l2_first_dominant(np.array([0.5, 1.0]), a=np.array([0.5, 2.0])))
     assert RESULT_ATTRS <= set(back.attrs), RESULT_ATTRS - set(back.attrs)
     assert "eta" not in back.coords  # only with discrete methods
+    # The key follows from the stored config alone (`config_key` takes its JSON values).
+    import json
+
+    from samflow.sweep import config_key
+
+    assert config_key(json.loads(back.attrs["config"])) == back.attrs["config_key"]
+    with pytest.raises(TypeError, match="model_dump"):
+        config_key(cfg)
 
 
 def test_results_file_layout_discrete(tmp_path):

@@ -140,7 +140,7 @@ def _check_sweep_usable(cfg: SweepConfig):
             assert np.all(np.isfinite(inits ** cfg.depth))  # beta(0) = alpha^L
             if cfg.depth >= 2:  # an init that can leave W = 0
                 assert np.all(inits ** (cfg.depth - 1) > 0)
-        config_key(cfg)
+        config_key(cfg.model_dump(mode="json"))
 
 
 @SETTINGS

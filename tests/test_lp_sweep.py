@@ -77,7 +77,8 @@ def test_config_key_and_lp():
     raw = dict(BASE, methods=["l2"])
     raw.pop("lp")
     assert "lp" not in drop_unset_experiment_keys(parse_config(raw).model_dump(mode="json"))
-    assert config_key(_cfg(lp={"p": [1.5, 3]})) != config_key(_cfg(lp={"p": [1.5, 4]}))
+    key = lambda cfg: config_key(cfg.model_dump(mode="json"))
+    assert key(_cfg(lp={"p": [1.5, 3]})) != key(_cfg(lp={"p": [1.5, 4]}))
 
 
 @pytest.mark.slow

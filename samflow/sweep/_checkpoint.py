@@ -3,6 +3,7 @@ checkpoint of an interrupted run and the check of a finished results file."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util.io import atomic_path, atomic_write_text
-from ..config import ConfigError, SweepConfig
+from ..config import ConfigError
 from ..config._experiments import drop_unset_experiment_keys
 from ..flows import Method
 from ..solver import Summary, Trajectory
@@ -209,14 +210,22 @@ def damaged_chunks(folder: "str | Path") -> list[Path]:
     return [p for p in sorted(folder.glob("*.npz")) if _read_chunk(p)[0] is None] if folder.is_dir() else []
 
 
-def config_key(cfg: SweepConfig) -> str:
-    """A hash of everything that determines a sweep's numbers (not its output folder).
+def config_key(config: dict) -> str:
+    """A hash of everything that determines a sweep's numbers (not its output folder),
+    from the config's JSON values: `SweepConfig.model_dump(mode="json")`, or the
+    attribute `config` of a results file (`json.loads(ds.attrs["config"])`).
 
     `output.save = "summary"` changes the key (its chunks and slices hold other
     variables than a full run's, so neither `--resume` nor the merge mixes the
     two); a full run keeps the key it had before `output.save` existed.
+
+    **Raises:** `TypeError` (one line) for a config object (0.2's argument): pass its
+    `model_dump(mode="json")`.
     """
-    dump = drop_unset_experiment_keys(cfg.model_dump(mode="json"))  # keys of configs without them unchanged
+    if not isinstance(config, dict):
+        raise TypeError("config_key takes the config's JSON values since samflow 0.3.0: pass "
+                        f"cfg.model_dump(mode=\"json\"), not a {type(config).__name__}")
+    dump = drop_unset_experiment_keys(copy.deepcopy(config))  # keys of configs without them unchanged
     save = dump.pop("output", {}).get("save", "full")
     if save != "full":
         dump["output.save"] = save

@@ -150,7 +150,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
         work_dir = out_dir / SLICES_DIR
         results_path = work_dir / slice_file_name(slice_index, n_slices)
         partial = work_dir / f".partial-{results_path.stem}"
-    key = config_key(cfg)
+    key = config_key(cfg.model_dump(mode="json"))
     stamp = store.code_stamp()
     try:
         data = build_data(cfg, config_path.parent, str(config_path))

@@ -125,7 +125,7 @@ def run_sweep(
     solver chunk of the whole grid is padded to that chunk's shape, so that
     `samflow.merge.merge_slices` of the K slices equals the whole run bit for
     bit (XLA's code, and its last bits, depend on the batch shape). Every
-    result carries the attributes `config_key` (`config_key(cfg)`) and
+    result carries the attributes `config_key` (`config_key(cfg.model_dump(mode="json"))`) and
     `code_stamp` (`code_stamp`, default `samflow.store.code_stamp()`). Chunks
     in `checkpoint_dir` made under another code stamp are refused, unless
     `accept_other_stamp`: then they are reused and the attribute
@@ -149,7 +149,8 @@ def run_sweep(
         code_stamp = store.code_stamp()
     ts = cfg.time.values()
     settings = cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth)
-    key = chunk_key(config_key(cfg), data, grid_slice, from_file=cfg.data.file is not None)
+    layout = results_layout(cfg)
+    key = chunk_key(config_key(layout.config), data, grid_slice, from_file=cfg.data.file is not None)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
@@ -204,11 +205,11 @@ def run_sweep(
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
         switches = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in switches.items()}
-    ds = to_dataset(results_layout(cfg), data, alpha_abs, results, timings, cells=cells)
+    ds = to_dataset(layout, data, alpha_abs, results, timings, cells=cells)
     if cfg.output.switch_times:
         # Discrete methods and generic models have no switch record: NaN / -1 and switch_ok False.
         ds = store.add_switch_times(ds, switches, cells=cells)
-    ds.attrs["config_key"] = config_key(cfg)
+    ds.attrs["config_key"] = config_key(layout.config)
     ds.attrs.update(_provenance(code_stamp, checkpoint, grid_slice))
     return ds
 
