@@ -11,7 +11,7 @@ from .._util.cli_common import fail, lock_output
 from .._util.io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
-from ._config import AtlasConfig, load_atlas_config, quick_config
+from ._config import AtlasConfig, load_atlas_config
 
 
 def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=print) -> Path:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.quick:
-        cfg = quick_config(cfg)
+        cfg = cfg.quick()
     out = Path(args.out) if args.out else Path(cfg.output.dir) / ("quick" if args.quick else "")
     if out.exists() and not out.is_dir():
         print(f"error: --out {out} is a file; give a folder", file=sys.stderr)

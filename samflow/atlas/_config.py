@@ -196,6 +196,17 @@ class AtlasConfig(RunConfig):
                 out.append((m, m, None))
         return out
 
+    def quick(self) -> "AtlasConfig":
+        """The `--quick` reduction of this config: depths 2 and 3, d in {2, 3}, the linear
+        spectrum, one sample, a 12-point staircase at depth 2 (a test-sized run)."""
+        return self.model_copy(update={
+            "depths": [2, 3],
+            "dims": [2, 3],
+            "spectra": Spectra(linear=True),
+            "samples": Samples(one=True, n=0),
+            "staircase": self.staircase.model_copy(update={"depths": [2], "d": 3, "num_alpha": 12, "num_times": 100}),
+        })
+
     @model_validator(mode="after")
     def _unique(self):
         for key in ("methods", "depths", "dims"):
@@ -216,13 +227,5 @@ def load_atlas_config(path) -> AtlasConfig:
     return validate(AtlasConfig, read_toml(path), str(path))
 
 
-def quick_config(cfg: AtlasConfig) -> AtlasConfig:
-    """The `--quick` reduction of `cfg`: depths 2 and 3, d in {2, 3}, the linear
-    spectrum, one sample, a 12-point staircase at depth 2 (a test-sized run)."""
-    return cfg.model_copy(update={
-        "depths": [2, 3],
-        "dims": [2, 3],
-        "spectra": Spectra(linear=True),
-        "samples": Samples(one=True, n=0),
-        "staircase": cfg.staircase.model_copy(update={"depths": [2], "d": 3, "num_alpha": 12, "num_times": 100}),
-    })
+quick_config = AtlasConfig.quick
+"""The `--quick` reduction of a config: `quick_config(cfg)` is `cfg.quick()` (`AtlasConfig.quick`)."""
