@@ -58,7 +58,7 @@ from .._util.cli_common import (command_parser, existing_file, fail, fail_config
 from .._util.io import atomic_path, atomic_write_text
 from .._util.io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
-from .cnn_study_config import StudyConfig, StudyTask, load_study_config, quick
+from .cnn_study_config import StudyConfig, StudyTask, load_study_config
 from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public names)
     METHOD_LABELS,
     METRICS,
@@ -606,7 +606,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         cfg = load_study_config(args.config)
         if args.quick:
-            cfg = quick(cfg)
+            cfg = cfg.quick()
         out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
     except ConfigError as err:
         return fail_config(err)

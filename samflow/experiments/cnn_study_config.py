@@ -208,22 +208,25 @@ class StudyConfig(RunConfig):
     def task_alphas(self, task: StudyTask) -> list[float]:
         return task.alphas if task.alphas is not None else self.train.alphas
 
+    def quick(self) -> "StudyConfig":
+        """The `--quick` variant for tests: 2 seeds, 2 alphas (the two middle ones),
+        one rho, 6 epochs, 120 images of which 40 measured; same tasks and methods."""
+        alphas = self.train.alphas
+        mid = alphas[max(0, len(alphas) // 2 - 1) : len(alphas) // 2 + 1]
+        raw = self.model_dump(mode="python")
+        raw["name"] = self.name + "_quick"
+        raw["seeds"] = self.seeds[:2]
+        raw["data"]["limit"] = 120
+        raw["train"].update(alphas=mid, rhos=self.train.rhos[len(self.train.rhos) // 2 : len(self.train.rhos) // 2 + 1], epochs=6)
+        raw["measure"].update(epochs=[0, 1, 3, 6], bands={"early": 1, "middle": 3, "late": 6}, num_images=40, rho0_epochs=3)
+        for t in raw["tasks"]:
+            if t["alphas"] is not None:
+                t["alphas"] = t["alphas"][:1]
+        return StudyConfig.model_validate(raw)
 
-def quick(cfg: StudyConfig) -> StudyConfig:
-    """The `--quick` variant for tests: 2 seeds, 2 alphas (the two middle ones),
-    one rho, 6 epochs, 120 images of which 40 measured; same tasks and methods."""
-    alphas = cfg.train.alphas
-    mid = alphas[max(0, len(alphas) // 2 - 1) : len(alphas) // 2 + 1]
-    raw = cfg.model_dump(mode="python")
-    raw["name"] = cfg.name + "_quick"
-    raw["seeds"] = cfg.seeds[:2]
-    raw["data"]["limit"] = 120
-    raw["train"].update(alphas=mid, rhos=cfg.train.rhos[len(cfg.train.rhos) // 2 : len(cfg.train.rhos) // 2 + 1], epochs=6)
-    raw["measure"].update(epochs=[0, 1, 3, 6], bands={"early": 1, "middle": 3, "late": 6}, num_images=40, rho0_epochs=3)
-    for t in raw["tasks"]:
-        if t["alphas"] is not None:
-            t["alphas"] = t["alphas"][:1]
-    return StudyConfig.model_validate(raw)
+
+quick = StudyConfig.quick
+"""The `--quick` variant of a config: `quick(cfg)` is `cfg.quick()` (`StudyConfig.quick`)."""
 
 
 def parse_study_config(raw: dict, source: str = "config") -> StudyConfig:
