@@ -200,12 +200,12 @@ def test_a_dead_sweeps_lock_is_taken_over_and_the_run_completes(cfg, tmp_path, c
 def test_the_lock_is_released_however_the_run_ends(cfg, tmp_path, monkeypatch, capsys, ending):
     seen = []
 
-    def run_sweep(*args, **kwargs):
+    def run_plan(*args, **kwargs):
         seen.append(json.loads((out / LOCK).read_text())["pid"])  # held while it runs
         raise {"error": ConfigError("bad"), "interrupt": KeyboardInterrupt(), "crash": RuntimeError("bug")}[ending]
 
     out = tmp_path / "o"
-    monkeypatch.setattr(_cli, "run_sweep", run_sweep)
+    monkeypatch.setattr(_cli, "run_plan", run_plan)
     if ending == "crash":
         with pytest.raises(RuntimeError):
             _sweep(cfg, out)
@@ -221,11 +221,11 @@ import runpy, signal, sys
 from samflow.sweep import _cli
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a pytest-xdist worker's children inherit SIG_IGN
 
-def memory_preflight(*args):
+def plan_memory(*args):
     print("locked", flush=True)
     sys.stdin.read()  # until the test's signal: nothing here depends on timing
 
-_cli.memory_preflight = memory_preflight
+_cli.plan_memory = plan_memory
 sys.argv = ["samflow.sweep", *sys.argv[1:]]
 runpy.run_module("samflow.sweep", run_name="__main__")
 """

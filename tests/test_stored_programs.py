@@ -23,7 +23,7 @@ from samflow._engine.lanes import program_family
 from samflow.config import load_config
 from samflow.flows import Clock, Method
 from samflow.sweep import _devices, solve_grid
-from samflow.sweep._run import _grid_cells, build_data
+from samflow.sweep._run import build_data, plan_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,7 +167,7 @@ def test_sweep_solver_loaded_equals_traced(programs):
     the default sweep (its data, settings and save-time spacing; 4 cells, 8 saves)."""
     cfg = load_config(ROOT / "configs" / "default.toml")
     data = build_data(cfg)
-    W0, rho, _ = _grid_cells(cfg, data.d)
+    W0, rho, _ = plan_sweep(cfg, data).cells()
     pick = np.array([0, 40, 60, 95])  # one cell of each l2 regime and the largest alpha
     W0, rho = W0[pick], rho[pick]
     ts = np.geomspace(1e-2, 1e4, 8)

@@ -36,7 +36,7 @@ with _command_start():
         config_key as config_key,
         partial_mismatch as partial_mismatch,
     )
-    from ._cli import _default_out as _default_out, main as main
+    from ._cli import main as main
     from ._devices import (  # the devices, sharding and memory model (once samflow.parallel)
         DEFAULT_BATCH_SIZE as DEFAULT_BATCH_SIZE,
         DEFAULT_MEMORY_BUDGET_MB as DEFAULT_MEMORY_BUDGET_MB,
@@ -53,7 +53,6 @@ with _command_start():
     )
     from ._grid import _fields as _fields, solve_grid as solve_grid
     from ._run import (
-        _grid_cells as _grid_cells,
         build_data as build_data,
         memory_preflight as memory_preflight,
         run_sweep as run_sweep,

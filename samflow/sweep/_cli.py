@@ -28,22 +28,18 @@ from .._util.cli_common import (
     print_figures,
     writable_folder,
 )
-from ..config import ConfigError, SweepConfig, load_config
+from ..config import ConfigError, load_config
 from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
-from ._checkpoint import _finished_mismatch, chunk_key, config_key, damaged_chunks, partial_mismatch
-from ._run import build_data, check_data_file, chunk_count, disk_preflight, memory_preflight, run_sweep
+from ._checkpoint import _finished_mismatch, chunk_key, damaged_chunks, partial_mismatch
+from ._run import SweepPlan, build_data, check_data_file, chunk_count, disk_preflight, plan_memory, plan_sweep, run_plan
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
 
 def _chunks_done(partial: Path) -> int:
     """Finished chunks kept in a checkpoint folder (written atomically: a `.tmp` is not one)."""
     return len(list(partial.glob("*.npz"))) if partial.is_dir() else 0
-
-
-def _default_out(cfg: SweepConfig, config_path: Path) -> Path:
-    return cfg.run_folder(cfg.output.dir, config_path)
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -135,7 +131,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     config_path = Path(args.config)
     try:
         cfg = load_config(config_path)
-        out_dir = Path(args.out) if args.out else _default_out(cfg, config_path)
+        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
     except ConfigError as err:
         return fail_config(err)
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
@@ -150,13 +146,14 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
         work_dir = out_dir / SLICES_DIR
         results_path = work_dir / slice_file_name(slice_index, n_slices)
         partial = work_dir / f".partial-{results_path.stem}"
-    key = config_key(cfg.model_dump(mode="json"))
     stamp = store.code_stamp()
     try:
         data = build_data(cfg, config_path.parent, str(config_path))
         check_data_file(cfg, data, str(config_path))  # before any folder is made
     except ConfigError as err:
         return fail(str(err))
+    plan = plan_sweep(cfg, data)  # below here nothing reads the config
+    key = plan.key
     if (problem := _take_lock(results_path, held)) is not None:  # before anything there is read
         return fail(problem)
     if results_path.exists():
@@ -165,7 +162,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
             if problem is None:
                 if note:
                     print(note, file=sys.stderr)
-                if cfg.output.figures and not args.no_figures and not sliced and _devices.is_writer():
+                if plan.output.figures and not args.no_figures and not sliced and _devices.is_writer():
                     from ..plot import resume_figures
 
                     return resume_figures(results_path, out_dir)
@@ -180,10 +177,10 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
             )
     # Before any folder is made or changed, and before JAX compiles: do the results fit?
     try:
-        memory_note = memory_preflight(cfg, data, grid_slice)
+        memory_note = plan_memory(plan, grid_slice)
     except ConfigError as err:
         return fail(str(err))
-    partial_key = chunk_key(key, data, grid_slice, from_file=cfg.data.file is not None)
+    partial_key = chunk_key(key, data, grid_slice, from_file=plan.data_file is not None)
     if partial.exists():
         if args.overwrite and not (
             resume
@@ -204,13 +201,13 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     if memory_note:
         print(f"note: {memory_note}", file=sys.stderr)
     try:
-        disk_preflight(cfg, data, work_dir, grid_slice, partial)
+        disk_preflight(plan, work_dir, grid_slice, partial)
     except ConfigError as err:
         return fail(str(err))
     if problem := writable_folder(work_dir):  # slices on other machines may share it
         return fail(problem)
 
-    n_total = chunk_count(cfg, data, grid_slice)
+    n_total = chunk_count(plan, grid_slice)
     if resume and (done := _chunks_done(partial)):
         damaged = len(damaged_chunks(partial))  # recomputed: not done
         print(f"resumed: {done - damaged} of {n_total} chunks already done"
@@ -218,7 +215,7 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
     agreed.append(True)
     if not _devices.agree(True):
         return fail("another process of this jax.distributed run refused it (see its error line)")
-    return _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
+    return _run(plan, args, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total)
 
 
 def _take_lock(results_path: Path, held: list) -> "str | None":
@@ -312,15 +309,14 @@ class _OldSliceFlag(argparse.Action):
         parser.exit(2, f"error: {option_string} was removed in samflow 0.3.0; use {_NEW_SLICE_FLAG[option_string]}\n")
 
 
-def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
-    """Solve, write and draw, with SIGINT/SIGTERM (`main`'s `_sigterm_interrupts`) turned
+def _run(plan: SweepPlan, args, partial, grid_slice, stamp, results_path, out_dir, slice_text, n_total) -> int:
+    """Solve `plan` (`run_plan`), write and draw, with SIGINT/SIGTERM (`main`'s `_sigterm_interrupts`) turned
     into one line and exit 130/143 (checkpoints kept); returns the exit code."""
     stage = "solve"
     try:
         t_start = time.perf_counter()
-        ds = run_sweep(
-            cfg, progress=not args.quiet, base_dir=config_path.parent, checkpoint_dir=partial,
-            grid_slice=grid_slice, code_stamp=stamp, accept_other_stamp=args.resume_any_version,
+        ds = run_plan(
+            plan, progress=not args.quiet, checkpoint_dir=partial, grid_slice=grid_slice, code_stamp=stamp, accept_other_stamp=args.resume_any_version,
         )
         wall = time.perf_counter() - t_start
         ds.attrs["wall_time_s"] = wall
@@ -330,7 +326,7 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
             return 0
         write_results(ds, results_path)  # atomic: the file is whole or absent
         stage = "figures"
-        _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall)
+        _report(ds, args, plan.output, stamp, results_path, partial, out_dir, slice_text, wall)
     except ConfigError as err:
         return fail(str(err))
     except DiskFullError as err:  # the finished chunks are kept, the file being written is removed
@@ -347,8 +343,9 @@ def _run(cfg, args, config_path, partial, grid_slice, stamp, results_path, out_d
     return 0
 
 
-def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wall) -> None:
-    """After the results are written: drop the checkpoints, print the notes, draw the figures."""
+def _report(ds, args, output, stamp, results_path, partial, out_dir, slice_text, wall) -> None:
+    """After the results are written: drop the checkpoints, print the notes, draw the
+    figures (`output`: the config's `[output]` section)."""
     sliced = slice_text is not None
     shutil.rmtree(partial, ignore_errors=True)
     if "resumed_code_stamps" in ds.attrs:
@@ -364,8 +361,8 @@ def _report(ds, args, cfg, stamp, results_path, partial, out_dir, slice_text, wa
     n_bad = int(np.isin(ds["status"].values, FAILED_STATUSES).sum())
     if n_bad:
         print(f"note: {n_bad} cell(s) did not finish normally; see the 'status' variable", file=sys.stderr)
-    if cfg.output.figures and not args.no_figures and not sliced:
+    if output.figures and not args.no_figures and not sliced:
         from ..plots import plot_sweep
 
-        print_figures(plot_sweep(ds, out_dir, cfg.output))
+        print_figures(plot_sweep(ds, out_dir, output))
     print(f"done in {wall:.1f} s (solve, its compilation and the switch times)")

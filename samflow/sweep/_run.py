@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -16,10 +16,11 @@ from .._util.backend import require_backend
 from .._util.io import free_bytes, size_text
 from .._util.progress import progress_bar, progress_line
 from ..config import ConfigError, SweepConfig
-from ..config._experiments import experiment_problems
-from ..config._sweep import pattern_problems, rule_problems
+from ..config._experiments import ModelConfig, experiment_problems
+from ..config._sweep import FlowEntry, OutputConfig, pattern_problems, rule_problems
 from ..datasets import Dataset, load_dataset, single_sample
 from ..flows import Method
+from ..solver import SolverSettings
 from ..store import ResultsLayout, to_dataset
 from . import _devices
 from ._checkpoint import ChunkCheckpoint, chunk_key, config_key
@@ -81,20 +82,96 @@ def check_data_file(cfg: SweepConfig, data: Dataset, source: "str | None" = None
             raise ConfigError(f"{where}{found[0]} (data.file = {cfg.data.file})")
 
 
-def _grid_cells(cfg: SweepConfig, d: int):
-    """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R).
-    With `[init]`, W0 of a cell is its alpha times the (L, d) pattern."""
-    a_axis = cfg.grid.alpha_values()
-    r_axis = cfg.grid.rho_values()
-    A, R = a_axis.size, r_axis.size
-    alpha_abs = a_axis[:, None] * (r_axis[None, :] if cfg.grid.alpha_relative_to_rho else 1.0)
-    alpha_abs = np.broadcast_to(alpha_abs, (A, R))
-    W0 = np.broadcast_to(alpha_abs.reshape(-1)[:, None, None], (A * R, cfg.depth, d)).copy()
-    pattern = cfg.init_pattern(d)
-    if pattern is not None:
-        W0 = W0 * pattern[None]
-    rho = np.broadcast_to(r_axis[None, :], (A, R)).reshape(-1).copy()
-    return W0, rho, alpha_abs
+@dataclasses.dataclass(frozen=True, eq=False)
+class SweepPlan:
+    """A validated `SweepConfig` resolved once (`plan_sweep`): what the parts of a run
+    take (the devices' memory model, the checkpoints, the solves of every kind, the
+    store and the figures), so that none of them reads the config again."""
+
+    key: str
+    """The config's key (`config_key`): the hash of what sets the numbers."""
+    data: Dataset
+    """The data set, built and checked (`build_data`, `check_data_file`)."""
+    data_file: "str | None"
+    """The config's `data.file` (its contents enter the checkpoint key), None for inline or generated data."""
+    layout: ResultsLayout
+    """The results' coordinates and attributes (`samflow.store.to_dataset`), the config's JSON values among them."""
+    init_pattern: "np.ndarray | None"
+    """The (depth, d) pattern of `[init]` (times alpha in each cell), or None."""
+    settings: SolverSettings
+    """The flows' solver settings, the tolerances chosen by depth where the config gives none."""
+    other_settings: SolverSettings
+    """The settings of the other kinds (discrete methods, generic models: `solve_other`), as the config gives them."""
+    chunk_size: "int | None"
+    """`solver.chunk_size`: cells per chunk (None: from the memory budget)."""
+    batch_size: int
+    """`solver.batch_size`: cells per batch in flight."""
+    memory_budget_mb: float
+    """`solver.memory_budget_mb`: the memory of the batches in flight."""
+    flows: "tuple[FlowEntry, ...]"
+    """The entries of the `flow` axis (`SweepConfig.flow_entries`)."""
+    model: ModelConfig
+    """The `[model]` section (the diagonal net, or a generic model for `solve_other`)."""
+    output: OutputConfig
+    """The `[output]` section (what is saved, the switch times, the figures)."""
+
+    @property
+    def ts(self) -> np.ndarray:
+        """The save times."""
+        return self.layout.time
+
+    @property
+    def summary(self) -> bool:
+        """`output.save = "summary"`."""
+        return self.output.save == "summary"
+
+    @property
+    def n_grid(self) -> int:
+        """Cells of the whole (alpha, rho) grid."""
+        return self.layout.alpha.size * self.layout.rho.size
+
+    @property
+    def switch_slots(self) -> int:
+        """Switch-time slots K of a flow cell: 2 d + 2 with `output.switch_times`, else 0."""
+        return 2 * self.data.d + 2 if self.output.switch_times else 0
+
+    @property
+    def program_flows(self) -> "tuple[Method, ...]":
+        """The flows of the diagonal net, which share one compiled program (`samflow._engine.lanes.program_family`)."""
+        return tuple(dict.fromkeys(Method.parse(e.method) for e in self.flows if e.eta is None))
+
+    @property
+    def n_checkpointed(self) -> int:
+        """Methods solved by `solve_grid` in chunks (the flows of the diagonal net); the
+        other kinds (`samflow.sweep._kinds`) are recomputed on `--resume`."""
+        return 0 if self.model.generic else sum(e.eta is None for e in self.flows)
+
+    def cells(self):
+        """Flattened (alpha, rho) cells: W0 (B, L, d), rho (B,), alpha_abs (A, R).
+        With `[init]`, W0 of a cell is its alpha times the (L, d) pattern."""
+        a_axis, r_axis = self.layout.alpha, self.layout.rho
+        A, R = a_axis.size, r_axis.size
+        alpha_abs = a_axis[:, None] * (r_axis[None, :] if self.layout.alpha_relative_to_rho else 1.0)
+        alpha_abs = np.broadcast_to(alpha_abs, (A, R))
+        W0 = np.broadcast_to(alpha_abs.reshape(-1)[:, None, None], (A * R, self.layout.depth, self.data.d)).copy()
+        if self.init_pattern is not None:
+            W0 = W0 * self.init_pattern[None]
+        rho = np.broadcast_to(r_axis[None, :], (A, R)).reshape(-1).copy()
+        return W0, rho, alpha_abs
+
+
+def plan_sweep(cfg: SweepConfig, data: Dataset) -> SweepPlan:
+    """The `SweepPlan` of a validated config on its data (`build_data`, checked by
+    `check_data_file`): the one place the sweep reads the config."""
+    layout = results_layout(cfg)
+    return SweepPlan(
+        key=config_key(layout.config), data=data, data_file=cfg.data.file, layout=layout,
+        init_pattern=cfg.init_pattern(data.d),
+        settings=cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth),
+        other_settings=cfg.solver.to_settings(cfg.loss), chunk_size=cfg.solver.chunk_size,
+        batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
+        flows=tuple(cfg.flow_entries()), model=cfg.model, output=cfg.output,
+    )
 
 
 def run_sweep(
@@ -143,32 +220,47 @@ def run_sweep(
     require_backend()  # one line, not JAX's bare AssertionError, when JAX_PLATFORMS cannot start
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
-    W0, rho, alpha_abs = _grid_cells(cfg, data.d)
-    memory_preflight(cfg, data, grid_slice)
+    return run_plan(plan_sweep(cfg, data), progress=progress, checkpoint_dir=checkpoint_dir, grid_slice=grid_slice,
+                    code_stamp=code_stamp, accept_other_stamp=accept_other_stamp)
+
+
+def run_plan(
+    plan: SweepPlan,
+    *,
+    progress: bool = True,
+    checkpoint_dir: "Path | None" = None,
+    grid_slice: "tuple[int, int] | None" = None,
+    code_stamp: "str | None" = None,
+    accept_other_stamp: bool = False,
+):
+    """`run_sweep` of a config's `SweepPlan` (its data already built and checked): the
+    memory check, the solves of every flow entry, the results as an `xarray.Dataset`."""
+    require_backend()
+    data, ts = plan.data, plan.ts
+    W0, rho, alpha_abs = plan.cells()
+    plan_memory(plan, grid_slice)
     if code_stamp is None:
         code_stamp = store.code_stamp()
-    ts = cfg.time.values()
-    settings = cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth)
-    layout = results_layout(cfg)
-    key = chunk_key(config_key(layout.config), data, grid_slice, from_file=cfg.data.file is not None)
+    settings = plan.settings
+    key = chunk_key(plan.key, data, grid_slice, from_file=plan.data_file is not None)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
     with np.errstate(divide="ignore", invalid="ignore"):
         cost_key = np.lexsort((rho, alpha_abs.reshape(-1) / rho))
     rank = np.argsort(cost_key)
     n_cells = W0.shape[0]
-    cells, n_real, W0, rho, rank = _take_slice(grid_slice, cost_key, W0, rho, rank, cfg.solver.batch_size)
+    cells, n_real, W0, rho, rank = _take_slice(grid_slice, cost_key, W0, rho, rank, plan.batch_size)
     checkpoint = (
         ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
         if checkpoint_dir
         else None
     )
     results, timings, switches = {}, {}, {}
-    summary = cfg.output.save == "summary"
+    summary = plan.summary
     # The switch times of the diagonal net's flows are recorded in the same pass (K = 2 d + 2 slots).
-    K = 2 * data.d + 2 if cfg.output.switch_times else 0
-    total = len(cfg.flow_entries()) * W0.shape[0]
+    K = plan.switch_slots
+    total = len(plan.flows) * W0.shape[0]
     # One compiled program serves every flow of the sweep (the method is data, samflow._engine.lanes.program_family).
-    flows = tuple(dict.fromkeys(Method.parse(e.method) for e in cfg.flow_entries() if e.eta is None))
+    flows = plan.program_flows
     with progress_bar(total, "cells", "cell", disable=not progress) as bar:
         said: list = []
 
@@ -179,37 +271,36 @@ def run_sweep(
                 said.append(True)
                 progress_line(bar, COMPILING.format(n=total))
 
-        for label, method, eta, p in cfg.flow_entries():
+        for label, method, eta, p in plan.flows:
             bar.set_postfix_str(label)
             t0 = time.perf_counter()
-            if eta is None and not cfg.model.generic:
+            if eta is None and not plan.model.generic:
                 results[label] = solve_grid(
-                    method, data, W0, rho, ts, clock=cfg.clock, settings=settings,
-                    chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
-                    memory_budget_mb=cfg.solver.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
+                    method, data, W0, rho, ts, clock=plan.layout.clock, settings=settings,
+                    chunk_size=plan.chunk_size, batch_size=plan.batch_size,
+                    memory_budget_mb=plan.memory_budget_mb, on_chunk=bar.update, checkpoint=checkpoint,
                     sort_key=rank, summary=summary, switches=K, program_methods=flows, on_first_call=compiling,
                     **p_keyword(p),
                 )
                 if K:
                     results[label], switches[label] = results[label]
-                    if cfg.output.switch_refine:
-                        switches[label] = _refined(cfg, method, data, W0, rho, ts, settings, switches[label], p,
-                                                   flows)
+                    if plan.output.switch_refine:
+                        switches[label] = _refined(plan, method, W0, rho, switches[label], p)
             else:
                 compiling()
                 results[label] = solve_other(
-                    method, eta, data, W0, rho, ts, model_config=cfg.model, settings=cfg.solver.to_settings(cfg.loss),
-                    width=batch_width(cfg.solver.batch_size, n_cells), summary=summary, on_batch=bar.update, p=p,
+                    method, eta, data, W0, rho, ts, model_config=plan.model, settings=plan.other_settings,
+                    width=batch_width(plan.batch_size, n_cells), summary=summary, on_batch=bar.update, p=p,
                 )
             timings[label] = time.perf_counter() - t0
     if cells is not None:
         results = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in results.items()}
         switches = {m: jax.tree_util.tree_map(lambda x: x[:n_real], r) for m, r in switches.items()}
-    ds = to_dataset(layout, data, alpha_abs, results, timings, cells=cells)
-    if cfg.output.switch_times:
+    ds = to_dataset(plan.layout, data, alpha_abs, results, timings, cells=cells)
+    if plan.output.switch_times:
         # Discrete methods and generic models have no switch record: NaN / -1 and switch_ok False.
         ds = store.add_switch_times(ds, switches, cells=cells)
-    ds.attrs["config_key"] = config_key(layout.config)
+    ds.attrs["config_key"] = plan.key
     ds.attrs.update(_provenance(code_stamp, checkpoint, grid_slice))
     return ds
 
@@ -273,17 +364,20 @@ def _provenance(code_stamp, checkpoint, grid_slice) -> dict:
 REFINE_SHARES_PASS = 4096
 
 
-def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p, flows=None):
+def _refined(plan: SweepPlan, method, W0, rho, sw, p):
     """The sweep's switch post-processing: the switch times of the pass (at the
     solver's rtol) refined until each one's bound meets 1e-9 relative
     (`samflow.switches.refine_with`, docs/theory.md s.5), the cells with switches
     solved again by `solve_grid`, sharded as the pass; the pass is unchanged.
 
+    The pass's cells `W0`, `rho` (as solved: a slice padded), its switch record `sw`
+    at `plan.settings`, lp's exponent `p`.
+
     rtol is traced in the lane engine (`SolverSettings.program_key`), so the rtols of
     `samflow.switches.REFINE_LADDER` share one program: every call is padded (with
     repeats of its cells) to one cell count. A sweep of up to `REFINE_SHARES_PASS`
-    cells per flow pads to its own cell count and takes the pass's program (`flows`,
-    the pass's family, and its output kind): no compilation at all (on the default
+    cells per flow pads to its own cell count and takes the pass's program
+    (`plan.program_flows`, the pass's family, and its output kind): no compilation at all (on the default
     config the refinement's three programs of the method alone took 27 s to compile
     cold); a larger one pads to the first call's count, one program for the three."""
     from ..switches import REFINE_TO, refine_with
@@ -296,13 +390,13 @@ def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p, flows
         if not n_call:
             n_call.append(B if B <= REFINE_SHARES_PASS else idx.size)
         take = np.resize(idx, max(n_call[0], idx.size))
-        _, out = solve_grid(method, data, W0[take], rho[take], ts, clock=cfg.clock, settings=tighter,
-                            chunk_size=cfg.solver.chunk_size, batch_size=cfg.solver.batch_size,
-                            memory_budget_mb=cfg.solver.memory_budget_mb, summary=cfg.output.save == "summary",
-                            switches=K, program_methods=flows, **p_keyword(p))
+        _, out = solve_grid(method, plan.data, W0[take], rho[take], plan.ts, clock=plan.layout.clock,
+                            settings=tighter, chunk_size=plan.chunk_size, batch_size=plan.batch_size,
+                            memory_budget_mb=plan.memory_budget_mb, summary=plan.summary,
+                            switches=K, program_methods=plan.program_flows, **p_keyword(p))
         return jax.tree_util.tree_map(lambda x: x[: idx.size], out)
 
-    return refine_with(sw, settings, REFINE_TO, solve)
+    return refine_with(sw, plan.settings, REFINE_TO, solve)
 
 
 #: The line a sweep's progress starts with, before the solver's first compilation (or its load
@@ -310,37 +404,29 @@ def _refined(cfg: SweepConfig, method, data, W0, rho, ts, settings, sw, p, flows
 COMPILING = "compiling the solver for {n} cells (first run on this machine: up to a minute) ..."
 
 
-def _n_cells(cfg: SweepConfig, grid_slice: "tuple[int, int] | None") -> int:
+def _n_cells(plan: SweepPlan, grid_slice: "tuple[int, int] | None") -> int:
     """Cells a run solves per method: the whole grid, or slice i of K padded to one batch."""
-    n_grid = cfg.grid.alpha_values().size * cfg.grid.rho_values().size
+    n_grid = plan.n_grid
     if grid_slice is None:
         return n_grid
     i, K = grid_slice
-    return max(-(-(n_grid - i) // K), batch_width(cfg.solver.batch_size, n_grid))
+    return max(-(-(n_grid - i) // K), batch_width(plan.batch_size, n_grid))
 
 
-def chunk_count(
-    cfg: SweepConfig, data: Dataset, grid_slice: "tuple[int, int] | None" = None, n_devices: "int | None" = None
-) -> int:
+def chunk_count(plan: SweepPlan, grid_slice: "tuple[int, int] | None" = None, n_devices: "int | None" = None) -> int:
     """How many chunks (the checkpoint unit, one `.npz` each under `.partial/`)
-    a run of `cfg` (or of slice `grid_slice = (i, K)`) has, over all its methods:
+    a run of `plan` (or of slice `grid_slice = (i, K)`) has, over all its methods:
     `len(methods) * ceil(cells / chunk size)`, with the chunk size `solve_grid`
     uses (`grid_chunk_size`). `n_devices` None counts the JAX devices (every process's, under `jax.distributed`).
     """
-    B = _n_cells(cfg, grid_slice)
+    B = _n_cells(plan, grid_slice)
     size = grid_chunk_size(
-        B, cfg.depth, data.d, cfg.time.values().size, chunk_size=cfg.solver.chunk_size,
-        batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
+        B, plan.layout.depth, plan.data.d, plan.ts.size, chunk_size=plan.chunk_size,
+        batch_size=plan.batch_size, memory_budget_mb=plan.memory_budget_mb,
         n_devices=n_devices if n_devices is not None else len(jax.devices()),
-        summary=cfg.output.save == "summary",
+        summary=plan.summary,
     )
-    return _n_checkpointed(cfg) * -(-B // size)
-
-
-def _n_checkpointed(cfg: SweepConfig) -> int:
-    """Methods solved by `solve_grid` in chunks (the flows of the diagonal net); the
-    other kinds (`samflow.sweep._kinds`) are recomputed on `--resume`."""
-    return 0 if cfg.model.generic else sum(e.eta is None for e in cfg.flow_entries())
+    return plan.n_checkpointed * -(-B // size)
 
 
 def memory_preflight(
@@ -363,15 +449,25 @@ def memory_preflight(
     **Raises:** `ConfigError` (one line naming `output.save = "summary"`,
     `time.num` and `--num-slices`) when the results cannot be held.
     """
-    n_cells = _n_cells(cfg, grid_slice)
+    return plan_memory(plan_sweep(cfg, data), grid_slice, available_bytes, n_devices)
+
+
+def plan_memory(
+    plan: SweepPlan,
+    grid_slice: "tuple[int, int] | None" = None,
+    available_bytes: "int | None | str" = "auto",
+    n_devices: "int | None" = None,
+) -> "str | None":
+    """`memory_preflight` of a config's `SweepPlan`."""
+    n_cells = _n_cells(plan, grid_slice)
     if available_bytes == "auto":
         available_bytes = _devices.available_memory_bytes()
     try:
         return _devices.check_memory(
-            n_cells, len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
-            summary=cfg.output.save == "summary", batch_size=cfg.solver.batch_size,
+            n_cells, len(plan.flows), plan.layout.depth, plan.data.d, plan.ts.size,
+            summary=plan.summary, batch_size=plan.batch_size,
             n_devices=n_devices if n_devices is not None else len(jax.devices()),
-            memory_budget_mb=cfg.solver.memory_budget_mb, available_bytes=available_bytes,
+            memory_budget_mb=plan.memory_budget_mb, available_bytes=available_bytes,
             num_slices=grid_slice[1] if grid_slice is not None else None,
         )
     except ValueError as err:
@@ -379,8 +475,7 @@ def memory_preflight(
 
 
 def disk_preflight(
-    cfg: SweepConfig, data: Dataset, folder: Path, grid_slice: "tuple[int, int] | None" = None,
-    kept: "Path | None" = None,
+    plan: SweepPlan, folder: Path, grid_slice: "tuple[int, int] | None" = None, kept: "Path | None" = None,
 ) -> None:
     """Check, before anything is solved, that the files of a run fit on the disk of
     `folder`: the chunk checkpoints and the results file, bounded as their memory
@@ -390,8 +485,8 @@ def disk_preflight(
     **Raises:** `ConfigError`, one line naming the folder, the bytes needed and free.
     """
     need = _devices.results_bytes(
-        _n_cells(cfg, grid_slice), len(cfg.flow_entries()), cfg.depth, data.d, cfg.time.values().size,
-        summary=cfg.output.save == "summary",
+        _n_cells(plan, grid_slice), len(plan.flows), plan.layout.depth, plan.data.d, plan.ts.size,
+        summary=plan.summary,
     )
     if kept is not None and kept.is_dir():
         need -= sum(p.stat().st_size for p in kept.glob("*.npz"))
