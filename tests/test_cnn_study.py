@@ -105,7 +105,7 @@ def _setup(cfg, task_index=0, seed=0, alpha=2.0):
     from samflow.experiments import cnn_study as cs
     from samflow.experiments.convnet import make_convnet, scale_init
 
-    a = cs.task_arrays(cfg, cfg.tasks[task_index], cs._digits(cfg), seed)
+    a = cs.task_arrays(cfg.data, cfg.tasks[task_index], cs._digits(cfg.data), seed)
     base = make_convnet(1, 1, channels=cfg.model.channels, strides=cfg.model.strides, key=jr.PRNGKey(seed))
     params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
     return a, params, static
@@ -263,7 +263,7 @@ def _fake_results(cfg, values: dict, statuses: dict | None = None):
 
     out = {}
     E = len(cfg.measured_epochs())
-    for task, method, alpha, rho, seed in cs._planned(cfg):
+    for task, method, alpha, rho, seed in cfg.plan().runs:
         v = values[(method, seed)]
         run = {k: np.full(E, v) for k in cs.METRICS}
         run.update(status=(statuses or {}).get((method, seed), "ok"), message="", wall_s=1.0)
@@ -277,7 +277,7 @@ def test_summary_leaves_stuck_seeds_out_and_compares_intervals():
     cfg = _cfg(seeds=[0, 1, 2], train={"rhos": [0.05, 0.1]})
     vals = {("gd", 0): 0.50, ("gd", 1): 0.52, ("gd", 2): 0.51,
             ("sam_l2", 0): 0.80, ("sam_l2", 1): 0.82, ("sam_l2", 2): 0.10}
-    ds = cs.assemble(cfg, _fake_results(cfg, vals, {("sam_l2", 2): "stuck"}))
+    ds = cs.assemble(cfg.plan(), _fake_results(cfg, vals, {("sam_l2", 2): "stuck"}))
     assert ds.minor_share.dims == ("seed", "task", "optimizer", "alpha", "rho", "epoch")
     # GD (no rho) is stored at every rho
     np.testing.assert_array_equal(ds.minor_share.sel(optimizer="gd", rho=0.05), ds.minor_share.sel(optimizer="gd", rho=0.1))
@@ -295,8 +295,10 @@ def test_summary_leaves_stuck_seeds_out_and_compares_intervals():
     # overlapping intervals: "="
     vals2 = dict(vals)
     vals2.update({("sam_l2", 0): 0.40, ("sam_l2", 1): 0.62, ("sam_l2", 2): 0.55})
-    s2 = cs.summarize(cs.assemble(cfg, _fake_results(cfg, vals2)))
+    s2 = cs.summarize(cs.assemble(cfg.plan(), _fake_results(cfg, vals2)))
     assert cs.compare(s2, "faint", "sam_l2", 0.1, 2.0, 3) == "="
+    with pytest.raises(TypeError, match=r"cfg\.plan\(\)"):  # 0.2's argument: one line naming the call
+        cs.assemble(cfg, _fake_results(cfg, vals2))
 
 
 @pytest.mark.parametrize(
@@ -327,7 +329,7 @@ def test_study_image_side_is_the_pooled_digits_side():
 
     for k in (1, 2):
         cfg = _cfg(data={"downsample": k})
-        assert cs._digits(cfg).images.shape[1:3] == (cfg.image_side(), cfg.image_side()) == (8 // k, 8 // k)
+        assert cs._digits(cfg.data).images.shape[1:3] == (cfg.image_side(), cfg.image_side()) == (8 // k, 8 // k)
 
 
 def test_shipped_study_config_and_its_quick_variant():

@@ -451,7 +451,7 @@ def test_cnn_study_resume_refuses_runs_of_other_code_in_one_line(tmp_path, capsy
 
     config = ROOT / "configs" / "cnn_study.toml"
     out = tmp_path / "o"
-    kept = {"fingerprint": cs._fingerprint(load_study_config(config))}
+    kept = {"fingerprint": cs._fingerprint(load_study_config(config).plan().config)}
     if recorded is not None:
         kept["code_stamp"] = recorded
     (out / "runs").mkdir(parents=True)

@@ -58,7 +58,7 @@ from .._util.cli_common import (command_parser, existing_file, fail, fail_config
 from .._util.io import atomic_path, atomic_write_text
 from .._util.io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
-from .cnn_study_config import StudyConfig, StudyTask, load_study_config
+from .cnn_study_config import StudyConfig, StudyData, StudyPlan, StudyTask, load_study_config
 from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public names)
     METHOD_LABELS,
     METRICS,
@@ -82,22 +82,25 @@ STAMP_EXTRA = ("optax",)
 # ------------------------------------------------------------------ data
 
 
-def _digits(cfg: StudyConfig):
-    """The two classes of the data set, downsampled: an `ImageSet`."""
+def _digits(source: StudyData):
+    """The two classes of the data set of the `[data]` section `source`, downsampled: an `ImageSet`."""
     from .images import ImageSet, load_dataset
 
-    data = load_dataset(cfg.data.dataset)
-    keep = np.isin(data.labels, cfg.data.classes)
+    data = load_dataset(source.dataset)
+    keep = np.isin(data.labels, source.classes)
     images, labels = data.images[keep], data.labels[keep]
-    k = cfg.data.downsample
+    k = source.downsample
     if k > 1:
         n, h, w, c = images.shape
         images = images[:, : h // k * k, : w // k * k].reshape(n, h // k, k, w // k, k, c).mean(axis=(2, 4))
     return ImageSet(images.astype(np.float32), labels, f"{data.name}/{k}")
 
 
-def task_arrays(cfg: StudyConfig, task: StudyTask, digits, seed: int) -> dict:
+def task_arrays(source: StudyData, task: StudyTask, digits, seed: int) -> dict:
     """The arrays of one task and seed, normalized with the training mean and std.
+
+    **Arguments:** `source` the config's `[data]` section (`StudyConfig.data`: the
+    classes, the split, the limit, the normalization); `digits` its images (`_digits`).
 
     **Returns:** a dict of float32 arrays: `x_train` (n, 1, H, W), `y_train`
     (n,) in {-1, +1}, `x_test`, `y_test`, the test-time interventions
@@ -109,8 +112,8 @@ def task_arrays(cfg: StudyConfig, task: StudyTask, digits, seed: int) -> dict:
     from .images import make_task
 
     split = make_task(
-        digits, list(cfg.data.classes), test_fraction=cfg.data.test_fraction, normalize=False,
-        limit=cfg.data.limit, seed=seed,
+        digits, list(source.classes), test_fraction=source.test_fraction, normalize=False,
+        limit=source.limit, seed=seed,
     )
     tr, te = split.x_train[:, 0], split.x_test[:, 0]
     ytr, yte = split.y_train, split.y_test
@@ -125,7 +128,7 @@ def task_arrays(cfg: StudyConfig, task: StudyTask, digits, seed: int) -> dict:
         no_faint = te if strokes else np.zeros_like(te)
         no_strokes = faint_patch_images(te, yte, strokes=False, **kw)
         swap = faint_patch_images(te, yte, strokes=strokes, swap=True, **kw)
-    if cfg.data.normalize:
+    if source.normalize:
         mean, std = float(train.mean()), float(train.std()) + 1e-6
     else:
         mean, std = 0.0, 1.0
@@ -301,9 +304,10 @@ def _run_id(task: str, method: str, alpha: float, rho: "float | None", seed: int
     return f"{task}/{method}/a{alpha:g}_{r}_s{seed}"
 
 
-def _fingerprint(cfg: StudyConfig) -> str:
-    """What makes a stored run reusable: everything but the name, description and output."""
-    raw = cfg.model_dump(mode="json")
+def _fingerprint(config: dict) -> str:
+    """What makes a stored run reusable: everything of the config's JSON values (`StudyPlan.config`)
+    but the name, description and output."""
+    raw = dict(config)
     for k in ("name", "description", "output"):
         raw.pop(k, None)
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
@@ -355,18 +359,6 @@ def _load_run(path: Path, fingerprint: str, stamp: str) -> "dict | None":
     return out
 
 
-def _planned(cfg: StudyConfig) -> list[tuple]:
-    """Every run: (task, method, alpha, rho or None for GD, seed), seeds outermost per task."""
-    runs = []
-    for task in cfg.tasks:
-        for seed in cfg.seeds:
-            for method in cfg.train.methods:
-                for rho in ([None] if method == "gd" else cfg.train.rhos):
-                    for alpha in cfg.task_alphas(task):
-                        runs.append((task, method, alpha, rho, seed))
-    return runs
-
-
 def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, progress: bool = True) -> dict:
     """Run every planned run not yet in `out_dir/runs` (with `resume`), store each
     as it finishes, and return `{run_id: run}` for all of them plus the rho = 0
@@ -380,6 +372,11 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     or of another code stamp (one line naming both stamps; or any runs without
     `resume`); `MissingExtraError` without optax / mlxtend.
     """
+    return _study(cfg.plan(), out_dir, resume=resume, progress=progress)
+
+
+def _study(plan: StudyPlan, out_dir: "str | Path", *, resume: bool = False, progress: bool = True) -> dict:
+    """`run_study` of a config's `StudyPlan`."""
     import equinox as eqx
     import jax
     import jax.random as jr
@@ -393,7 +390,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
     out_dir = Path(out_dir)
     runs_dir = out_dir / "runs"
     kept = runs_dir / "fingerprint.json"
-    fp, stamp = _fingerprint(cfg), code_stamp(STAMP_EXTRA)
+    fp, stamp = _fingerprint(plan.config), code_stamp(STAMP_EXTRA)
     if runs_dir.exists() and any(runs_dir.rglob("*.npz")):
         old = json.loads(kept.read_text()) if kept.exists() else {}
         if not resume:
@@ -407,14 +404,13 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             raise ConfigError(_stamp_problem(f"{runs_dir} holds runs", old.get("code_stamp", NO_STAMP), stamp))
     runs_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(
-        json.dumps({"fingerprint": fp, "code_stamp": stamp, "config": cfg.model_dump(mode="json")}, indent=1), kept
+        json.dumps({"fingerprint": fp, "code_stamp": stamp, "config": plan.config}, indent=1), kept
     )
 
-    digits = _digits(cfg)
-    measured = cfg.measured_epochs()
-    plan = _planned(cfg)
+    digits = _digits(plan.data)
+    measured = plan.measured
     results, todo = {}, []
-    for r in plan:
+    for r in plan.runs:
         rid = _run_id(r[0].name, *r[1:])
         path = runs_dir / f"{rid}.npz"
         run = _load_run(path, fp, stamp) if resume and path.exists() else None
@@ -424,7 +420,7 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             todo.append(r)
     say = (lambda m: tqdm.write(m, file=sys.stderr)) if progress else (lambda m: None)
     if results:
-        say(f"resume: {len(results)} of {len(plan)} runs already done in {runs_dir}")
+        say(f"resume: {len(results)} of {len(plan.runs)} runs already done in {runs_dir}")
     steps, measures, arrays, bases = {}, {}, {}, {}
     n_params = None
     t_start = time.perf_counter()
@@ -433,26 +429,26 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
             key = (task.name, seed)
             if key not in arrays:
                 arrays.clear()  # one task and seed at a time: the loop keeps seeds outermost per task
-                arrays[key] = task_arrays(cfg, task, digits, seed)
+                arrays[key] = task_arrays(plan.data, task, digits, seed)
             a = arrays[key]
             if seed not in bases:
                 bases[seed] = make_convnet(
-                    1, 1, channels=cfg.model.channels, strides=cfg.model.strides, kernel_size=cfg.model.kernel_size,
-                    bias=cfg.model.bias, padding_mode=cfg.model.padding_mode, key=jr.PRNGKey(seed),
+                    1, 1, channels=plan.model.channels, strides=plan.model.strides, kernel_size=plan.model.kernel_size,
+                    bias=plan.model.bias, padding_mode=plan.model.padding_mode, key=jr.PRNGKey(seed),
                 )
             base = bases[seed]
             params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
             n_params = n_params or count_params(base)
             if method not in steps:
-                steps[method] = _make_step(static, method, cfg.train.learning_rate)
+                steps[method] = _make_step(static, method, plan.train.learning_rate)
             if "m" not in measures:
                 measures["m"] = _make_measure(static)
             rho_eff = 0.0 if rho is None else (rho if method == "sam_l2" else rho / math.sqrt(n_params))
-            state = _optimizer(method, cfg.train.learning_rate, rho_eff).init(params)
+            state = _optimizer(method, plan.train.learning_rate, rho_eff).init(params)
             run = train_run(
-                steps[method], measures["m"], params, state, a, rho=rho_eff, epochs=cfg.train.epochs,
-                measured=measured, batch_size=cfg.train.batch_size, seed=seed, threshold=cfg.measure.threshold,
-                n_cam=min(cfg.measure.num_images, len(a["x_test"])), stuck_tol=cfg.measure.stuck_tol,
+                steps[method], measures["m"], params, state, a, rho=rho_eff, epochs=plan.train.epochs,
+                measured=measured, batch_size=plan.train.batch_size, seed=seed, threshold=plan.measure.threshold,
+                n_cam=min(plan.measure.num_images, len(a["x_test"])), stuck_tol=plan.measure.stuck_tol,
             )
             rid = _run_id(task.name, method, alpha, rho, seed)
             if run["status"] == "nonfinite":
@@ -465,14 +461,14 @@ def run_study(cfg: StudyConfig, out_dir: "str | Path", *, resume: bool = False, 
                 refresh=False,
             )
             bar.update(1)
-    results["rho0"] = _rho0_check(cfg, digits) if cfg.measure.rho0_epochs and "gd" in cfg.train.methods else {}
+    results["rho0"] = _rho0_check(plan, digits) if plan.measure.rho0_epochs and "gd" in plan.train.methods else {}
     results["_wall_s"] = time.perf_counter() - t_start
     results["_code_stamp"] = stamp
     jax.clear_caches()
     return results
 
 
-def _rho0_check(cfg: StudyConfig, digits) -> dict:
+def _rho0_check(plan: StudyPlan, digits) -> dict:
     """max |theta_SAM - theta_GD| after `rho0_epochs` epochs at rho = 0, over
     the seeds, on the first task at its middle alpha, for each SAM method."""
     import equinox as eqx
@@ -480,27 +476,27 @@ def _rho0_check(cfg: StudyConfig, digits) -> dict:
 
     from .convnet import make_convnet, scale_init
 
-    task = cfg.tasks[0]
-    alphas = cfg.task_alphas(task)
+    task = plan.tasks[0]
+    alphas = plan.alphas[task.name]
     alpha = alphas[len(alphas) // 2]
-    K = cfg.measure.rho0_epochs
+    K = plan.measure.rho0_epochs
     out = {}
-    for method in [m for m in cfg.train.methods if m != "gd"]:
+    for method in [m for m in plan.train.methods if m != "gd"]:
         worst = 0.0
-        for seed in cfg.seeds:
-            a = task_arrays(cfg, task, digits, seed)
-            base = make_convnet(1, 1, channels=cfg.model.channels, strides=cfg.model.strides,
-                                kernel_size=cfg.model.kernel_size, bias=cfg.model.bias,
-                                padding_mode=cfg.model.padding_mode, key=jr.PRNGKey(seed))
+        for seed in plan.seeds:
+            a = task_arrays(plan.data, task, digits, seed)
+            base = make_convnet(1, 1, channels=plan.model.channels, strides=plan.model.strides,
+                                kernel_size=plan.model.kernel_size, bias=plan.model.bias,
+                                padding_mode=plan.model.padding_mode, key=jr.PRNGKey(seed))
             params, static = eqx.partition(scale_init(base, alpha), eqx.is_inexact_array)
             measure = _make_measure(static)
             finals = []
             for m in ("gd", method):
                 run = train_run(
-                    _make_step(static, m, cfg.train.learning_rate), measure, params,
-                    _optimizer(m, cfg.train.learning_rate, 0.0).init(params), a, rho=0.0, epochs=K, measured=[0, K],
-                    batch_size=cfg.train.batch_size, seed=seed, threshold=cfg.measure.threshold, n_cam=1,
-                    stuck_tol=cfg.measure.stuck_tol,
+                    _make_step(static, m, plan.train.learning_rate), measure, params,
+                    _optimizer(m, plan.train.learning_rate, 0.0).init(params), a, rho=0.0, epochs=K, measured=[0, K],
+                    batch_size=plan.train.batch_size, seed=seed, threshold=plan.measure.threshold, n_cam=1,
+                    stuck_tol=plan.measure.stuck_tol,
                 )
                 finals.append(run["final_params"])
             import jax
@@ -511,24 +507,30 @@ def _rho0_check(cfg: StudyConfig, digits) -> dict:
     return out
 
 
-def assemble(cfg: StudyConfig, results: dict, *, partial: bool = False):
-    """The results as an `xarray.Dataset` with dims (seed, task, optimizer,
+def assemble(plan: StudyPlan, results: dict, *, partial: bool = False):
+    """The results of the study planned by `plan` (`StudyConfig.plan()`) as an
+    `xarray.Dataset` with dims (seed, task, optimizer,
     alpha, rho, epoch): every metric of `METRICS`, `status` (codes of `STATUS`)
     and `wall_time_s` per run. GD's runs (no rho) are stored at every rho.
     Cells a task does not run are NaN with status -1; so are runs missing
     from `results` with `partial` (a look at an unfinished study), which
-    otherwise raise `KeyError`."""
+    otherwise raise `KeyError`.
+
+    **Raises:** `TypeError` (one line) for a `StudyConfig` as `plan` (0.2's argument):
+    pass its `.plan()`."""
     import xarray as xr
 
-    seeds, tasks, methods = list(cfg.seeds), [t.name for t in cfg.tasks], list(cfg.train.methods)
-    alphas = sorted({a for t in cfg.tasks for a in cfg.task_alphas(t)})
-    rhos, epochs = list(cfg.train.rhos), cfg.measured_epochs()
+    if not isinstance(plan, StudyPlan):
+        raise TypeError(f"assemble takes the study's plan since samflow 0.3.0: pass cfg.plan(), not a {type(plan).__name__}")
+    seeds, tasks, methods = list(plan.seeds), [t.name for t in plan.tasks], list(plan.train.methods)
+    alphas = sorted({a for t in plan.tasks for a in plan.alphas[t.name]})
+    rhos, epochs = list(plan.train.rhos), plan.measured
     shape = (len(seeds), len(tasks), len(methods), len(alphas), len(rhos), len(epochs))
     data = {k: np.full(shape, np.nan) for k in METRICS}
     status = np.full(shape[:-1], STATUS["not run"], np.int8)
     wall = np.full(shape[:-1], np.nan)
     messages = []
-    for task, method, alpha, rho, seed in _planned(cfg):
+    for task, method, alpha, rho, seed in plan.runs:
         rid = _run_id(task.name, method, alpha, rho, seed)
         if partial and rid not in results:
             continue
@@ -550,12 +552,12 @@ def assemble(cfg: StudyConfig, results: dict, *, partial: bool = False):
         coords={"seed": seeds, "task": tasks, "optimizer": methods, "alpha": alphas, "rho": rhos, "epoch": epochs},
     )
     ds.attrs.update(
-        title=f"samflow CNN study '{cfg.name}'",
-        config=json.dumps(cfg.model_dump(mode="json")),
-        task_kinds=json.dumps({t.name: t.kind for t in cfg.tasks}),
-        bands=json.dumps(cfg.measure.bands),
-        threshold=cfg.measure.threshold,
-        stuck_below=math.log(2) - cfg.measure.stuck_tol,
+        title=f"samflow CNN study '{plan.name}'",
+        config=json.dumps(plan.config),
+        task_kinds=json.dumps({t.name: t.kind for t in plan.tasks}),
+        bands=json.dumps(plan.measure.bands),
+        threshold=plan.measure.threshold,
+        stuck_below=math.log(2) - plan.measure.stuck_tol,
         interval="95% Student-t over the seeds with status 0 (ok)",
         rho_note="rho is the l2 radius; linf-SAM runs at rho / sqrt(#parameters) per coordinate; GD is stored at every rho",
         rho0_check=json.dumps(results.get("rho0", {})),
@@ -615,13 +617,13 @@ def main(argv: "list[str] | None" = None) -> int:
     if problem is not None:
         return fail(problem)
     try:
-        return _locked_main(cfg, args, out_dir)
+        return _locked_main(cfg.plan(), args, out_dir, figures=cfg.output.figures and not args.no_figures)
     finally:
         lock.release()  # and the folder, when this run made it and left it empty
 
 
-def _locked_main(cfg: StudyConfig, args, out_dir: Path) -> int:
-    """`main` once the output folder is locked: check, run the study, write, draw."""
+def _locked_main(plan: StudyPlan, args, out_dir: Path, figures: bool) -> int:
+    """`main` once the output folder is locked: check, run the study (`plan`), write, draw (with `figures`)."""
     if (existing := existing_file(out_dir, RESULT_FILES)) and not (args.overwrite or args.resume):
         return fail(f"{existing} exists; pass --resume to finish it or --overwrite to replace it")
     if args.overwrite:
@@ -634,20 +636,20 @@ def _locked_main(cfg: StudyConfig, args, out_dir: Path) -> int:
     from .images import DataNotFoundError, MissingExtraError
 
     try:
-        results = run_study(cfg, out_dir, resume=args.resume, progress=not args.quiet)
+        results = _study(plan, out_dir, resume=args.resume, progress=not args.quiet)
     except (ConfigError, MissingExtraError, DataNotFoundError) as err:
         return fail(str(err))
 
     from ..store import write_results
 
-    ds = assemble(cfg, results)
+    ds = assemble(plan, results)
     print(f"results: {write_results(ds, out_dir / 'results.nc')}")
     print(f"summary: {write_summary_csv(ds, out_dir / 'summary.csv')}")
     tables = format_tables(ds)
     print(f"tables:  {_atomic_write(tables.encode(), out_dir / 'tables.md')}")
     print()
     print(tables)
-    if cfg.output.figures and not args.no_figures:
+    if figures:
         from .cnn_study_plots import plot_study
 
         print_figures(plot_study(ds, out_dir))

@@ -7,6 +7,7 @@ the field, the bad value and what is allowed (the contract of every samflow conf
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,7 +17,7 @@ from .._util.cli_common import RunOutput
 from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
-__all__ = ["StudyConfig", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
+__all__ = ["StudyConfig", "StudyPlan", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
 
 
 class StudyData(ConfigModel):
@@ -208,6 +209,23 @@ class StudyConfig(RunConfig):
     def task_alphas(self, task: StudyTask) -> list[float]:
         return task.alphas if task.alphas is not None else self.train.alphas
 
+    def plan(self) -> "StudyPlan":
+        """This config resolved once (`StudyPlan`): what the study's runs, its rho = 0 check
+        and `samflow.experiments.cnn_study.assemble` take."""
+        alphas = {t.name: self.task_alphas(t) for t in self.tasks}
+        runs = []  # seeds outermost per task
+        for task in self.tasks:
+            for seed in self.seeds:
+                for method in self.train.methods:
+                    for rho in ([None] if method == "gd" else self.train.rhos):
+                        for alpha in alphas[task.name]:
+                            runs.append((task, method, alpha, rho, seed))
+        return StudyPlan(
+            name=self.name, config=self.model_dump(mode="json"), data=self.data, model=self.model, train=self.train,
+            measure=self.measure, seeds=list(self.seeds), tasks=list(self.tasks), alphas=alphas,
+            measured=self.measured_epochs(), runs=runs,
+        )
+
     def quick(self) -> "StudyConfig":
         """The `--quick` variant for tests: 2 seeds, 2 alphas (the two middle ones),
         one rho, 6 epochs, 120 images of which 40 measured; same tasks and methods."""
@@ -227,6 +245,35 @@ class StudyConfig(RunConfig):
 
 quick = StudyConfig.quick
 """The `--quick` variant of a config: `quick(cfg)` is `cfg.quick()` (`StudyConfig.quick`)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StudyPlan:
+    """A validated `StudyConfig` resolved once (`StudyConfig.plan`): its sections and
+    every planned run, so that nothing below `run_study` reads the config again."""
+
+    name: str
+    """The study's name (the title of its results)."""
+    config: dict
+    """The config as JSON values (`StudyConfig.model_dump(mode="json")`): its fingerprint and provenance."""
+    data: StudyData
+    """The digits every task is built from (`[data]`)."""
+    model: ModelConfig
+    """The CNN (`[model]`)."""
+    train: StudyTrain
+    """Training (`[train]`)."""
+    measure: StudyMeasure
+    """What is measured and when (`[measure]`)."""
+    seeds: list
+    """The seeds."""
+    tasks: list
+    """The tasks (`StudyTask`), in config order."""
+    alphas: dict
+    """The alphas of each task, by task name (`StudyConfig.task_alphas`)."""
+    measured: list
+    """The measured epochs (`StudyConfig.measured_epochs`)."""
+    runs: list
+    """Every run, (task, method, alpha, rho or None for GD, seed), seeds outermost per task."""
 
 
 def parse_study_config(raw: dict, source: str = "config") -> StudyConfig:
