@@ -84,14 +84,15 @@ def test_linf_slide_check_without_weights_below_rho_is_not_a_pass():
     slide = np.full((2, 2, 3), np.nan)
     dep = _LinfDepth(2, np.array([3]), None, np.array([3]), np.array([3, 3]), SimpleNamespace(slide_time=slide),
                      np.full(2, np.nan), np.array([3, 3]))
-    run = SimpleNamespace(mu=mu, d=3, alpha_r=alpha, rho_r=rho, depths=[dep])
-    cfg = SimpleNamespace(axes=(1, 3), n_random=2, random_alpha=(1.5, 5.0), random_rho=(0.1, 0.2))
-    slide_check = _check_linf(cfg, run)[2]
+    plan = SimpleNamespace(mu=mu, d=3, alpha_r=alpha, rho_r=rho, axes=(1, 3), n_random=2, random_alpha=(1.5, 5.0),
+                           random_rho=(0.1, 0.2))
+    run = SimpleNamespace(plan=plan, depths=[dep])
+    slide_check = _check_linf(run)[2]
     assert "slides" in slide_check.claim and slide_check.passed is False
     # A weight below rho at its predicted time passes; a wrong time fails.
     alpha[0, 0] = 0.05
     tz = np.log(rho[0] / (rho[0] - 0.05)) / mu[0]
     slide[0, 0, 0] = tz
-    assert _check_linf(cfg, run)[2].passed is True
+    assert _check_linf(run)[2].passed is True
     slide[0, 0, 0] = 1.01 * tz
-    assert _check_linf(cfg, run)[2].passed is False
+    assert _check_linf(run)[2].passed is False

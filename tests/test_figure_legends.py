@@ -161,9 +161,10 @@ def test_linf_limit_draws_a_depth_2_blow_up_in_its_colour(tmp_path, kept_figures
                                   np.full(4, np.nan), rand),
            _linf_limit._LinfDepth(3, meas, SimpleNamespace(status=np.array([BLEW, BLEW, FIN, BLEW])), meas, rand, None,
                                   np.ones(4), rand)]
-    run = _linf_limit._LinfRun(np.array([0.2, 0.6, 1.0]), d, 0, 2, g, A1, None, None, None, dep)
-    cfg = SimpleNamespace(depths=[2, 3], others=0.5, rho=1.0, grid_max=2.5, axes=(1, 3), n_random=4)
-    _linf_limit._draw_linf(SimpleNamespace(out_dir=tmp_path), cfg, run)
+    plan = SimpleNamespace(mu=np.array([0.2, 0.6, 1.0]), d=d, ia=0, ib=2, g=g, A1=A1, depths=[2, 3], others=0.5, rho=1.0,
+                           grid_max=2.5, axes=(1, 3), n_random=4)
+    run = _linf_limit._LinfRun(plan, dep)
+    _linf_limit._draw_linf(SimpleNamespace(out_dir=tmp_path), run)
     fig = kept_figures[-1]
     two, three = (colours(mm, A1.shape).reshape(-1, 4) for mm in meshes(fig))
     assert tuple(two[1]) == RED and tuple(three[1]) == BLACK

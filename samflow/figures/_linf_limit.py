@@ -18,7 +18,7 @@ from ..plots import BLEW_UP_COLOR, BLOWN_UP, MISSING_COLOR, feature_colors, no_v
 from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
-from ._report import Check, FigureResult, _one_config_figure
+from ._report import Check, FigureResult, _planned_figure
 from ._draw import _blow_up_handle, _lin_edges, _save
 
 
@@ -56,8 +56,9 @@ class LinfConfig(_Strict):
     """Seed of the random inits."""
 
 
-def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):
-    """Measured limit feature of linf-SAM (tau clock) for inits alpha (B, d), radii rho (B,).
+def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, ts, approach: float):
+    """Measured limit feature of linf-SAM (tau clock) for inits alpha (B, d), radii rho (B,),
+    saved at `ts` (the first pass).
 
     Depth 2: argmax_j |beta_j| at the horizon (0 when beta = 0: every weight slid to 0).
     Depth >= 3: the rescaled flow blows up in finite tau; the limit direction is the
@@ -72,7 +73,6 @@ def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):
     """
     data = ctx.single_tau()
     W0 = _init(alpha, depth, ctx.d)
-    ts = ctx.log_times(cfg.tau_min, cfg.tau1[str(depth)])
     tr = _solve(ctx, "linf", data, W0, rho, ts, clock="tau")
     if depth == 2:
         ld = limit_direction(tr.beta)
@@ -85,7 +85,7 @@ def _linf_limit_measured(ctx: Context, alpha, rho, depth: int, cfg: LinfConfig):
     if blown.any():
         c = T[blown] ** (1.0 / (depth - 2))
         n = ctx.common.n_save
-        ts2 = np.concatenate([1.0 - np.geomspace(1.0, cfg.approach, n - 1), [2.0]])
+        ts2 = np.concatenate([1.0 - np.geomspace(1.0, approach, n - 1), [2.0]])
         tr2 = _solve(ctx, "linf", data, W0[blown] * c[:, None, None], np.asarray(rho)[blown] * c, ts2, clock="tau")
         dom = dominant_index(tr2.beta)  # -1 after the blow-up
         last = np.max(np.where(dom > 0, np.arange(n), -1), axis=-1)
@@ -123,9 +123,61 @@ def linf_limit(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult
 
     **Returns:** a `FigureResult`.
     """
-    return _one_config_figure("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits", LinfConfig,
-                              out_dir, quick, config_dir, measure=_measure_linf, check=_check_linf,
-                              draw=_draw_linf, caption=lambda ctx, cfg, run: _linf_caption(cfg))
+    return _planned_figure("linf_limit", "Figure 2: linf-SAM limit direction over per-coordinate inits", LinfConfig,
+                           out_dir, quick, config_dir, plan=_plan, measure=_measure_linf, check=_check_linf,
+                           draw=_draw_linf, caption=_linf_caption)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LinfPlan:
+    """linf_limit.toml resolved (`_plan`): the inits of the map and of the random draw,
+    the save times per depth, and the values the checks, the figure and the caption name."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    depths: tuple  # of int, the columns
+    ts: tuple  # (n_save,) tau save times of the first pass, one array per depth
+    approach: float  # depth >= 3: the second pass is saved up to 1 - approach
+    rho: float  # the map's radius
+    axes: tuple  # (a, b) 1-based features of the map's axes
+    others: float  # alpha_j / rho of the other features on the map
+    grid_max: float
+    g: np.ndarray  # (grid_num,) alpha/rho of the cell centres
+    A1: np.ndarray  # (grid_num, grid_num) the map's alpha_a/rho
+    alpha_map: np.ndarray  # (G, d)
+    n_random: int
+    random_alpha: tuple  # alpha_j / rho ~ U(lo, hi)
+    random_rho: tuple  # rho log-uniform in [lo, hi]
+    rho_r: np.ndarray  # (R,)
+    alpha_r: np.ndarray  # (R, d)
+
+    @property
+    def ia(self) -> int:
+        """0-based feature of the map's first axis."""
+        return self.axes[0] - 1
+
+    @property
+    def ib(self) -> int:
+        """0-based feature of the map's second axis."""
+        return self.axes[1] - 1
+
+
+def _plan(ctx: Context, cfg: LinfConfig) -> _LinfPlan:
+    """The config read once: the map's grid and inits, the random inits (seeded), the save times."""
+    d = ctx.d
+    ia, ib = cfg.axes[0] - 1, cfg.axes[1] - 1
+    g = (np.arange(cfg.grid_num) + 0.5) * cfg.grid_max / cfg.grid_num
+    A1, A2 = np.meshgrid(g, g, indexing="xy")  # rows: feature b, columns: feature a
+    alpha_map = np.full((A1.size, d), cfg.others)
+    alpha_map[:, ia] = A1.ravel()
+    alpha_map[:, ib] = A2.ravel()
+    alpha_map *= cfg.rho
+    rng = np.random.default_rng(cfg.seed)
+    rho_r = np.exp(rng.uniform(*np.log(cfg.random_rho), size=cfg.n_random))
+    alpha_r = rng.uniform(*cfg.random_alpha, size=(cfg.n_random, d)) * rho_r[:, None]
+    ts = tuple(ctx.log_times(cfg.tau_min, cfg.tau1[str(L)]) for L in cfg.depths)
+    return _LinfPlan(ctx.mu, d, tuple(cfg.depths), ts, cfg.approach, cfg.rho, tuple(cfg.axes), cfg.others, cfg.grid_max,
+                     g, A1, alpha_map, cfg.n_random, tuple(cfg.random_alpha), tuple(cfg.random_rho), rho_r, alpha_r)
 
 
 class _LinfDepth(NamedTuple):
@@ -143,60 +195,43 @@ class _LinfDepth(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class _LinfRun:
-    """What `linf_limit` measured: the inits of the map and of the random draw, one `_LinfDepth` a depth."""
+    """What `linf_limit` measured: its plan and one `_LinfDepth` a depth."""
 
-    mu: np.ndarray  # (d,)
-    d: int
-    ia: int  # 0-based features of the map's axes
-    ib: int
-    g: np.ndarray  # (grid_num,) alpha/rho of the cell centres
-    A1: np.ndarray  # (grid_num, grid_num) the map's alpha_a/rho
-    alpha_map: np.ndarray  # (G, d)
-    rho_r: np.ndarray  # (R,)
-    alpha_r: np.ndarray  # (R, d)
-    depths: list  # of _LinfDepth, in the order of cfg.depths
+    plan: _LinfPlan
+    depths: list  # of _LinfDepth, in the order of plan.depths
 
 
-def _measure_linf(ctx: Context, cfg: LinfConfig) -> _LinfRun:
+def _measure_linf(ctx: Context, plan: _LinfPlan) -> _LinfRun:
     """The map over (alpha_a, alpha_b) and the random inits, measured and predicted, per depth."""
-    mu, d = ctx.mu, ctx.d
-    ia, ib = cfg.axes[0] - 1, cfg.axes[1] - 1
-    g = (np.arange(cfg.grid_num) + 0.5) * cfg.grid_max / cfg.grid_num
-    A1, A2 = np.meshgrid(g, g, indexing="xy")  # rows: feature b, columns: feature a
-    alpha_map = np.full((A1.size, d), cfg.others)
-    alpha_map[:, ia] = A1.ravel()
-    alpha_map[:, ib] = A2.ravel()
-    alpha_map *= cfg.rho
-    rng = np.random.default_rng(cfg.seed)
-    rho_r = np.exp(rng.uniform(*np.log(cfg.random_rho), size=cfg.n_random))
-    alpha_r = rng.uniform(*cfg.random_alpha, size=(cfg.n_random, d)) * rho_r[:, None]
+    mu, alpha_map, alpha_r, rho_r = plan.mu, plan.alpha_map, plan.alpha_r, plan.rho_r
     depths = []
-    for L in cfg.depths:
-        meas_map, tr_map, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), cfg.rho), L, cfg)
-        pred_map = theory.linf_limit_index(mu, alpha=alpha_map, rho=cfg.rho, depth=L)
-        meas_r, tr_r, T_r = _linf_limit_measured(ctx, alpha_r, rho_r, L, cfg)
+    for L, ts in zip(plan.depths, plan.ts):
+        meas_map, tr_map, _ = _linf_limit_measured(ctx, alpha_map, np.full(len(alpha_map), plan.rho), L, ts, plan.approach)
+        pred_map = theory.linf_limit_index(mu, alpha=alpha_map, rho=plan.rho, depth=L)
+        meas_r, tr_r, T_r = _linf_limit_measured(ctx, alpha_r, rho_r, L, ts, plan.approach)
         pred_r = theory.linf_limit_index(mu, alpha=alpha_r, rho=rho_r[:, None], depth=L)
         depths.append(_LinfDepth(L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r))
-    return _LinfRun(mu, d, ia, ib, g, A1, alpha_map, rho_r, alpha_r, depths)
+    return _LinfRun(plan, depths)
 
 
-def _check_linf(cfg: LinfConfig, run: _LinfRun) -> list[Check]:
+def _check_linf(run: _LinfRun) -> list[Check]:
     """Per depth: the map and the random inits against the rule; the slide (depth 2) or blow-up times."""
-    mu, d, alpha_r, rho_r = run.mu, run.d, run.alpha_r, run.rho_r
+    plan = run.plan
+    mu, d, alpha_r, rho_r = plan.mu, plan.d, plan.alpha_r, plan.rho_r
     checks = []
     for dep in run.depths:
         L, meas_map, tr_map, pred_map, meas_r, tr_r, T_r, pred_r = dep
         agree = float(np.mean(meas_map == pred_map))
-        checks.append(Check("linf_limit", f"linf-SAM depth {L}, map over (alpha_{cfg.axes[0]}, alpha_{cfg.axes[1]}): limit feature follows the rule",
+        checks.append(Check("linf_limit", f"linf-SAM depth {L}, map over (alpha_{plan.axes[0]}, alpha_{plan.axes[1]}): limit feature follows the rule",
                             "j* = argmax_{alpha_j > rho} mu_j (alpha_j - rho)^(L-2) at every init",
                             f"{int(np.sum(meas_map == pred_map))}/{meas_map.size} inits match", bool(agree == 1.0)))
 
         # Random per-coordinate inits, random rho.
         n_match = int(np.sum(meas_r == pred_r))
         n_minor = int(np.sum((pred_r > 0) & (pred_r < d)))
-        checks.append(Check("linf_limit", f"linf-SAM depth {L}, {cfg.n_random} random inits alpha_j/rho ~ U{tuple(cfg.random_alpha)}, rho log-uniform in {tuple(cfg.random_rho)}",
+        checks.append(Check("linf_limit", f"linf-SAM depth {L}, {plan.n_random} random inits alpha_j/rho ~ U{tuple(plan.random_alpha)}, rho log-uniform in {tuple(plan.random_rho)}",
                             f"limit feature = rule j* ({n_minor} of them predict a feature other than {d}, {int(np.sum(pred_r == 0))} predict none)",
-                            f"{n_match}/{cfg.n_random} match", bool(n_match == cfg.n_random)))
+                            f"{n_match}/{plan.n_random} match", bool(n_match == plan.n_random)))
         if L == 2:
             # Weights below rho reach 0 at tau* = ln(rho / (rho - alpha_j)) / mu_j and slide.
             below = alpha_r < rho_r[:, None]
@@ -223,14 +258,15 @@ def _check_linf(cfg: LinfConfig, run: _LinfRun) -> list[Check]:
     return checks
 
 
-def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
+def _draw_linf(ctx: Context, run: _LinfRun) -> str:
     """Top: the measured map with the rule's boundaries; bottom: the confusion of the random inits; returns the PNG name."""
-    mu, d, ia, ib, g, A1 = run.mu, run.d, run.ia, run.ib, run.g, run.A1
+    plan = run.plan
+    mu, d, ia, ib, g, A1 = plan.mu, plan.d, plan.ia, plan.ib, plan.g, plan.A1
     cmap, norm, colors = _linf_cmap(d)
     unmeasured: list[str] = []
-    fig, axes = plt.subplots(2, len(cfg.depths), figsize=(5.6 * len(cfg.depths), 10), squeeze=False,
+    fig, axes = plt.subplots(2, len(plan.depths), figsize=(5.6 * len(plan.depths), 10), squeeze=False,
                              gridspec_kw={"height_ratios": [1.15, 1]})
-    fine = np.linspace(1e-3, cfg.grid_max, 400)
+    fine = np.linspace(1e-3, plan.grid_max, 400)
     shown: set[int] = set()
     F1, F2 = np.meshgrid(fine, fine, indexing="xy")
     for k, dep in enumerate(run.depths):
@@ -243,9 +279,9 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
         agree = float(np.mean(meas_map == pred_map))
         ax = axes[0, k]
         ax.pcolormesh(_lin_edges(g), _lin_edges(g), img.reshape(A1.shape), cmap=cmap, norm=norm, rasterized=True)
-        fa = np.full((F1.size, d), cfg.others * cfg.rho)
-        fa[:, ia], fa[:, ib] = F1.ravel() * cfg.rho, F2.ravel() * cfg.rho
-        pred_fine = theory.linf_limit_index(mu, alpha=fa, rho=cfg.rho, depth=L).reshape(F1.shape)
+        fa = np.full((F1.size, d), plan.others * plan.rho)
+        fa[:, ia], fa[:, ib] = F1.ravel() * plan.rho, F2.ravel() * plan.rho
+        pred_fine = theory.linf_limit_index(mu, alpha=fa, rho=plan.rho, depth=L).reshape(F1.shape)
         ax.contour(F1, F2, pred_fine, levels=np.arange(0.5, d), colors="k", linestyles="--", linewidths=1.4)
         for lab in np.unique(pred_fine):
             ys, xs = np.nonzero(pred_fine == lab)
@@ -254,10 +290,10 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
                 ax.text(fine[int(cx)], fine[int(cy)], "rule: " + ("0" if lab == 0 else f"$e_{{{lab}}}$"),
                         ha="center", va="center", fontsize=10, color="w" if lab in (1, 2) else "k",
                         bbox=dict(boxstyle="round", fc="none", ec="none"))
-        ax.set_xlabel(rf"$\alpha_{{{cfg.axes[0]}}}/\rho$ (init of feature {cfg.axes[0]}, $\mu_{{{cfg.axes[0]}}}={mu[ia]:g}$)")
-        ax.set_ylabel(rf"$\alpha_{{{cfg.axes[1]}}}/\rho$ (init of feature {cfg.axes[1]}, $\mu_{{{cfg.axes[1]}}}={mu[ib]:g}$)")
+        ax.set_xlabel(rf"$\alpha_{{{plan.axes[0]}}}/\rho$ (init of feature {plan.axes[0]}, $\mu_{{{plan.axes[0]}}}={mu[ia]:g}$)")
+        ax.set_ylabel(rf"$\alpha_{{{plan.axes[1]}}}/\rho$ (init of feature {plan.axes[1]}, $\mu_{{{plan.axes[1]}}}={mu[ib]:g}$)")
         ax.set_title(f"depth $L={L}$: measured limit feature (colour) vs rule (dashed)\n"
-                     f"other $\\alpha_j = {cfg.others:g}\\rho$; agreement {100 * agree:.1f}% of {meas_map.size} inits", fontsize=10)
+                     f"other $\\alpha_j = {plan.others:g}\\rho$; agreement {100 * agree:.1f}% of {meas_map.size} inits", fontsize=10)
         ax.set_aspect("equal")
         n_match = int(np.sum(meas_r == pred_r))
         # Confusion of predicted vs measured for the random inits.
@@ -274,7 +310,7 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
         ax.set_xlabel("measured limit feature (0: none)")
         ax.set_ylabel(r"predicted $j^*$ (0: none)")
         extra = f", {int(M[:, 0].sum())} unmeasured" if M[:, 0].sum() else ""
-        ax.set_title(f"depth $L={L}$, {cfg.n_random} random inits: {n_match} on the diagonal{extra}", fontsize=10)
+        ax.set_title(f"depth $L={L}$, {plan.n_random} random inits: {n_match} on the diagonal{extra}", fontsize=10)
     handles = [Patch(color=colors[0], label="0: no limit feature (depth 2: $\\beta \\to 0$; depth 3: nothing blows up)")]
     handles += [Patch(color=colors[j], label=f"feature {j}" + (" (minor)" if j == 1 else " (major)" if j == d else ""))
                 for j in range(1, d + 1) if j in shown]
@@ -291,18 +327,19 @@ def _draw_linf(ctx: Context, cfg: LinfConfig, run: _LinfRun) -> str:
     return png
 
 
-def _linf_caption(cfg: LinfConfig) -> str:
-    """The caption, from the config's axes, rho, approach and random draw."""
+def _linf_caption(run: _LinfRun) -> str:
+    """The caption, from the plan's axes, rho, approach and random draw."""
+    plan = run.plan
     caption = (
         f"linf-SAM in the rescaled clock tau, one sample {{(mu, +1)}}, per-coordinate inits alpha_j. Top: the "
-        f"measured limit feature (colour) over (alpha_{cfg.axes[0]}/rho, alpha_{cfg.axes[1]}/rho), the other "
-        f"features starting at {cfg.others:g} rho, rho = {cfg.rho:g}; dashed lines are the boundaries of the rule "
+        f"measured limit feature (colour) over (alpha_{plan.axes[0]}/rho, alpha_{plan.axes[1]}/rho), the other "
+        f"features starting at {plan.others:g} rho, rho = {plan.rho:g}; dashed lines are the boundaries of the rule "
         "j* = argmax over {j : alpha_j > rho} of mu_j (alpha_j - rho)^(L-2) (docs/theory.md s.3). Depth 2: the fastest "
         "exponential among the coordinates above rho wins (the major feature whenever alpha_d > rho); depth 3: the "
         "first coordinate to blow up wins, so a minor feature with a larger head start beats the major one. "
         "Measurement: depth 2, argmax |beta_j| at the horizon; depth 3, the dominant feature just before the "
         "blow-up (a second pass rescaled so that each cell blows up at tau = 1, saved up to 1 - "
-        f"{cfg.approach:g}). Bottom: predicted against measured j* for {cfg.n_random} random inits "
-        f"alpha_j/rho ~ U{tuple(cfg.random_alpha)} with rho log-uniform in {tuple(cfg.random_rho)}."
+        f"{plan.approach:g}). Bottom: predicted against measured j* for {plan.n_random} random inits "
+        f"alpha_j/rho ~ U{tuple(plan.random_alpha)} with rho log-uniform in {tuple(plan.random_rho)}."
     )
     return caption

@@ -96,6 +96,22 @@ def _one_config_figure(name: str, title: str, config_cls, out_dir, quick: bool, 
                                      [ctx.config_ref(name), ctx.config_ref("common")], checks), t0)
 
 
+def _planned_figure(name: str, title: str, config_cls, out_dir, quick: bool, config_dir, *,
+                    plan, measure, check, draw, caption) -> FigureResult:
+    """A figure drawn from its own config (and the common one), read once: `plan(ctx, cfg)`
+    resolves the config into what the figure needs (a frozen plan; the only step that sees
+    the config), `measure(ctx, plan)` -> its run (frozen: the measured numbers and the
+    plan), `check(run)` -> its checks, `draw(ctx, run)` -> its PNG name, `caption(run)` ->
+    its caption; timed, captioned and returned as the `FigureResult` called `name`."""
+    t0 = _start()
+    ctx = Context.make(out_dir, quick, config_dir)
+    run = measure(ctx, plan(ctx, ctx.config(name, config_cls)))
+    checks = check(run)
+    png = draw(ctx, run)
+    return _finish(ctx, FigureResult(name, title, [png], caption(run),
+                                     [ctx.config_ref(name), ctx.config_ref("common")], checks), t0)
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
