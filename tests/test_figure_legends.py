@@ -135,10 +135,11 @@ def test_lp_family_draws_a_blow_up_in_its_colour(tmp_path, kept_figures):
     img = np.where(lab == _lp_family.MAJOR_DIES, lab, plots.regime_image(np.where(lab == 4, 0, lab), st))
     pc = np.geomspace(1.5, 3.0, 8)
     edge = SimpleNamespace
-    m = dict(ps=ps, a_ax=a_ax, img=img, status=st, pc=pc, shrink_c=0.1 * pc, major_c=0.9 + 0 * pc, mshrink_c=0.4 * pc,
-             ce=edge(edge=np.array([0.25, 0.35, 0.48])), me=edge(edge=np.array([1.0, 0.86, 0.83])),
-             death=np.array([np.nan, np.nan, 0.54]), l2c=edge(edge=0.35), l2m=edge(edge=0.86))
-    _lp_family._draw(SimpleNamespace(out_dir=tmp_path, mu=np.array([0.2, 0.6, 1.0])), None, m)
+    plan = SimpleNamespace(ps=ps, a_ax=a_ax, pc=pc, mu=np.array([0.2, 0.6, 1.0]))
+    m = SimpleNamespace(plan=plan, img=img, status=st, shrink_c=0.1 * pc, major_c=0.9 + 0 * pc, mshrink_c=0.4 * pc,
+                        ce=edge(edge=np.array([0.25, 0.35, 0.48])), me=edge(edge=np.array([1.0, 0.86, 0.83])),
+                        death=np.array([np.nan, np.nan, 0.54]), l2c=edge(edge=0.35), l2m=edge(edge=0.86))
+    _lp_family._draw(SimpleNamespace(out_dir=tmp_path), m)
     fig = kept_figures[-1]
     (mesh,) = meshes(fig)
     rgba = colours(mesh, img.shape)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
@@ -10,12 +12,12 @@ from pydantic import Field, field_validator
 
 from .. import theory
 from ..analysis import regime_label
-from ..edges import EdgeSearch, collapse_edge, major_death_edge, major_first_edge
+from ..edges import EdgeResult, EdgeSearch, collapse_edge, major_death_edge, major_first_edge
 from ..plots import BLEW_UP_COLOR, MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, blow_up_label, regime_image, with_blow_up
 from ..status import Status
 from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
 from ._draw import _log_edges, _save
-from ._report import Check, FigureResult, _one_config_figure, mu_text
+from ._report import Check, FigureResult, _planned_figure, mu_text
 
 #: The chart's label of a cell whose major feature died (p > 2) without a collapse.
 MAJOR_DIES = 4
@@ -70,18 +72,62 @@ def lp_family(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
 
     **Returns:** a `FigureResult`.
     """
-    return _one_config_figure("lp_family", "Figure 10: lp-SAM family, regimes over (alpha/rho, p), depth 2", LpFamilyConfig,
-                              out_dir, quick, config_dir, measure=_measure, check=_check, draw=_draw,
-                              caption=_caption)
+    return _planned_figure("lp_family", "Figure 10: lp-SAM family, regimes over (alpha/rho, p), depth 2", LpFamilyConfig,
+                           out_dir, quick, config_dir, plan=_plan, measure=_measure, check=_check, draw=_draw,
+                           caption=_caption)
 
 
-def _measure(ctx: Context, cfg: LpFamilyConfig) -> dict:
-    mu = ctx.mu
+@dataclasses.dataclass(frozen=True)
+class _LpPlan:
+    """lp_family.toml resolved (`_plan`): the chart's axes and save times, the points of the
+    theory curves, the edge search's tolerance and the checks' tolerances."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    ps: np.ndarray  # (P,) the exponents, the chart's columns
+    a_ax: np.ndarray  # (A,) alpha/rho, the chart's rows
+    ts: np.ndarray  # (n_save,) tau save times
+    tau1: float
+    pc: np.ndarray  # the exponents of the theory curves
+    edge_rtol: float
+    mark_tol: float
+    l2_tol: float
+    linf_tol: float
+
+
+def _plan(ctx: Context, cfg: LpFamilyConfig) -> _LpPlan:
+    """The config read once: the chart's axes, save times and curve points, the tolerances."""
     ps = np.asarray(cfg.p, dtype=np.float64)
-    a_ax = cfg.a.values()
-    ts = ctx.log_times(cfg.tau_min, cfg.tau1)
+    return _LpPlan(ctx.mu, ctx.d, ps, cfg.a.values(), ctx.log_times(cfg.tau_min, cfg.tau1), cfg.tau1,
+                   np.geomspace(ps[0], ps[-1], cfg.curve_points), cfg.edge_rtol, cfg.mark_tol, cfg.l2_tol, cfg.linf_tol)
+
+
+@dataclasses.dataclass(frozen=True)
+class _LpRun:
+    """What `lp_family` measured: the chart (A, P), the edges at each p and the theory's marks."""
+
+    plan: _LpPlan
+    reg: np.ndarray  # (A, P) regime, or MAJOR_DIES
+    img: np.ndarray  # (A, P) the codes drawn (regime_image, or MAJOR_DIES)
+    status: np.ndarray  # (A, P)
+    ce: EdgeResult  # collapse edge at each p
+    me: EdgeResult  # major-first edge at each p
+    death: np.ndarray  # (P,) major-death edge, NaN for p <= 2
+    de: "EdgeResult | None"  # major-death edges of the p > 2
+    l2c: EdgeResult  # l2-SAM's collapse edge
+    l2m: EdgeResult  # l2-SAM's major-first edge
+    shrink_c: np.ndarray  # the curves over plan.pc: all-shrink mark
+    major_c: np.ndarray  # major-first mark
+    mshrink_c: np.ndarray  # major-shrink mark
+    major_th: np.ndarray  # (P,) the marks at plan.ps
+    shrink_th: np.ndarray
+    mshrink_th: np.ndarray
+
+
+def _measure(ctx: Context, plan: _LpPlan) -> _LpRun:
+    mu, ps, a_ax, ts = plan.mu, plan.ps, plan.a_ax, plan.ts
     data = ctx.single_tau()
-    W0 = _init(a_ax, 2, ctx.d)
+    W0 = _init(a_ax, 2, plan.d)
     reg = np.zeros((a_ax.size, ps.size), np.int64)
     img = np.zeros_like(reg)
     status = np.zeros_like(reg)
@@ -94,58 +140,59 @@ def _measure(ctx: Context, cfg: LpFamilyConfig) -> dict:
         reg[:, k] = np.where(dies, MAJOR_DIES, lab)
         img[:, k] = np.where(dies, MAJOR_DIES, regime_image(lab, st))
         status[:, k] = st
-    search = EdgeSearch(rtol=cfg.edge_rtol)
+    search = EdgeSearch(rtol=plan.edge_rtol)
     ce = collapse_edge(mu, 2, "lp", p=list(ps), search=search)
     me = major_first_edge(mu, 2, "lp", p=list(ps))
     hi = ps[ps > 2]
     de = major_death_edge(mu, 2, p=list(hi), search=search) if hi.size else None
     l2c = collapse_edge(mu, 2, "l2", search=search)
     l2m = major_first_edge(mu, 2, "l2")
-    pc = np.geomspace(ps[0], ps[-1], cfg.curve_points)
+    pc = plan.pc
     marks = theory.lp_alpha_marks(mu, p=pc)
     death = np.full(ps.size, np.nan)
     if de is not None:
         death[ps > 2] = de.edge
-    return dict(ps=ps, a_ax=a_ax, ts=ts, reg=reg, img=img, status=status, ce=ce, me=me, death=death, de=de, l2c=l2c, l2m=l2m,
-                pc=pc, shrink_c=np.asarray(marks.all_shrink), major_c=np.asarray(marks.major_first),
-                mshrink_c=np.asarray(theory.lp_major_shrink_mark(mu, p=pc)),
-                major_th=np.asarray(theory.lp_alpha_marks(mu, p=ps).major_first),
-                shrink_th=np.asarray(theory.lp_alpha_marks(mu, p=ps).all_shrink),
-                mshrink_th=np.asarray(theory.lp_major_shrink_mark(mu, p=ps)))
+    return _LpRun(plan, reg=reg, img=img, status=status, ce=ce, me=me, death=death, de=de, l2c=l2c, l2m=l2m,
+                  shrink_c=np.asarray(marks.all_shrink), major_c=np.asarray(marks.major_first),
+                  mshrink_c=np.asarray(theory.lp_major_shrink_mark(mu, p=pc)),
+                  major_th=np.asarray(theory.lp_alpha_marks(mu, p=ps).major_first),
+                  shrink_th=np.asarray(theory.lp_alpha_marks(mu, p=ps).all_shrink),
+                  mshrink_th=np.asarray(theory.lp_major_shrink_mark(mu, p=ps)))
 
 
-def band(m: dict) -> tuple[np.ndarray, np.ndarray]:
+def band(m: _LpRun) -> tuple[np.ndarray, np.ndarray]:
     """The regime-2 band at each column p: (lower edge, upper edge) in alpha/rho.
 
     Its upper edge is the major-first edge; its lower edge the collapse edge,
     or for p > 2 the major-death edge where that lies higher (between the two,
     the major feature dies before it could lead)."""
-    lower = np.fmax(m["ce"].edge, np.where(np.isfinite(m["death"]), m["death"], -np.inf))
-    return lower, m["me"].edge
+    lower = np.fmax(m.ce.edge, np.where(np.isfinite(m.death), m.death, -np.inf))
+    return lower, m.me.edge
 
 
-def _check(cfg: LpFamilyConfig, m: dict) -> list[Check]:
-    ps, ce, me, death = m["ps"], m["ce"], m["me"], m["death"]
+def _check(m: _LpRun) -> list[Check]:
+    plan = m.plan
+    ps, ce, me, death = plan.ps, m.ce, m.me, m.death
     checks = []
-    rel = np.abs(me.edge / m["major_th"] - 1.0)
+    rel = np.abs(me.edge / m.major_th - 1.0)
     checks.append(Check(
         "lp_family", "lp-SAM depth 2: the major-first edge (first leader read off the field) is the closed form "
         "c_q (mu_d^q - mu_(d-1)^q) / (mu_d - mu_(d-1))",
-        f"relative distance <= {cfg.mark_tol:g} at each of the {ps.size} p in [{ps[0]:g}, {ps[-1]:g}]",
-        f"max {np.nanmax(rel):.1e}; e.g. p = {ps[0]:g}: {me.edge[0]:.6f} vs {m['major_th'][0]:.6f}, "
-        f"p = {ps[-1]:g}: {me.edge[-1]:.6f} vs {m['major_th'][-1]:.6f}",
-        bool(np.all(np.isfinite(me.edge)) and np.all(rel <= cfg.mark_tol))))
+        f"relative distance <= {plan.mark_tol:g} at each of the {ps.size} p in [{ps[0]:g}, {ps[-1]:g}]",
+        f"max {np.nanmax(rel):.1e}; e.g. p = {ps[0]:g}: {me.edge[0]:.6f} vs {m.major_th[0]:.6f}, "
+        f"p = {ps[-1]:g}: {me.edge[-1]:.6f} vs {m.major_th[-1]:.6f}",
+        bool(np.all(np.isfinite(me.edge)) and np.all(rel <= plan.mark_tol))))
     k2 = int(np.flatnonzero(ps == 2.0)[0])
-    d_c = abs(float(ce.edge[k2]) / float(m["l2c"].edge) - 1.0)
-    d_m = abs(float(me.edge[k2]) / float(m["l2m"].edge) - 1.0)
+    d_c = abs(float(ce.edge[k2]) / float(m.l2c.edge) - 1.0)
+    d_m = abs(float(me.edge[k2]) / float(m.l2m.edge) - 1.0)
     checks.append(Check(
         "lp_family", "lp-SAM at p = 2 is l2-SAM: its collapse and major-first edges are l2's",
-        f"relative distance <= {cfg.l2_tol:g} (l2: collapse {float(m['l2c'].edge):.6f}, major-first "
-        f"{float(m['l2m'].edge):.6f} = (mu_4 + mu_5) / (sqrt 2 ||mu||))",
+        f"relative distance <= {plan.l2_tol:g} (l2: collapse {float(m.l2c.edge):.6f}, major-first "
+        f"{float(m.l2m.edge):.6f} = (mu_4 + mu_5) / (sqrt 2 ||mu||))",
         f"collapse {float(ce.edge[k2]):.6f} (rel. {d_c:.1e}), major-first {float(me.edge[k2]):.6f} (rel. {d_m:.1e})",
-        bool(np.isfinite(d_c) and np.isfinite(d_m) and d_c <= cfg.l2_tol and d_m <= cfg.l2_tol)))
+        bool(np.isfinite(d_c) and np.isfinite(d_m) and d_c <= plan.l2_tol and d_m <= plan.l2_tol)))
     ok = np.isfinite(ce.edge)
-    inside = ok & (ce.edge > m["shrink_th"]) & (ce.edge < me.edge)
+    inside = ok & (ce.edge > m.shrink_th) & (ce.edge < me.edge)
     checks.append(Check(
         "lp_family", "lp-SAM depth 2: the collapse edge lies above the all-shrink mark c_q mu_1^(q-1) and below the "
         "major-first edge, at every p",
@@ -154,7 +201,7 @@ def _check(cfg: LpFamilyConfig, m: dict) -> list[Check]:
         bool(ok.all() and inside.all())))
     hi = ps > 2
     if hi.any():
-        dd, mark, col = death[hi], m["mshrink_th"][hi], ce.edge[hi]
+        dd, mark, col = death[hi], m.mshrink_th[hi], ce.edge[hi]
         gap = 1.0 - dd / mark
         checks.append(Check(
             "lp_family", "lp-SAM depth 2, p > 2: the major feature dies below an edge between the collapse edge and "
@@ -169,20 +216,20 @@ def _check(cfg: LpFamilyConfig, m: dict) -> list[Check]:
     checks.append(Check(
         "lp_family", f"lp-SAM tends to linf-SAM as p grows: at p = {ps[-1]:g} every edge is near linf's a = 1 "
         "(alpha_j against rho)",
-        f"|edge - 1| <= {cfg.linf_tol:g}",
+        f"|edge - 1| <= {plan.linf_tol:g}",
         ", ".join(f"{n} {e:.4f}" for n, e in top),
-        bool(np.isfinite(far) and far <= cfg.linf_tol)))
+        bool(np.isfinite(far) and far <= plan.linf_tol)))
     checks.append(_cells_check(m))
     return checks
 
 
-def _cells_check(m: dict) -> Check:
+def _cells_check(m: _LpRun) -> Check:
     """The chart's cells against the measured edges of their column, 2% away from each."""
-    ratio = m["a_ax"][:, None]
+    ratio = m.plan.a_ax[:, None]
     lower, upper = band(m)
-    ce = m["ce"].edge[None, :]
-    death = m["death"][None, :]
-    reg = m["reg"]
+    ce = m.ce.edge[None, :]
+    death = m.death[None, :]
+    reg = m.reg
     below = ratio < 0.98 * ce
     above = ratio > 1.02 * upper[None, :]
     between = (ratio > 1.02 * lower[None, :]) & (ratio < 0.98 * upper[None, :])
@@ -198,30 +245,30 @@ def _cells_check(m: dict) -> Check:
                  bool(n_bad == 0 and judged[0] > 0 and judged[2] > 0 and judged[3] > 0))
 
 
-def _draw(ctx: Context, cfg: LpFamilyConfig, m: dict) -> str:
+def _draw(ctx: Context, m: _LpRun) -> str:
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
-    ps, a_ax = m["ps"], m["a_ax"]
+    ps, a_ax = m.plan.ps, m.plan.a_ax
     fig, ax = plt.subplots(figsize=(11.5, 6.4))
     # -2 blew up (`with_blow_up`: a cell without a regime whose status is BLEW_UP), -1 no
     # value (another failure), 0..3 the regimes, 4 the major feature dies.
-    img = with_blow_up(m["img"], m["status"])
+    img = with_blow_up(m.img, m.status)
     colors = [BLEW_UP_COLOR, MISSING_COLOR] + REGIME_COLORS + [MAJOR_DIES_COLOR]
     cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(-2.5, 5.5, 1.0), len(colors))
     ax.pcolormesh(_log_edges(ps), _log_edges(a_ax), img, cmap=cmap, norm=norm, rasterized=True)
-    pc = m["pc"]
-    ax.plot(pc, m["shrink_c"], "k--", lw=1.3, label=r"all-shrink mark $c_q\mu_1^{q-1}$ (theory)")
-    ax.plot(pc, m["major_c"], "k-.", lw=1.5,
+    pc = m.plan.pc
+    ax.plot(pc, m.shrink_c, "k--", lw=1.3, label=r"all-shrink mark $c_q\mu_1^{q-1}$ (theory)")
+    ax.plot(pc, m.major_c, "k-.", lw=1.5,
             label=r"major-first mark $c_q(\mu_d^q-\mu_{d-1}^q)/(\mu_d-\mu_{d-1})$ (theory)")
     hi = pc > 2
-    ax.plot(pc[hi], m["mshrink_c"][hi], ":", color="k", lw=1.5, label=r"major-shrink mark $c_q\mu_d^{q-1}$ (theory, $p>2$)")
-    ax.plot(ps, m["ce"].edge, "o-", color="0.15", mfc="w", ms=6, lw=1.0, label="collapse edge (measured)")
-    ax.plot(ps, m["me"].edge, "s", color="0.15", mfc="w", ms=6, label="major-first edge (measured)")
+    ax.plot(pc[hi], m.mshrink_c[hi], ":", color="k", lw=1.5, label=r"major-shrink mark $c_q\mu_d^{q-1}$ (theory, $p>2$)")
+    ax.plot(ps, m.ce.edge, "o-", color="0.15", mfc="w", ms=6, lw=1.0, label="collapse edge (measured)")
+    ax.plot(ps, m.me.edge, "s", color="0.15", mfc="w", ms=6, label="major-first edge (measured)")
     ph = ps > 2
     if ph.any():
-        ax.plot(ps[ph], m["death"][ph], "v-", color=MAJOR_DIES_COLOR, mec="k", ms=7, lw=1.0,
+        ax.plot(ps[ph], m.death[ph], "v-", color=MAJOR_DIES_COLOR, mec="k", ms=7, lw=1.0,
                 label="edge below which the major feature dies (measured)")
-    ax.plot([2.0, 2.0], [float(m["l2c"].edge), float(m["l2m"].edge)], "*", color="gold", mec="k", ms=14,
+    ax.plot([2.0, 2.0], [float(m.l2c.edge), float(m.l2m.edge)], "*", color="gold", mec="k", ms=14,
             label=r"$\ell_2$-SAM ($p = 2$): its collapse and major-first edges")
     ax.axvline(2.0, color="0.3", lw=0.8, ls=(0, (2, 3)))
     ax.axhline(1.0, color="#7b3294", lw=1.6, ls=(0, (5, 3)),
@@ -245,20 +292,20 @@ def _draw(ctx: Context, cfg: LpFamilyConfig, m: dict) -> str:
             labels.append(("regime " + n) if n[0].isdigit() else n + (" (not at $d$ by the horizon)" if v == 0 else ""))
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
               frameon=False)
-    ax.set_title(r"$\ell_p$-SAM, depth 2, one sample $\mu = $" + mu_text(ctx.mu, short=True)
+    ax.set_title(r"$\ell_p$-SAM, depth 2, one sample $\mu = $" + mu_text(m.plan.mu, short=True)
                  + r": regimes over $(\alpha/\rho, p)$" + "\n" + r"between $\ell_2$'s staircase ($p=2$) and "
                  r"$\ell_\infty$'s threshold $\alpha = \rho$", fontsize=11)
     return _save(fig, ctx, "lp_family")
 
 
-def _caption(ctx: Context, cfg: LpFamilyConfig, m: dict) -> str:
-    ps = m["ps"]
+def _caption(m: _LpRun) -> str:
+    ps = m.plan.ps
     lower, upper = band(m)
     rows = "; ".join(f"p = {p:g}: collapse {c:.3f}, band [{lo:.3f}, {hi:.3f}] (width {hi - lo:.3f})"
-                     for p, c, lo, hi in zip(ps, m["ce"].edge, lower, upper))
+                     for p, c, lo, hi in zip(ps, m.ce.edge, lower, upper))
     return (
-        f"Regimes of depth-2 lp-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu)}, "
-        f"w(0) = alpha 1, rho = 1) over {m['a_ax'].size} values of alpha/rho and the exponents p = "
+        f"Regimes of depth-2 lp-SAM (rescaled clock tau up to {m.plan.tau1:g}, one sample, mu = {mu_text(m.plan.mu)}, "
+        f"w(0) = alpha 1, rho = 1) over {m.plan.a_ax.size} values of alpha/rho and the exponents p = "
         f"{', '.join(f'{p:g}' for p in ps)}: 1 collapse, 2 minor first then major, 3 major first, and for p > 2 "
         "the major feature dies (its weight reaches 0 and stays: for q < 2 the perturbation's |g_j|^(q-1) beats w_j). "
         "Lines: the closed-form marks of docs/theory.md s.3.1 (lp-SAM); markers: the edges measured by samflow.edges "
