@@ -95,10 +95,10 @@ def test_regime_chart_draws_a_blow_up_in_its_colour(tmp_path, kept_figures):
     a_ax, r_ax = np.array([0.01, 0.1, 1.0]), np.array([0.1, 1.0])
     reg = np.array([[1, 1], [2, 0], [0, 3]])
     st = np.array([[FIN, FIN], [FIN, BLEW], [STEPS, BLEW]])  # (2, 1) blew up with a regime: keeps it
-    m = dict(ts=None, a_ax=a_ax, r_ax=r_ax, AA=None, RR=None, reg=reg, tr=None, st_chart=st, er=r_ax,
-             e12=0.05 * r_ax, e23=0.5 * r_ax, half=None, res=None, marks=None, c_shrink=0.03, c_major=0.5)
     fits = {"1/2": (1.0, np.log(0.05)), "2/3": (1.0, np.log(0.5))}
-    _regime_chart._draw_regime_chart(SimpleNamespace(out_dir=tmp_path), None, m, fits)
+    run = SimpleNamespace(plan=SimpleNamespace(a_ax=a_ax, r_ax=r_ax, er=r_ax), reg=reg, st_chart=st, e12=0.05 * r_ax,
+                          e23=0.5 * r_ax, c_shrink=0.03, c_major=0.5, fits=fits)
+    _regime_chart._draw_regime_chart(SimpleNamespace(out_dir=tmp_path), run)
     fig = kept_figures[-1]
     (mesh,) = meshes(fig)
     rgba = colours(mesh, reg.shape)

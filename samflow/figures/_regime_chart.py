@@ -16,7 +16,7 @@ from ..analysis import dominant_index, regime_label, tied, visited_sequence
 from ..plots import BLOWN_UP, NO_VALUE, UNDETERMINED_NOTE
 from ..solver import Trajectory
 from ._context import Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _finish, _start, mu_text
+from ._report import Check, FigureResult, _planned_figure, mu_text
 from ._draw import _log_edges, _regime_handles, _regime_panel, _save
 from ._measure import staircase_ok
 
@@ -114,85 +114,138 @@ def regime_chart(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
 
     **Returns:** a `FigureResult`.
     """
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config("regime_chart", RegimeChartConfig)
-    m = _measure_regime_chart(ctx, cfg)
-    checks, fits = _check_regime_chart(ctx, cfg, m)
-    png = _draw_regime_chart(ctx, cfg, m, fits)
-    caption = _caption_regime_chart(ctx, cfg, m)
-    return _finish(ctx, FigureResult("regime_chart", "Figure 3: l2-SAM regime chart over (alpha, rho)", [png], caption,
-                                     [ctx.config_ref("regime_chart"), ctx.config_ref("common")], checks), t0)
+    return _planned_figure("regime_chart", "Figure 3: l2-SAM regime chart over (alpha, rho)", RegimeChartConfig,
+                           out_dir, quick, config_dir, plan=_plan, measure=_measure_regime_chart,
+                           check=_check_regime_chart, draw=_draw_regime_chart, caption=_caption_regime_chart)
 
 
-def _measure_regime_chart(ctx, cfg) -> dict:
-    """The chart's regimes over the (alpha, rho) grid and the measured 1/2 and 2/3 edges."""
-    ts = ctx.log_times(cfg.tau_min, cfg.tau1)
-    a_ax, r_ax = cfg.alpha.values(), cfg.rho.values()
+@dataclasses.dataclass(frozen=True)
+class _ChartPlan:
+    """regime_chart.toml resolved (`_plan`): the chart's axes and save times, the edge
+    search, the switching-order sweep, the worked example and the checks' tolerances."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    ts: np.ndarray  # (n_save,) tau save times of every solve
+    tau1: float
+    a_ax: np.ndarray  # (A,) the chart's alphas
+    r_ax: np.ndarray  # (R,) the chart's rhos
+    er: np.ndarray  # the rhos at which the edges are located
+    edge_points: int
+    edge_passes: int
+    slope_tol: float
+    mark_tol: float
+    sa: np.ndarray  # alpha / rho (at rho = 1) of the switching-order check
+    example_mu: tuple  # docs/theory.md s.3's worked example
+    example_edges: tuple  # its stated ranges (1/2 edge in [a, b], 2/3 edge in [c, e])
+
+
+def _plan(ctx: Context, cfg: RegimeChartConfig) -> _ChartPlan:
+    """The config read once: axes, save times, edge search, sweep, worked example, tolerances."""
+    return _ChartPlan(ctx.mu, ctx.d, ctx.log_times(cfg.tau_min, cfg.tau1), cfg.tau1, cfg.alpha.values(), cfg.rho.values(),
+                      cfg.edge_rho.values(), cfg.edge_points, cfg.edge_passes, cfg.slope_tol, cfg.mark_tol,
+                      cfg.order_sweep.values(), tuple(cfg.example_mu), tuple(cfg.example_edges))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChartRun:
+    """What `regime_chart` measured: the chart, the edges and their fits, the worked
+    example's edges and the switching order of the sweep."""
+
+    plan: _ChartPlan
+    AA: np.ndarray  # (A, R) alpha of each chart cell
+    RR: np.ndarray  # (A, R) rho of each chart cell
+    reg: np.ndarray  # (A, R) regime
+    st_chart: np.ndarray  # (A, R) status
+    e12: np.ndarray  # the 1/2 edge (alpha) at each plan.er
+    e23: np.ndarray  # the 2/3 edge
+    res: float  # the largest relative half-width of the final brackets
+    fits: dict  # "1/2", "2/3" -> (slope, intercept) of the log-log fit
+    c_shrink: float  # all-shrink mark, alpha/rho
+    c_major: float  # major-first mark, alpha/rho
+    x12: float  # the worked example's 1/2 edge (rho = 1)
+    x23: float  # its 2/3 edge
+    seqs: dict  # regime-2 cell of the sweep -> visited dominant features
+
+
+def _edge_fit(er: np.ndarray, e: np.ndarray) -> tuple:
+    """(slope, intercept) of the log-log fit of an edge `e` measured at the radii `er`;
+    NaN, NaN with fewer than two measured."""
+    ok = np.isfinite(e)
+    if ok.sum() >= 2:
+        slope, icpt = np.polyfit(np.log(er[ok]), np.log(e[ok]), 1)
+    else:
+        slope, icpt = np.nan, np.nan
+    return slope, icpt
+
+
+def _measure_regime_chart(ctx: Context, plan: _ChartPlan) -> _ChartRun:
+    """The chart's regimes over the (alpha, rho) grid, the measured 1/2 and 2/3 edges and
+    their fits, the worked example's edges and the switching order over the sweep."""
+    ts, a_ax, r_ax, er = plan.ts, plan.a_ax, plan.r_ax, plan.er
     AA, RR = np.meshgrid(a_ax, r_ax, indexing="ij")
     reg, tr = _l2_regimes(ctx, AA.ravel(), RR.ravel(), ts)
     reg = reg.reshape(AA.shape)
     st_chart = np.asarray(tr.status).reshape(AA.shape)
-    er = cfg.edge_rho.values()
-    e12, e23, half = regime_edges(lambda a, r: _l2_regimes(ctx, a, r, ts)[0], ctx.mu, er, cfg.edge_points, cfg.edge_passes)
+    e12, e23, half = regime_edges(lambda a, r: _l2_regimes(ctx, a, r, ts)[0], plan.mu, er, plan.edge_points, plan.edge_passes)
     res = float(np.nanmax(half))
-    marks = theory.l2_alpha_marks(ctx.mu, rho=1.0)
+    fits = {name: _edge_fit(er, e) for name, e in (("1/2", e12), ("2/3", e23))}
+    marks = theory.l2_alpha_marks(plan.mu, rho=1.0)
     c_shrink, c_major = float(marks.all_shrink), float(marks.major_first)
-    return dict(ts=ts, a_ax=a_ax, r_ax=r_ax, AA=AA, RR=RR, reg=reg, tr=tr, st_chart=st_chart, er=er, e12=e12,
-                e23=e23, half=half, res=res, marks=marks, c_shrink=c_shrink, c_major=c_major)
-
-
-def _check_regime_chart(ctx, cfg, m: dict):
-    """The checks of Figure 3 (slope-1 edges, the marks, the chart cells, the worked
-    example, the switching order) and the log-log fits of the edges."""
-    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
-    checks = []
-    fits = {}
-    for name, e in (("1/2", e12), ("2/3", e23)):
-        ok = np.isfinite(e)
-        if ok.sum() >= 2:
-            slope, icpt = np.polyfit(np.log(er[ok]), np.log(e[ok]), 1)
-        else:
-            slope, icpt = np.nan, np.nan
-        fits[name] = (slope, icpt)
-        ratio = e[ok] / er[ok]
-        spread = float(np.ptp(ratio) / np.mean(ratio)) if ok.any() else np.nan
-        checks.append(Check("regime_chart", f"l2-SAM depth 2: the regime {name} boundary is a line alpha = c rho",
-                            f"slope 1 +- {cfg.slope_tol:g} in log alpha vs log rho",
-                            f"slope {slope:.4f} over {int(ok.sum())} rho in [{er[0]:g}, {er[-1]:g}]; alpha/rho = {np.mean(ratio):.4f} "
-                        f"(spread {spread:.1e}, bracket +-{res:.0e})",
-                            bool(ok.all() and abs(slope - 1) <= cfg.slope_tol)))
-    r23 = float(np.nanmean(e23 / er))
-    checks.append(Check("regime_chart", "l2-SAM depth 2: the 2/3 edge is the major-first mark",
-                        f"alpha/rho = (mu_(d-1) + mu_d) / (sqrt 2 ||mu||) = {c_major:.4f}",
-                        f"{r23:.4f} +- {res * r23:.0e} (rel. diff {abs(r23 / c_major - 1):.1e})", bool(abs(r23 / c_major - 1) <= cfg.mark_tol)))
-    r12 = float(np.nanmean(e12 / er))
-    checks.append(Check("regime_chart", "l2-SAM depth 2: the 1/2 edge lies above the all-shrink mark (stable manifold of a saddle)",
-                        f"alpha/rho > mu_1 / (sqrt 2 ||mu||) = {c_shrink:.4f}, found by simulation",
-                        f"{r12:.4f} = {r12 / c_shrink:.2f} x the mark", bool(c_shrink < r12 < c_major)))
-    checks.append(_chart_cells_check(AA / RR, reg, r12, r23))
 
     # docs/theory.md s.3's worked example: mu = (1, 2), rho = 1, "collapse for alpha up to
     # about 0.5, minor first then major for about 0.55 to 0.9, major first from
     # about 0.95".
-    ex = dataclasses.replace(ctx, common=ctx.common.model_copy(update={"mu": list(cfg.example_mu)}))
-    x12, x23, _ = regime_edges(lambda a, r: _l2_regimes(ex, a, r, ts)[0], ex.mu, [1.0], cfg.edge_points, cfg.edge_passes)
-    lo12, hi12, lo23, hi23 = cfg.example_edges
-    checks.append(Check("regime_chart", f"docs/theory.md s.3 example, mu = {tuple(cfg.example_mu)}, rho = 1: the three regimes",
-                        f"collapse up to alpha ~ 0.5, minor first for ~0.55 to 0.9, major first from ~0.95: "
-                        f"1/2 edge in [{lo12:g}, {hi12:g}], 2/3 edge in [{lo23:g}, {hi23:g}]",
-                        f"1/2 edge {x12[0]:.4f}, 2/3 edge {x23[0]:.4f} (major-first mark {float(theory.l2_alpha_marks(cfg.example_mu, rho=1.0).major_first):.4f})",
-                        bool(lo12 <= x12[0] <= hi12 and lo23 <= x23[0] <= hi23)))
+    ex = dataclasses.replace(ctx, common=ctx.common.model_copy(update={"mu": list(plan.example_mu)}))
+    x12, x23, _ = regime_edges(lambda a, r: _l2_regimes(ex, a, r, ts)[0], ex.mu, [1.0], plan.edge_points, plan.edge_passes)
 
     # Switching order in the tau clock, where the staircase completes even next to
     # the 1/2 edge (in real time its late switches come after the loss has fallen).
-    sa = cfg.order_sweep.values()
+    sa = plan.sa
     reg_o, tr_o = _l2_regimes(ctx, sa, np.ones_like(sa), ts)
     dom_o = np.where(tied(tr_o.beta, 1e-9), 0, dominant_index(tr_o.beta))
     seqs = {i: visited_sequence(dom_o[i]) for i in np.flatnonzero(reg_o == 2)}
-    good = [i for i, q in seqs.items() if staircase_ok(q, ctx.d)]
+    return _ChartRun(plan, AA, RR, reg, st_chart, e12, e23, res, fits, c_shrink, c_major, x12[0], x23[0], seqs)
+
+
+def _check_regime_chart(run: _ChartRun) -> list[Check]:
+    """The checks of Figure 3: slope-1 edges, the marks, the chart cells, the worked
+    example, the switching order."""
+    plan = run.plan
+    er, e12, e23, res, c_shrink, c_major = plan.er, run.e12, run.e23, run.res, run.c_shrink, run.c_major
+    checks = []
+    for name, e in (("1/2", e12), ("2/3", e23)):
+        ok = np.isfinite(e)
+        slope = run.fits[name][0]
+        ratio = e[ok] / er[ok]
+        spread = float(np.ptp(ratio) / np.mean(ratio)) if ok.any() else np.nan
+        checks.append(Check("regime_chart", f"l2-SAM depth 2: the regime {name} boundary is a line alpha = c rho",
+                            f"slope 1 +- {plan.slope_tol:g} in log alpha vs log rho",
+                            f"slope {slope:.4f} over {int(ok.sum())} rho in [{er[0]:g}, {er[-1]:g}]; alpha/rho = {np.mean(ratio):.4f} "
+                        f"(spread {spread:.1e}, bracket +-{res:.0e})",
+                            bool(ok.all() and abs(slope - 1) <= plan.slope_tol)))
+    r23 = float(np.nanmean(e23 / er))
+    checks.append(Check("regime_chart", "l2-SAM depth 2: the 2/3 edge is the major-first mark",
+                        f"alpha/rho = (mu_(d-1) + mu_d) / (sqrt 2 ||mu||) = {c_major:.4f}",
+                        f"{r23:.4f} +- {res * r23:.0e} (rel. diff {abs(r23 / c_major - 1):.1e})", bool(abs(r23 / c_major - 1) <= plan.mark_tol)))
+    r12 = float(np.nanmean(e12 / er))
+    checks.append(Check("regime_chart", "l2-SAM depth 2: the 1/2 edge lies above the all-shrink mark (stable manifold of a saddle)",
+                        f"alpha/rho > mu_1 / (sqrt 2 ||mu||) = {c_shrink:.4f}, found by simulation",
+                        f"{r12:.4f} = {r12 / c_shrink:.2f} x the mark", bool(c_shrink < r12 < c_major)))
+    checks.append(_chart_cells_check(run.AA / run.RR, run.reg, r12, r23))
+
+    x12, x23 = run.x12, run.x23
+    lo12, hi12, lo23, hi23 = plan.example_edges
+    checks.append(Check("regime_chart", f"docs/theory.md s.3 example, mu = {tuple(plan.example_mu)}, rho = 1: the three regimes",
+                        f"collapse up to alpha ~ 0.5, minor first for ~0.55 to 0.9, major first from ~0.95: "
+                        f"1/2 edge in [{lo12:g}, {hi12:g}], 2/3 edge in [{lo23:g}, {hi23:g}]",
+                        f"1/2 edge {x12:.4f}, 2/3 edge {x23:.4f} (major-first mark {float(theory.l2_alpha_marks(list(plan.example_mu), rho=1.0).major_first):.4f})",
+                        bool(lo12 <= x12 <= hi12 and lo23 <= x23 <= hi23)))
+
+    sa, seqs = plan.sa, run.seqs
+    good = [i for i, q in seqs.items() if staircase_ok(q, plan.d)]
     stepped = [(sa[i], q) for i, q in seqs.items() if len(q) > 1 and q[1] < q[0]]
-    bad = [(round(float(sa[i]), 3), q) for i, q in seqs.items() if not staircase_ok(q, ctx.d)]
+    bad = [(round(float(sa[i]), 3), q) for i, q in seqs.items() if not staircase_ok(q, plan.d)]
     checks.append(Check("regime_chart", "l2-SAM depth 2, regime 2, tau clock: features become dominant in increasing order of mu",
                         "visited dominant features strictly increase to d, after a possible initial step-down just above the 1/2 edge",
                         f"{len(good)}/{len(seqs)} regime-2 inits of {sa.size} (alpha/rho in [{sa[0]:g}, {sa[-1]:g}]); "
@@ -200,7 +253,7 @@ def _check_regime_chart(ctx, cfg, m: dict):
                            if stepped else "none steps down")
                         + (f"; not monotone: {bad[:3]}" if bad else ""),
                         bool(seqs) and len(good) == len(seqs)))
-    return checks, fits
+    return checks
 
 
 def _chart_cells_check(ratio: np.ndarray, reg: np.ndarray, r12: float, r23: float) -> Check:
@@ -220,9 +273,10 @@ def _chart_cells_check(ratio: np.ndarray, reg: np.ndarray, r12: float, r23: floa
                  bool(n_bad == 0 and min(judged) > 0))
 
 
-def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
+def _draw_regime_chart(ctx: Context, run: _ChartRun) -> str:
     """The regime chart with the marks, the measured edges and their fits; the PNG path."""
-    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
+    a_ax, r_ax, er = run.plan.a_ax, run.plan.r_ax, run.plan.er
+    reg, st_chart, e12, e23, c_shrink, c_major, fits = run.reg, run.st_chart, run.e12, run.e23, run.c_shrink, run.c_major, run.fits
     fig, ax = plt.subplots(figsize=(11.5, 6.4))
     # Failed cells: "no value", not "undetermined"; blown-up ones in the blow-up colour.
     img = _regime_panel(ax, _log_edges(r_ax), _log_edges(a_ax), reg, st_chart)
@@ -259,17 +313,17 @@ def _draw_regime_chart(ctx, cfg, m: dict, fits: dict):
     return png
 
 
-def _caption_regime_chart(ctx, cfg, m: dict) -> str:
-    """The caption, from the config values it describes."""
-    ts, a_ax, r_ax, AA, RR, reg, tr, st_chart, er, e12, e23, half, res, marks, c_shrink, c_major = (m[k] for k in ('ts', 'a_ax', 'r_ax', 'AA', 'RR', 'reg', 'tr', 'st_chart', 'er', 'e12', 'e23', 'half', 'res', 'marks', 'c_shrink', 'c_major'))
+def _caption_regime_chart(run: _ChartRun) -> str:
+    """The caption, from the plan's values it describes."""
+    plan = run.plan
     caption = (
-        f"Regime of depth-2 l2-SAM (rescaled clock tau up to {cfg.tau1:g}, one sample, mu = {mu_text(ctx.mu, short=True)}, "
-        f"w(0) = alpha 1) over a {a_ax.size} x {r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
+        f"Regime of depth-2 l2-SAM (rescaled clock tau up to {plan.tau1:g}, one sample, mu = {mu_text(plan.mu, short=True)}, "
+        f"w(0) = alpha 1) over a {plan.a_ax.size} x {plan.r_ax.size} log grid of (alpha, rho): 1 collapse (weights reach 0), "
         "2 minor first, major last (a minor feature leads before d leads at the end), 3 major first (d leads throughout). The dashed "
         "and dash-dotted lines are the predicted marks of docs/theory.md s.3 (every coordinate shrinks below the first, "
         "the major feature outgrows all others from the start above the second); circles and squares are the "
-        f"1/2 and 2/3 edges measured by multisection at {er.size} radii ({cfg.edge_passes} passes of "
-        f"{cfg.edge_points} points), with their log-log fits (white). The 2/3 edge is the major-first mark; the "
+        f"1/2 and 2/3 edges measured by multisection at {plan.er.size} radii ({plan.edge_passes} passes of "
+        f"{plan.edge_points} points), with their log-log fits (white). The 2/3 edge is the major-first mark; the "
         "1/2 edge, the stable manifold of the saddle (rho/sqrt 2) e_1, lies well above the all-shrink mark. "
         "Both are lines of slope 1: the regime depends on alpha/rho only."
     )
