@@ -25,7 +25,7 @@ def test_shipped_config_is_valid_and_quick_is_small():
 
 def test_spectra_have_their_definitions():
     cfg = load_atlas_config(CONFIG)
-    sp = dict(spectra(cfg, 5))
+    sp = dict(spectra(cfg.spectra, 5))
     np.testing.assert_allclose(sp["linear"], [0.2, 0.4, 0.6, 0.8, 1.0])
     g = sp["geometric 0.1"]
     np.testing.assert_allclose(g[0] / g[-1], 0.1)  # r = mu_1 / mu_d
@@ -136,7 +136,11 @@ def _atlas_with_an_unconverged_edge():
     bad = (0, 0, 0, 1, 0)  # l2, one sample, L = 2, d = 3: a bracket 2.5 % wide
     out["collapse_edge"][bad], out["collapse_converged"][bad] = np.nan, False
     mu_bar = np.array([[[[0.5, 1.0, np.nan]], [[1 / 3, 2 / 3, 1.0]]]])
-    ds = _to_dataset(cfg, out, mu_bar, np.ones((2, 1, 2)), {}, ["one"], ["linear"], 0.0)
+    coords = {"method": [e[0] for e in cfg.method_entries()], "samples": ["one"], "depth": list(cfg.depths),
+              "d": list(cfg.dims), "spectrum": ["linear"], "feature": np.arange(1, max(cfg.dims) + 1)}
+    about = {"title": "samflow regime atlas", "config_name": cfg.name, "config": cfg.model_dump_json(),
+             "code_stamp": "test", "bisection_rtol": cfg.bisection.rtol, "rho_multi_sample": cfg.samples.rho}
+    ds = _to_dataset(out, mu_bar, np.ones((2, 1, 2)), {}, coords, about, 0.0)
     return out, ds
 
 

@@ -16,19 +16,19 @@ from ..solver import SolverSettings, solve
 from ..status import Status
 from ..store import code_stamp
 from ..switches import locate_switches
-from ._config import AtlasConfig
+from ._config import AtlasConfig, Samples, Spectra, Staircase
 
 __all__ = ["compute_atlas", "l2_first_leader_mark", "spectra"]
 
 
-def spectra(cfg: AtlasConfig, d: int) -> list[tuple[str, np.ndarray]]:
-    """The (label, mu) spectra of dimension d, increasing, with mu_d = 1.
+def spectra(s: Spectra, d: int) -> list[tuple[str, np.ndarray]]:
+    """The (label, mu) spectra of dimension d of the config's `[spectra]` section `s`
+    (`AtlasConfig.spectra`), increasing, with mu_d = 1.
 
     linear: mu_j = j / d; geometric r: mu_j = r^((d - j) / (d - 1)), so mu_1 / mu_d
     = r at every d (the gap mu_(d-1) / mu_d = r^(1/(d-1)) closes as d grows);
     random: sorted uniform(0.1, 1) draws over their largest (seeded per d)."""
     out = []
-    s = cfg.spectra
     if s.linear:
         out.append(("linear", np.arange(1, d + 1) / d))
     for r in s.geometric:
@@ -74,10 +74,10 @@ def l2_first_leader_mark(mu: np.ndarray, depth: int, which: str = "last", lo=1e-
     return float(np.sqrt(a0 * a1))
 
 
-def _datasets(cfg: AtlasConfig, kind: str, mus: list[np.ndarray]):
+def _datasets(s: Samples, kind: str, mus: list[np.ndarray]):
+    """The data sets of `kind` ("one": one sample; else `s.n` samples, `[samples]`) for each spectrum of `mus`."""
     if kind == "one":
         return [single_sample(m) for m in mus]
-    s = cfg.samples
     return [increasing_scale(s.n, m.size, s.seed, scales=m, spread=s.spread) for m in mus]
 
 
@@ -85,7 +85,7 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
     """Every edge of the atlas, as an `xarray.Dataset` (layout in `samflow.atlas`)."""
     t_start = time.perf_counter()
     kinds = (["one"] if cfg.samples.one else []) + ([f"n={cfg.samples.n}"] if cfg.samples.n else [])
-    labels = [lab for lab, _ in spectra(cfg, 2)]
+    labels = [lab for lab, _ in spectra(cfg.spectra, 2)]
     D = max(cfg.dims)
     entries = cfg.method_entries()
     M, K, Ls, Ds, S = len(entries), len(kinds), cfg.depths, cfg.dims, len(labels)
@@ -113,10 +113,10 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
     for ki, kind in enumerate(kinds):
         cells, sets = [], []
         for di, d in enumerate(Ds):
-            sp = spectra(cfg, d)
+            sp = spectra(cfg.spectra, d)
             if kind != "one" and cfg.samples.linear_only:
                 sp = [x for x in sp if x[0] == "linear"]
-            ds_list = _datasets(cfg, kind, [m for _, m in sp])
+            ds_list = _datasets(cfg.samples, kind, [m for _, m in sp])
             for si, ds in enumerate(ds_list):
                 cells.append((di, si))
                 sets.append(ds)
@@ -180,8 +180,12 @@ def compute_atlas(cfg: AtlasConfig, log=print) -> xr.Dataset:
             low = "collapse" if L % 2 == 0 else "major_low"
             known[L] = (_inner_end(*(out[f"{low}_{f}"][at][li] for f in ("edge", "lo", "hi")), above=True),
                         _inner_end(*(out[f"major_{f}"][at][li] for f in ("edge", "lo", "hi")), above=False))
-    stair = staircase_times(cfg, settings, known)
-    return _to_dataset(cfg, out, mu_bar, seconds, stair, kinds, labels, t_start)
+    stair = staircase_times(cfg.staircase, settings, known)
+    coords = {"method": [e[0] for e in entries], "samples": kinds, "depth": list(Ls), "d": list(Ds),
+              "spectrum": labels, "feature": np.arange(1, D + 1)}
+    about = {"title": "samflow regime atlas", "config_name": cfg.name, "config": cfg.model_dump_json(),
+             "code_stamp": code_stamp(), "bisection_rtol": b.rtol, "rho_multi_sample": cfg.samples.rho}
+    return _to_dataset(out, mu_bar, seconds, stair, coords, about, t_start)
 
 
 _EDGE_NAMES = {"collapse": "collapse edge", "major": "major-first edge", "major_low": "lower first-leader edge"}
@@ -213,13 +217,15 @@ def _inner_end(edge: float, lo: float, hi: float, *, above: bool) -> float:
     return float(hi if above else lo)
 
 
-def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds: list, labels: list, t_start: float) -> xr.Dataset:
-    """The atlas arrays as an `xarray.Dataset` with descriptions, the spectral gap and the width of regime 2."""
-    Ls, Ds, D = cfg.depths, cfg.dims, max(cfg.dims)
-    K, S, b = len(kinds), len(labels), cfg.bisection
+def _to_dataset(out: dict, mu_bar, seconds, stair: dict, coords: dict, about: dict, t_start: float) -> xr.Dataset:
+    """The atlas arrays as an `xarray.Dataset` with descriptions, the spectral gap and the width of regime 2.
+
+    `coords` the coordinates (method, samples, depth, d, spectrum, feature); `about` the
+    attributes that say what made it (title, config_name, config, code_stamp, bisection_rtol,
+    rho_multi_sample), followed by the total time since `t_start` and the clock."""
+    Ds = coords["d"]
+    K, S = len(coords["samples"]), len(coords["spectrum"])
     dims5 = ("method", "samples", "depth", "d", "spectrum")
-    coords = {"method": [e[0] for e in cfg.method_entries()], "samples": kinds, "depth": list(Ls), "d": list(Ds),
-              "spectrum": labels, "feature": np.arange(1, D + 1)}
     attrs_of = {
         "collapse_edge": "regime 1/2 edge, alpha/rho (largest that collapses; NaN: none, e.g. odd depth, or the "
                          "bisection did not converge: the edge is inside [collapse_lo, collapse_hi])",
@@ -269,23 +275,23 @@ def _to_dataset(cfg: AtlasConfig, out: dict, mu_bar, seconds, stair: dict, kinds
     for k, v in stair.items():
         ds[k] = v
     ds.attrs.update({
-        "title": "samflow regime atlas", "config_name": cfg.name, "config": cfg.model_dump_json(),
-        "code_stamp": code_stamp(), "bisection_rtol": b.rtol, "rho_multi_sample": cfg.samples.rho,
+        **about,
         "seconds_total": time.perf_counter() - t_start,
         "clock": "one sample: tau at rho = 1 (scale invariant); several samples: real time at rho_multi_sample",
     })
     return ds
 
 
-def staircase_times(cfg: AtlasConfig, settings: SolverSettings, known: dict | None = None) -> dict:
+def staircase_times(sc: Staircase, settings: SolverSettings, known: dict | None = None) -> dict:
     """Last switch time (tau, rho = 1) of l2-SAM, one sample, linear mu, over a
-    grid of alpha / rho inside regime 2 at each staircase depth: from just above
+    grid of alpha / rho inside regime 2 at each depth of the config's `[staircase]`
+    section `sc` (`AtlasConfig.staircase`; `known`: {depth: (lower edge, major-first
+    edge)} the atlas found, else they are solved here): from just above
     the lower edge (the collapse edge at even depth, where the time grows without
     bound, docs/theory.md s.3.1; a quarter of the lower first-leader edge at odd
     depth) to the major-first edge. The switches are located exactly
     (`samflow.switches.locate_switches`: each cell solved again with a switch
     event), not dated at the save times (which put them up to one save step late)."""
-    sc = cfg.staircase
     mu = np.arange(1, sc.d + 1) / sc.d
     ts = np.concatenate([[0.0], np.geomspace(sc.tau_min, sc.tau1, sc.num_times - 1)])
     grid = np.full((len(sc.depths), sc.num_alpha), np.nan)
