@@ -72,7 +72,7 @@ def test_first_dominant_check_with_every_init_collapsing_is_not_a_pass():
     mu = np.array([0.2, 0.6, 1.0])
     sa = np.array([0.1, 0.2])
     beta = np.zeros((2, 4, 3))  # collapsed: no informative dominant feature
-    run = SimpleNamespace(mu=mu, d=3, sa=sa, tr2=SimpleNamespace(beta=beta), reg2=np.array([1, 1]), seqs={})
+    run = SimpleNamespace(plan=SimpleNamespace(mu=mu, d=3, sa=sa), tr2=SimpleNamespace(beta=beta), reg2=np.array([1, 1]), seqs={})
     checks = _check_sweep_order(run)
     assert checks[1].measurement == "0/0 inits match" and checks[1].passed is False
 

@@ -16,7 +16,7 @@ from ..solver import Trajectory
 from ..status import Status
 from ..switches import SwitchTimes, locate_switches
 from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _one_config_figure, mu_text
+from ._report import Check, FigureResult, _planned_figure, mu_text
 from ._draw import _layout_with_legend, _save
 from ._measure import _first_informative_dominant, staircase_ok
 
@@ -57,27 +57,45 @@ def trajectories(out_dir, *, quick: bool = False, config_dir=None) -> FigureResu
 
     **Returns:** a `FigureResult`.
     """
-    return _one_config_figure(
+    return _planned_figure(
         "trajectories", "Figure 5: trajectories and the loss plateau, one panel per regime", TrajectoriesConfig,
-        out_dir, quick, config_dir, measure=_measure_trajectories, draw=_draw_trajectories,
-        check=lambda cfg, run: _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run),
-        caption=lambda ctx, cfg, run: _trajectories_caption(ctx, cfg))
+        out_dir, quick, config_dir, plan=_plan, measure=_measure_trajectories, draw=_draw_trajectories,
+        check=lambda run: _check_sweep_order(run) + _check_plateau(run) + _check_major_time(run),
+        caption=_trajectories_caption)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TrajectoriesPlan:
+    """trajectories.toml resolved (`_plan`): the panels' and the sweep's inits and save
+    times, rho and the plateau detection."""
+
+    mu: np.ndarray  # (d,)
+    d: int
+    rho: float
+    ts: np.ndarray  # (n_save,) linear real times of the panels and of the plateau sweep
+    a: np.ndarray  # (P,) alpha/rho of the panels
+    sa: np.ndarray  # (S,) alpha/rho of the sweep
+    ts2: np.ndarray  # (n_save,) log real times of the sweep
+    rel_band: float  # samflow.analysis.plateau's relative band
+    rel_drop: float  # and the fall that must follow
+
+
+def _plan(ctx: Context, cfg: TrajectoriesConfig) -> _TrajectoriesPlan:
+    """The config read once: inits, save times, rho and the plateau detection."""
+    n = ctx.common.n_save
+    return _TrajectoriesPlan(ctx.mu, ctx.d, cfg.rho, np.linspace(cfg.t1 / n, cfg.t1, n), np.asarray(cfg.alphas),
+                             cfg.sweep.values(), ctx.log_times(cfg.sweep_t_min, cfg.sweep_t1), cfg.rel_band, cfg.rel_drop)
 
 
 @dataclasses.dataclass(frozen=True)
 class _TrajectoriesRun:
-    """What `trajectories` measured: the panels (linear times `ts`) and the sweep of alpha/rho."""
+    """What `trajectories` measured: the panels (linear times `plan.ts`) and the sweep of alpha/rho."""
 
-    mu: np.ndarray  # (d,)
-    d: int
-    ts: np.ndarray  # (n_save,) linear real times of the panels and of the plateau sweep
-    a: np.ndarray  # (P,) alpha/rho of the panels
+    plan: _TrajectoriesPlan
     tr: Trajectory  # the panels
     reg: np.ndarray  # (P,) regime of each panel
     pl: Plateau  # loss plateau of each panel
-    sa: np.ndarray  # (S,) alpha/rho of the sweep
-    ts2: np.ndarray  # (n_save,) log real times of the sweep
-    tr2: Trajectory  # the sweep on ts2
+    tr2: Trajectory  # the sweep on plan.ts2
     reg2: np.ndarray  # (S,) regime of each sweep cell
     dom2: np.ndarray  # (S, n_save) dominant feature, 0 where tied
     seqs: dict  # regime-2 sweep cell -> visited dominant features (exact switches)
@@ -86,44 +104,39 @@ class _TrajectoriesRun:
     plp: Plateau  # loss plateau of the sweep on ts
 
 
-def _measure_trajectories(ctx: Context, cfg: TrajectoriesConfig) -> _TrajectoriesRun:
+def _measure_trajectories(ctx: Context, plan: _TrajectoriesPlan) -> _TrajectoriesRun:
     """Solve the panels, then the sweep of alpha/rho on log times (switches) and on the panels' times (plateau)."""
-    mu, d = ctx.mu, ctx.d
+    d, rho, ts, sa, ts2 = plan.d, plan.rho, plan.ts, plan.sa, plan.ts2
     data = ctx.single_rows()
-    n = ctx.common.n_save
-    ts = np.linspace(cfg.t1 / n, cfg.t1, n)
-    a = np.asarray(cfg.alphas)
-    tr = _solve(ctx, "l2", data, _init(a * cfg.rho, 2, d), cfg.rho, ts, clock="t")
+    tr = _solve(ctx, "l2", data, _init(plan.a * rho, 2, d), rho, ts, clock="t")
     reg = regime_label(tr.beta, tr.status)
-    pl = plateau(tr.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
+    pl = plateau(tr.loss, ts, plan.rel_band, plan.rel_drop, log_time=False)
 
     # Statistics over a sweep of alpha/rho (log save times: the first dominant
     # feature is read at the first untied save, right after t = 0).
-    sa = cfg.sweep.values()
-    ts2 = ctx.log_times(cfg.sweep_t_min, cfg.sweep_t1)
-    tr2 = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts2, clock="t")
+    tr2 = _solve(ctx, "l2", data, _init(sa * rho, 2, d), rho, ts2, clock="t")
     reg2 = regime_label(tr2.beta, tr2.status)
     dom2 = np.where(tied(tr2.beta, 1e-9), 0, dominant_index(tr2.beta))
     # The order and the timing checks read the exact switches (event-located),
     # not the save grid; a refused record (`ok` False) gives no sequence.
-    W2 = _init(sa * cfg.rho, 2, d)
+    W2 = _init(sa * rho, 2, d)
     c = ctx.common.chunk
     idx = np.minimum(np.arange(sa.size + (-sa.size) % c), sa.size - 1)
-    sw2 = locate_switches("l2", data, W2[idx], np.full(idx.size, cfg.rho), ts2, clock="t", settings=SETTINGS,
+    sw2 = locate_switches("l2", data, W2[idx], np.full(idx.size, rho), ts2, clock="t", settings=SETTINGS,
                           chunk=c)
     sw2 = jax.tree_util.tree_map(lambda x: np.asarray(x)[: sa.size], sw2)
     seqs = {i: ([int(sw2.first[i])] + [int(v) for v in sw2.to[i, : sw2.count[i]]]) if sw2.ok[i] else []
             for i in np.flatnonzero(reg2 == 2)}
     # The plateau over the sweep, on the panels' linear time grid.
-    trp = _solve(ctx, "l2", data, _init(sa * cfg.rho, 2, d), cfg.rho, ts, clock="t")
+    trp = _solve(ctx, "l2", data, _init(sa * rho, 2, d), rho, ts, clock="t")
     regp = regime_label(trp.beta, trp.status)
-    plp = plateau(trp.loss, ts, cfg.rel_band, cfg.rel_drop, log_time=False)
-    return _TrajectoriesRun(mu, d, ts, a, tr, reg, pl, sa, ts2, tr2, reg2, dom2, seqs, sw2, regp, plp)
+    plp = plateau(trp.loss, ts, plan.rel_band, plan.rel_drop, log_time=False)
+    return _TrajectoriesRun(plan, tr, reg, pl, tr2, reg2, dom2, seqs, sw2, regp, plp)
 
 
-def _draw_trajectories(ctx: Context, cfg: TrajectoriesConfig, run: _TrajectoriesRun) -> str:
+def _draw_trajectories(ctx: Context, run: _TrajectoriesRun) -> str:
     """|beta_j(t)| (top) and the loss with its plateau (bottom), one column per panel; returns the PNG name."""
-    mu, d, ts, a, tr, reg, pl = run.mu, run.d, run.ts, run.a, run.tr, run.reg, run.pl
+    mu, d, ts, a, tr, reg, pl = run.plan.mu, run.plan.d, run.plan.ts, run.plan.a, run.tr, run.reg, run.pl
     cols = feature_colors(d)
     fig, axes = plt.subplots(2, len(a), figsize=(4.5 * len(a), 6.6), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [1.6, 1]})
@@ -164,7 +177,7 @@ def _draw_trajectories(ctx: Context, cfg: TrajectoriesConfig, run: _Trajectories
         ax.grid(True, alpha=0.25)
         axl.grid(True, alpha=0.25)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.suptitle(rf"$\ell_2$-SAM, depth 2, one sample, $\rho = {cfg.rho:g}$: one column per regime", fontsize=12)
+    fig.suptitle(rf"$\ell_2$-SAM, depth 2, one sample, $\rho = {run.plan.rho:g}$: one column per regime", fontsize=12)
     _layout_with_legend(fig, handles, ncol=d, inches=0.45, top=1 - 0.35 / fig.get_figheight())
     png = _save(fig, ctx, "trajectories")
     return png
@@ -172,7 +185,7 @@ def _draw_trajectories(ctx: Context, cfg: TrajectoriesConfig, run: _Trajectories
 
 def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
     """Regime 2 climbs in increasing order of mu; the first dominant feature against theory."""
-    mu, d, sa, tr2, reg2, seqs = run.mu, run.d, run.sa, run.tr2, run.reg2, run.seqs
+    mu, d, sa, tr2, reg2, seqs = run.plan.mu, run.plan.d, run.plan.sa, run.tr2, run.reg2, run.seqs
     checks = []
     good = [i for i, s in seqs.items() if staircase_ok(s, d)]
     stepped = [(sa[i], s) for i, s in seqs.items() if len(s) > 1 and s[1] < s[0]]
@@ -195,7 +208,7 @@ def _check_sweep_order(run: _TrajectoriesRun) -> list[Check]:
 
 def _check_plateau(run: _TrajectoriesRun) -> list[Check]:
     """The loss plateau over the sweep: longer in regime 2 than in 3, none in regime 1."""
-    ts, regp, plp = run.ts, run.regp, run.plp
+    ts, regp, plp = run.plan.ts, run.regp, run.plp
     checks = []
     durp = plp.end - plp.start
     step = ts[1] - ts[0]
@@ -217,7 +230,7 @@ def _check_plateau(run: _TrajectoriesRun) -> list[Check]:
 
 def _check_major_time(run: _TrajectoriesRun) -> list[Check]:
     """The time at which the major feature takes the lead falls with alpha/rho in regime 2."""
-    d, sa, sw2, seqs = run.d, run.sa, run.sw2, run.seqs
+    d, sa, sw2, seqs = run.plan.d, run.plan.sa, run.sw2, run.seqs
     checks = []
     idx = sorted(seqs)
     # The exact time (event-located, samflow.switches) of the first switch to d.
@@ -232,13 +245,14 @@ def _check_major_time(run: _TrajectoriesRun) -> list[Check]:
     return checks
 
 
-def _trajectories_caption(ctx: Context, cfg: TrajectoriesConfig) -> str:
-    """The caption, from the run's mu and the config's rho and plateau thresholds."""
+def _trajectories_caption(run: _TrajectoriesRun) -> str:
+    """The caption, from the plan's mu, rho and plateau thresholds."""
+    plan = run.plan
     caption = (
-        f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(ctx.mu, short=True)}, rho = {cfg.rho:g}, "
+        f"Depth-2 l2-SAM in real time t, one sample {{(mu, +1)}}, mu = {mu_text(plan.mu, short=True)}, rho = {plan.rho:g}, "
         "w(0) = alpha 1. Top: |beta_j(t)| (log), with the switches of the dominant feature dotted; bottom: the loss, "
-        f"with the plateau found by samflow.analysis.plateau (the longest stretch within a {cfg.rel_band:g} relative "
-        f"band that is followed by a fall by {cfg.rel_drop:g}) shaded. Columns: regime 1 (every weight shrinks and "
+        f"with the plateau found by samflow.analysis.plateau (the longest stretch within a {plan.rel_band:g} relative "
+        f"band that is followed by a fall by {plan.rel_drop:g}) shaded. Columns: regime 1 (every weight shrinks and "
         "collapses to 0 in finite time; the loss rises to log 2 and stays), regime 2 (minor first, major last: the "
         "features take the lead in increasing order of mu while the loss sits on a plateau near log 2, and it falls "
         "once the major feature leads), regime 3 (major first: the plateau is short). With rho small the weights "
