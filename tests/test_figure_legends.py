@@ -183,10 +183,10 @@ def test_banded_draws_a_blow_up_in_its_colour(tmp_path, kept_figures):
     sol = {"beta": beta, "status": np.array([FIN, BLEW, STEPS]), "event_time": np.array([np.nan, 50.0, 0.05])}
     dom = _banded._band_map(sol, ts, band)
     assert np.all(dom[1, 2:] == plots.BLOWN_UP) and np.all(dom[2, 1:] == -1)
-    run = SimpleNamespace(data=SimpleNamespace(n=4, d=6), nb=3, a_rel=a_rel, ts=ts,
-                          maps={name: (np.full((3, 4), 3), dom) for name in _banded.BANDED_MODELS},
+    plan = SimpleNamespace(data=SimpleNamespace(n=4, d=6), nb=3, a_rel=a_rel, ts=ts, rho=0.1)
+    run = SimpleNamespace(plan=plan, maps={name: (np.full((3, 4), 3), dom) for name in _banded.BANDED_MODELS},
                           band_missing=[STEPS], mark=1.5)
-    _banded._draw_banded(SimpleNamespace(out_dir=tmp_path), SimpleNamespace(rho=0.1), run)
+    _banded._draw_banded(SimpleNamespace(out_dir=tmp_path), run)
     fig = kept_figures[-1]
     rgba = colours(meshes(fig)[3], dom.shape)  # l2-SAM, diagonal net
     assert all(tuple(c) == RED for c in rgba[1, 2:]) and all(tuple(c) == BLACK for c in rgba[2, 1:])

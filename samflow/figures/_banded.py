@@ -21,7 +21,7 @@ from ..models import Model, diagonal_network, linear_conv, solve_model, two_laye
 from ..plots import BLEW_UP_COLOR, BLOWN_UP, MISSING_COLOR, feature_colors, no_value_label, with_blow_up
 from ..status import FAILED_STATUSES, Status
 from ._context import Context, SETTINGS, _LogAxis, _Strict, _init, _solve
-from ._report import Check, FigureResult, _one_config_figure
+from ._report import Check, FigureResult, _planned_figure
 from ._draw import _blow_up_handle, _label, _layout_with_legend, _log_edges, _save
 
 
@@ -86,27 +86,60 @@ _MODEL_TITLES = {
 }
 
 
-def _generic_model(name: str, cfg: BandedConfig) -> tuple[Model, Callable]:
-    """The `samflow.models` model and its init alpha -> theta(0) (deterministic)."""
-    d = cfg.data.d
+@dataclasses.dataclass(frozen=True)
+class _Nets:
+    """The sizes of the two non-diagonal nets (banded.toml)."""
+
+    two_layer_width: int  # k: U is (k, d)
+    conv_channels: int
+    conv_kernel: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _BandedPlan:
+    """banded.toml resolved (`_banded_plan`; `generic_models` reads it too): the data and
+    its bands, rho, the rows and save times of the maps, the nets' sizes, the checks' tolerance."""
+
+    data: Dataset
+    band: np.ndarray  # (d,) 0-based band of each coordinate
+    nb: int  # number of bands
+    mu: np.ndarray  # (d,) mean_i y_i x_i
+    seed: int  # of the data
+    spread: float  # of the data
+    rho: float
+    a_rel: np.ndarray  # (na,) alpha / rho, the rows of the maps
+    t1: float
+    ts: np.ndarray  # (n_save,) real save times
+    mark_tol: float
+    nets: _Nets
+
+
+def _banded_plan(ctx: Context, cfg: BandedConfig) -> _BandedPlan:
+    """The config read once: the banded data (`samflow.datasets.banded`), the grid, the save times, the nets."""
+    s = cfg.data
+    data, band = banded(s.n, s.d, s.seed, n_bands=s.n_bands, spread=s.spread)
+    nb = int(band.max()) + 1
+    mu = np.mean(np.asarray(data.y)[:, None] * np.asarray(data.X), axis=0)  # r(beta = 0) / ell'(0)
+    return _BandedPlan(data, band, nb, mu, s.seed, s.spread, cfg.rho, cfg.alpha_over_rho.values(), cfg.t1,
+                       ctx.log_times(cfg.t_min, cfg.t1), cfg.mark_tol,
+                       _Nets(cfg.two_layer_width, cfg.conv_channels, cfg.conv_kernel))
+
+
+def _generic_model(name: str, d: int, nets: _Nets) -> tuple[Model, Callable]:
+    """The `samflow.models` model on d coordinates and its init alpha -> theta(0) (deterministic)."""
     if name == "diagonal_autodiff":
         m = diagonal_network(2, d)
         return m, lambda a: m.init(a)
     if name == "two_layer":
-        m = two_layer_linear(d, cfg.two_layer_width)
+        m = two_layer_linear(d, nets.two_layer_width)
         return m, lambda a: m.init(a, seed=None)  # U = alpha I, v = alpha 1
     if name == "conv":
-        m = linear_conv(cfg.conv_channels, cfg.conv_kernel, d)
+        m = linear_conv(nets.conv_channels, nets.conv_kernel, d)
         return m, lambda a: m.init(a, seed=None)  # w = alpha 1, v = alpha 1
     raise ValueError(f"internal: no generic model {name!r}")
 
 
-def _banded_data(cfg: BandedConfig) -> tuple[Dataset, np.ndarray]:
-    s = cfg.data
-    return banded(s.n, s.d, s.seed, n_bands=s.n_bands, spread=s.spread)
-
-
-def _solve_banded(ctx: Context, cfg: BandedConfig, name: str, data: Dataset, alpha, rho, ts) -> dict:
+def _solve_banded(ctx: Context, nets: _Nets, name: str, data: Dataset, alpha, rho, ts) -> dict:
     """l2-SAM (GD where rho = 0: eps = 0 * G/||G|| = 0 exactly) for cells alpha (B,), rho (B,).
 
     `diagonal` is the hand-written `samflow.solve` (via `_solve`); the others are
@@ -121,7 +154,7 @@ def _solve_banded(ctx: Context, cfg: BandedConfig, name: str, data: Dataset, alp
     if name == "diagonal":
         tr = _solve(ctx, "l2", data, _init(alpha, 2, data.d), rho, ts, clock="t")
         return {"beta": tr.beta, "loss": tr.loss, "status": tr.status, "event_time": tr.event_time, "theta": None}
-    model, init = _generic_model(name, cfg)
+    model, init = _generic_model(name, data.d, nets)
     B, c = alpha.size, ctx.common.chunk
     idx = np.minimum(np.arange(B + (-B) % c), B - 1)
     parts = []
@@ -172,21 +205,16 @@ def banded_heatmaps(out_dir, *, quick: bool = False, config_dir=None) -> FigureR
 
     **Raises:** `ValueError` for a bad config file.
     """
-    return _one_config_figure("banded", "Figure 8: banded data, dominant band over time, three models", BandedConfig,
-                              out_dir, quick, config_dir, measure=_measure_banded, check=_check_banded,
-                              draw=_draw_banded, caption=lambda ctx, cfg, run: _banded_caption(cfg, run))
+    return _planned_figure("banded", "Figure 8: banded data, dominant band over time, three models", BandedConfig,
+                           out_dir, quick, config_dir, plan=_banded_plan, measure=_measure_banded, check=_check_banded,
+                           draw=_draw_banded, caption=_banded_caption)
 
 
 @dataclasses.dataclass(frozen=True)
 class _BandedRun:
-    """What `banded_heatmaps` measured: the data, its bands and the dominant-band maps."""
+    """What `banded_heatmaps` measured: its plan and the dominant-band maps."""
 
-    data: Dataset
-    band: np.ndarray  # (d,) 0-based band of each coordinate
-    nb: int  # number of bands
-    mu: np.ndarray  # (d,) mean_i y_i x_i
-    a_rel: np.ndarray  # (na,) alpha / rho, the rows of the maps
-    ts: np.ndarray  # (n_save,) real save times
+    plan: _BandedPlan
     maps: dict  # model -> (GD, l2-SAM) dominant band (na, n_save), see _band_map
     sols: dict  # model -> the l2-SAM rows of _solve_banded (no theta)
     band_missing: list  # statuses of the rows with a cell without a value
@@ -194,33 +222,30 @@ class _BandedRun:
     shrink: float  # the all-shrink alpha/rho mark
 
 
-def _measure_banded(ctx: Context, cfg: BandedConfig) -> _BandedRun:
+def _measure_banded(ctx: Context, plan: _BandedPlan) -> _BandedRun:
     """Solve every model of BANDED_MODELS for GD and l2-SAM over alpha/rho; the dominant-band maps."""
-    data, band = _banded_data(cfg)
-    nb = int(band.max()) + 1
-    mu = np.mean(np.asarray(data.y)[:, None] * np.asarray(data.X), axis=0)  # r(beta = 0) / ell'(0)
-    a_rel = cfg.alpha_over_rho.values()
+    data, band, mu, a_rel, ts = plan.data, plan.band, plan.mu, plan.a_rel, plan.ts
     na = a_rel.size
-    ts = ctx.log_times(cfg.t_min, cfg.t1)
     # One batch per model: rows 0..na-1 GD (rho = 0), na.. l2-SAM at rho.
-    alphas = np.concatenate([a_rel, a_rel]) * cfg.rho
-    rhos = np.concatenate([np.zeros(na), np.full(na, cfg.rho)])
+    alphas = np.concatenate([a_rel, a_rel]) * plan.rho
+    rhos = np.concatenate([np.zeros(na), np.full(na, plan.rho)])
     maps, sols = {}, {}
     band_missing: list[int] = []
     for name in BANDED_MODELS:
-        sol = _solve_banded(ctx, cfg, name, data, alphas, rhos, ts)
+        sol = _solve_banded(ctx, plan.nets, name, data, alphas, rhos, ts)
         dom = _band_map(sol, ts, band)
         band_missing += np.asarray(sol["status"])[np.any(dom == -1, axis=-1)].tolist()
         maps[name] = (dom[:na], dom[na:])
         sols[name] = {k: (None if v is None else v[na:]) for k, v in sol.items() if k != "theta"}
     mark = theory.l2_major_band_mark(mu, band=band)
     shrink = float(theory.l2_alpha_marks(np.sort(mu), rho=1.0).all_shrink)
-    return _BandedRun(data, band, nb, mu, a_rel, ts, maps, sols, band_missing, mark, shrink)
+    return _BandedRun(plan, maps, sols, band_missing, mark, shrink)
 
 
-def _draw_banded(ctx: Context, cfg: BandedConfig, run: _BandedRun) -> str:
+def _draw_banded(ctx: Context, run: _BandedRun) -> str:
     """The 2 x 3 heat maps (GD top, l2-SAM bottom), the mark and the legend; returns the PNG name."""
-    data, nb, a_rel, ts, maps, band_missing, mark = run.data, run.nb, run.a_rel, run.ts, run.maps, run.band_missing, run.mark
+    plan = run.plan
+    data, nb, a_rel, ts, maps, band_missing, mark = plan.data, plan.nb, plan.a_rel, plan.ts, run.maps, run.band_missing, run.mark
     fig, axes = plt.subplots(2, len(BANDED_MODELS), figsize=(4.6 * len(BANDED_MODELS), 7.6), sharex=True, sharey=True,
                              squeeze=False)
     cmap, norm, colors = _band_cmap(nb)
@@ -247,14 +272,14 @@ def _draw_banded(ctx: Context, cfg: BandedConfig, run: _BandedRun) -> str:
     handles += [Patch(facecolor=colors[1], label=no_value_label(band_missing)),
                 Line2D([], [], color="k", ls="--", label=r"theory: band-$%d$-first mark (l2_major_band_mark)" % nb)]
     fig.suptitle(f"Dominant band of the predictor on banded data (n = {data.n}, d = {data.d}, {nb} bands), "
-                 f"$\\rho = {cfg.rho:g}$: GD (top) vs $\\ell_2$-SAM (bottom)", fontsize=11.5)
+                 f"$\\rho = {plan.rho:g}$: GD (top) vs $\\ell_2$-SAM (bottom)", fontsize=11.5)
     _layout_with_legend(fig, handles, ncol=3, inches=0.75, top=1 - 0.35 / fig.get_figheight(),
                         title=r"dominant band: largest mean $|\beta_j|$ over the band")
     png = _save(fig, ctx, "banded")
     return png
 
 
-def _check_banded(cfg: BandedConfig, run: _BandedRun) -> list[Check]:
+def _check_banded(run: _BandedRun) -> list[Check]:
     """The checks of the banded figure: GD, the collapse edge, the diagonal net, the two other nets."""
     maps, sols = run.maps, run.sols
     # l2-SAM, row by row: collapsed, climbing (starts below the major band, ends at
@@ -265,13 +290,13 @@ def _check_banded(cfg: BandedConfig, run: _BandedRun) -> list[Check]:
         coll = st == int(Status.COLLAPSED)
         seqs = [visited_sequence(np.where(r > 0, r, 0)) for r in dom]
         rows[name] = (coll, seqs)
-    return (_check_banded_gd(run) + _check_banded_collapse(run, rows) + _check_banded_diagonal(cfg, run, rows)
+    return (_check_banded_gd(run) + _check_banded_collapse(run, rows) + _check_banded_diagonal(run, rows)
             + _check_banded_nondiagonal(run, rows))
 
 
 def _check_banded_gd(run: _BandedRun) -> list[Check]:
     """GD: the major band leads at every (t, alpha/rho) for every model."""
-    maps, nb = run.maps, run.nb
+    maps, nb = run.maps, run.plan.nb
     checks = []
     gd_txt, gd_ok = [], True
     for name in BANDED_MODELS:
@@ -287,7 +312,7 @@ def _check_banded_gd(run: _BandedRun) -> list[Check]:
 
 def _check_banded_collapse(run: _BandedRun, rows: dict) -> list[Check]:
     """l2-SAM: no failed cell; collapse exactly for the smallest alpha/rho, in every model."""
-    sols, a_rel = run.sols, run.a_rel
+    sols, a_rel = run.sols, run.plan.a_rel
     checks = []
     st_txt, st_ok = [], True
     for name in BANDED_MODELS:
@@ -306,9 +331,10 @@ def _check_banded_collapse(run: _BandedRun, rows: dict) -> list[Check]:
     return checks
 
 
-def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> list[Check]:
+def _check_banded_diagonal(run: _BandedRun, rows: dict) -> list[Check]:
     """l2-SAM, diagonal net: the first band (theory.l2_first_band) and the climb 1 -> nb below the major-first mark."""
-    band, nb, mu, a_rel, ts, maps, mark, shrink = run.band, run.nb, run.mu, run.a_rel, run.ts, run.maps, run.mark, run.shrink
+    plan = run.plan
+    band, nb, mu, a_rel, ts, maps, mark, shrink = plan.band, plan.nb, plan.mu, plan.a_rel, plan.ts, run.maps, run.mark, run.shrink
     na = a_rel.size
     checks = []
     # The diagonal net against the single-sample theory with mu = mean_i y_i x_i.
@@ -320,7 +346,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
     m2 = np.array([(mu[band == b] ** 2).mean() for b in range(nb)])
     ties = (m2[:, None] - m2[None, :]) / (np.sqrt(2.0) * np.linalg.norm(mu) * (m1[:, None] - m1[None, :] + np.eye(nb)))
     ties = ties[np.triu_indices(nb, 1)]
-    near = np.any(np.abs(a_rel[:, None] / ties[None, :] - 1) < cfg.mark_tol, axis=1)
+    near = np.any(np.abs(a_rel[:, None] / ties[None, :] - 1) < plan.mark_tol, axis=1)
     first = np.array([s[0] if s else 0 for s in seqs])
     pred_first = theory.l2_first_band(mu, a=a_rel, band=band)
     judged = live & ~near
@@ -328,7 +354,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
     checks.append(Check("banded", "banded data, l2-SAM, diagonal net: the first dominant band (inits that do not collapse)",
                         "argmax_b mean_{j in b} mu_j (1 - mu_j / (sqrt 2 a ||mu||)), mu = mean_i y_i x_i, a = alpha/rho (theory.l2_first_band)",
                         f"{n_eq}/{int(judged.sum())} inits match (first save t = {ts[0]:g}; {int((live & near).sum())} within "
-                        f"{100 * cfg.mark_tol:g}% of a mark not judged)", bool(n_eq == int(judged.sum()) and judged.any())))
+                        f"{100 * plan.mark_tol:g}% of a mark not judged)", bool(n_eq == int(judged.sum()) and judged.any())))
     incr = [all(b > a for a, b in zip(s, s[1:])) for s in seqs]
     climb = np.array([live[i] and incr[i] and len(s) > 1 and s[-1] == nb for i, s in enumerate(seqs)])
     full = np.array([climb[i] and seqs[i] == list(range(1, nb + 1)) for i in range(na)])
@@ -339,15 +365,15 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
     order_ok = bool(np.all(coll | climb | unfinished | major))
     dm = maps["diagonal"][1]
     minor_cells = int(np.sum((dm >= 1) & (dm < nb)))
-    below, above = a_rel < mark * (1 - cfg.mark_tol), a_rel > mark * (1 + cfg.mark_tol)
+    below, above = a_rel < mark * (1 - plan.mark_tol), a_rel > mark * (1 + plan.mark_tol)
     between = (a_rel > edge_c) & below
     ok = bool(full.any() and order_ok and np.all((climb | unfinished)[between]) and np.all(major[above])
-              and edge_c < a_rel[climb].min() and a_rel[climb].max() < mark * (1 + cfg.mark_tol) and shrink < edge_c)
+              and edge_c < a_rel[climb].min() and a_rel[climb].max() < mark * (1 + plan.mark_tol) and shrink < edge_c)
     checks.append(Check("banded", f"banded data, l2-SAM, diagonal net: the dominant band climbs minor -> major (1 -> ... -> {nb}) between the collapse edge and the major-first mark",
                         f"bands become dominant in increasing order for alpha/rho between the collapse edge (above the all-shrink mark {shrink:.3f}) "
-                        f"and the band-{nb}-first mark {mark:.3f} (theory.l2_major_band_mark; +-{100 * cfg.mark_tol:g}%); band {nb} from the start above it",
+                        f"and the band-{nb}-first mark {mark:.3f} (theory.l2_major_band_mark; +-{100 * plan.mark_tol:g}%); band {nb} from the start above it",
                         f"{int(climb.sum())}/{na} rows ({climb.mean():.2f}) climb to band {nb}, alpha/rho in {_range_text(a_rel[climb])}, "
-                        f"{int(full.sum())} of them through every band 1 -> {nb}; {int(unfinished.sum())} still climbing at t = {cfg.t1:g} "
+                        f"{int(full.sum())} of them through every band 1 -> {nb}; {int(unfinished.sum())} still climbing at t = {plan.t1:g} "
                         f"(alpha/rho {_range_text(a_rel[unfinished])}); collapse up to {edge_c:.3f}, major first from {edge_m:.3f}; "
                         f"a minor band leads in {minor_cells}/{dm.size} ({minor_cells / dm.size:.2f}) of the (t, alpha) cells"
                         + ("" if order_ok else "; some rows not monotone"), ok))
@@ -356,7 +382,7 @@ def _check_banded_diagonal(cfg: BandedConfig, run: _BandedRun, rows: dict) -> li
 
 def _check_banded_nondiagonal(run: _BandedRun, rows: dict) -> list[Check]:
     """l2-SAM: no minor-first phase in the two-layer net; band 1 then band nb, no middle band, in the conv net."""
-    nb, a_rel, maps = run.nb, run.a_rel, run.maps
+    nb, a_rel, maps = run.plan.nb, run.plan.a_rel, run.maps
     na = a_rel.size
     checks = []
     # The two-layer net f = <v, U x>: dbeta/dt = r (v_hat . v) + U^T U_hat r with a
@@ -390,17 +416,18 @@ def _check_banded_nondiagonal(run: _BandedRun, rows: dict) -> list[Check]:
     return checks
 
 
-def _banded_caption(cfg: BandedConfig, run: _BandedRun) -> str:
-    """The caption, from the config's data, rho and model sizes."""
-    data, nb = run.data, run.nb
+def _banded_caption(run: _BandedRun) -> str:
+    """The caption, from the plan's data, rho and model sizes."""
+    plan = run.plan
+    data, nb = plan.data, plan.nb
     caption = (
-        f"Banded data: samflow.datasets.banded(n = {data.n}, d = {data.d}, seed {cfg.data.seed}, {nb} bands of "
+        f"Banded data: samflow.datasets.banded(n = {data.n}, d = {data.d}, seed {plan.seed}, {nb} bands of "
         f"{data.d // nb} coordinates, intensities 1/{nb} ... 1 from band 1 (minor) to band {nb} (major), spread "
-        f"{cfg.data.spread:g}). Each pixel: the band with the largest mean |beta_j| of the predictor beta(t) at "
-        f"(real time t, alpha/rho), rho = {cfg.rho:g}; top GD, bottom l2-SAM; grey from the collapse time on. Columns: "
+        f"{plan.spread:g}). Each pixel: the band with the largest mean |beta_j| of the predictor beta(t) at "
+        f"(real time t, alpha/rho), rho = {plan.rho:g}; top GD, bottom l2-SAM; grey from the collapse time on. Columns: "
         "the depth-2 diagonal network (w(0) = alpha 1, samflow.solve), the two-layer linear network f = <v, U x> "
-        f"(k = {cfg.two_layer_width}, U(0) = alpha I, v(0) = alpha 1) and the two-layer linear convolutional network "
-        f"({cfg.conv_channels} channels, kernel {cfg.conv_kernel}, circular, w(0) = alpha 1, v(0) = alpha 1; its "
+        f"(k = {plan.nets.two_layer_width}, U(0) = alpha I, v(0) = alpha 1) and the two-layer linear convolutional network "
+        f"({plan.nets.conv_channels} channels, kernel {plan.nets.conv_kernel}, circular, w(0) = alpha 1, v(0) = alpha 1; its "
         "effective linear predictor beta = grad_x f), both by samflow.models.solve_model (autodiff, with its collapse "
         "event). Every init has beta(0) proportional to 1, so the dominant band shows what was learned. GD is "
         "flat at the major band. l2-SAM on the diagonal net shows the single-sample picture: collapse for small "

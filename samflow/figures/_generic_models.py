@@ -9,13 +9,12 @@ import numpy as np
 from matplotlib.lines import Line2D
 from pydantic import Field
 
-from ..datasets import Dataset
 from ..plots import feature_colors
 from ..status import Status
 from ._context import Context, _Strict
 from ._report import Check, FigureResult, _finish, _start
 from ._draw import _label, _layout_with_legend, _save
-from ._banded import BandedConfig, _banded_data, _solve_banded
+from ._banded import BandedConfig, _BandedPlan, _banded_plan, _solve_banded
 
 
 # --- figure 9: any differentiable model, autodiff against the hand-written net -----
@@ -54,47 +53,60 @@ def generic_models(out_dir, *, quick: bool = False, config_dir=None) -> FigureRe
     """
     t0 = _start()
     ctx = Context.make(out_dir, quick, config_dir)
-    bcfg = ctx.config("banded", BandedConfig)
-    cfg = ctx.config("generic_models", GenericModelsConfig)
-    run = _measure_generic(ctx, bcfg, cfg)
-    checks = _check_generic(cfg, run)
-    png = _draw_generic(ctx, bcfg, run)
-    caption = _generic_caption(bcfg)
+    plan = _plan(ctx, ctx.config("banded", BandedConfig), ctx.config("generic_models", GenericModelsConfig))
+    run = _measure_generic(ctx, plan)
+    checks = _check_generic(run)
+    png = _draw_generic(ctx, run)
+    caption = _generic_caption(run)
     return _finish(ctx, FigureResult("generic_models", "Figure 9: any differentiable model: autodiff flows, two-layer and conv nets",
                                      [png], caption, [ctx.config_ref("generic_models"), ctx.config_ref("banded"), ctx.config_ref("common")], checks), t0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GenericPlan:
+    """generic_models.toml and banded.toml resolved (`_plan`): banded's data, rho, save
+    times and nets, the columns alpha/rho and the checks' tolerances."""
+
+    banded: _BandedPlan
+    a_rel: np.ndarray  # (m,) alpha/rho, one column each
+    alphas: np.ndarray  # (2m,) alpha of each cell: GD (cells 0..m-1), l2-SAM (m..2m-1)
+    rhos: np.ndarray  # (2m,) rho of each cell (0: GD)
+    beta_tol: float
+    time_tol: float
+    critical_tol: float
+
+
+def _plan(ctx: Context, bcfg: BandedConfig, cfg: GenericModelsConfig) -> _GenericPlan:
+    """The two configs read once: banded's plan and the columns, cells and tolerances of this figure."""
+    banded = _banded_plan(ctx, bcfg)
+    a_rel = np.asarray(cfg.alpha_over_rho, dtype=np.float64)
+    m = a_rel.size
+    alphas = np.concatenate([a_rel, a_rel]) * banded.rho
+    rhos = np.concatenate([np.zeros(m), np.full(m, banded.rho)])
+    return _GenericPlan(banded, a_rel, alphas, rhos, cfg.beta_tol, cfg.time_tol, cfg.critical_tol)
 
 
 @dataclasses.dataclass(frozen=True)
 class _GenericRun:
     """What `generic_models` measured: GD (cells 0..m-1) and l2-SAM (m..2m-1) per model."""
 
-    data: Dataset
-    band: np.ndarray  # (d,) 0-based band of each coordinate
-    nb: int
-    a_rel: np.ndarray  # (m,) alpha/rho, one column each
-    ts: np.ndarray  # (n_save,) real save times
-    alphas: np.ndarray  # (2m,) alpha of each cell
+    plan: _GenericPlan
     sols: dict  # model name -> _solve_banded's arrays
 
 
-def _measure_generic(ctx: Context, bcfg: BandedConfig, cfg: GenericModelsConfig) -> _GenericRun:
+def _measure_generic(ctx: Context, plan: _GenericPlan) -> _GenericRun:
     """Solve the hand-written and the autodiff diagonal net, the two-layer and the conv net, GD and l2-SAM."""
-    data, band = _banded_data(bcfg)
-    nb = int(band.max()) + 1
-    a_rel = np.asarray(cfg.alpha_over_rho, dtype=np.float64)
-    m = a_rel.size
-    ts = ctx.log_times(bcfg.t_min, bcfg.t1)
-    alphas = np.concatenate([a_rel, a_rel]) * bcfg.rho
-    rhos = np.concatenate([np.zeros(m), np.full(m, bcfg.rho)])
+    bp = plan.banded
     names = ["diagonal", "diagonal_autodiff", "two_layer", "conv"]
-    sols = {n: _solve_banded(ctx, bcfg, n, data, alphas, rhos, ts) for n in names}
-    return _GenericRun(data, band, nb, a_rel, ts, alphas, sols)
+    sols = {n: _solve_banded(ctx, bp.nets, n, bp.data, plan.alphas, plan.rhos, bp.ts) for n in names}
+    return _GenericRun(plan, sols)
 
 
-def _check_generic(cfg: GenericModelsConfig, run: _GenericRun) -> list[Check]:
+def _check_generic(run: _GenericRun) -> list[Check]:
     """Autodiff against hand-written (trajectories, collapse times); the two-layer net's collapse point."""
-    data, ts, alphas, sols = run.data, run.ts, run.alphas, run.sols
-    m = run.a_rel.size
+    plan = run.plan
+    data, ts, alphas, sols = plan.banded.data, plan.banded.ts, plan.alphas, run.sols
+    m = plan.a_rel.size
     hand, auto = sols["diagonal"], sols["diagonal_autodiff"]
     checks = []
     # Before the collapse, relative to the largest |beta_j| at each time; after it the
@@ -106,17 +118,17 @@ def _check_generic(cfg: GenericModelsConfig, run: _GenericRun) -> list[Check]:
     after_max = float(np.max(np.where(before[..., None], 0.0, np.abs(auto["beta"]))))
     same_status = bool(np.array_equal(hand["status"], auto["status"]))
     checks.append(Check("generic_models", "any model by autodiff: the diagonal network solved by solve_model equals samflow.solve (hand-written gradient)",
-                        f"the same trajectories: max_t |beta_auto - beta_hand| / max_j |beta_hand| < {cfg.beta_tol:g}, the same statuses",
+                        f"the same trajectories: max_t |beta_auto - beta_hand| / max_j |beta_hand| < {plan.beta_tol:g}, the same statuses",
                         f"{rel_max:.1e} over {2 * m} cells (GD and l2-SAM) x {ts.size} times; |beta_auto| <= {after_max:.0e} after the collapses; "
                         f"statuses {'equal' if same_status else 'differ'}",
-                        bool(rel_max < cfg.beta_tol and same_status)))
+                        bool(rel_max < plan.beta_tol and same_status)))
     both = (hand["status"] == int(Status.COLLAPSED)) & (auto["status"] == int(Status.COLLAPSED))
     if both.any():
         trel = np.abs(auto["event_time"][both] - hand["event_time"][both]) / hand["event_time"][both]
         checks.append(Check("generic_models", "l2-SAM collapse of the diagonal network: solve_model's collapse event against samflow.solve's",
-                            f"the same collapse time, relative difference < {cfg.time_tol:g}",
+                            f"the same collapse time, relative difference < {plan.time_tol:g}",
                             f"t = {', '.join(f'{t:.6g}' for t in hand['event_time'][both])} (hand-written); max relative difference {np.max(trel):.1e}",
-                            bool(np.max(trel) < cfg.time_tol)))
+                            bool(np.max(trel) < plan.time_tol)))
     else:
         checks.append(Check("generic_models", "l2-SAM collapse of the diagonal network: solve_model's collapse event against samflow.solve's",
                             "the same collapse time", "no alpha/rho of the config collapses", None, "add an alpha/rho below the collapse edge"))
@@ -136,13 +148,14 @@ def _check_generic(cfg: GenericModelsConfig, run: _GenericRun) -> list[Check]:
                             "v -> 0 and U r -> 0 with ||U||_F = alpha sqrt(d - 1) (the part of U(0) = alpha I orthogonal to r), loss log 2",
                             f"{int(c2.sum())} collapsing inits: ||U||_F / (alpha sqrt(d - 1)) - 1 up to {errU:.1e}, ||v|| / alpha up to {vmax:.0e}, "
                             f"|loss - log 2| up to {loss_gap:.0e}",
-                            bool(errU < cfg.critical_tol and vmax < cfg.critical_tol and loss_gap < 1e-9)))
+                            bool(errU < plan.critical_tol and vmax < plan.critical_tol and loss_gap < 1e-9)))
     return checks
 
 
-def _draw_generic(ctx: Context, bcfg: BandedConfig, run: _GenericRun) -> str:
+def _draw_generic(ctx: Context, run: _GenericRun) -> str:
     """Band means of |beta_j(t)|, one row per model and one column per alpha/rho; returns the PNG name."""
-    band, nb, a_rel, ts, sols = run.band, run.nb, run.a_rel, run.ts, run.sols
+    bp = run.plan.banded
+    band, nb, a_rel, ts, sols = bp.band, bp.nb, run.plan.a_rel, bp.ts, run.sols
     m = a_rel.size
     auto = sols["diagonal_autodiff"]
     rows = [("diagonal", "diagonal net $L=2$\nsamflow.solve (lines),\nsolve_model (markers)"),
@@ -186,18 +199,18 @@ def _draw_generic(ctx: Context, bcfg: BandedConfig, run: _GenericRun) -> str:
     handles += [Line2D([], [], color="0.3", lw=1.7, label=_label("l2")), Line2D([], [], color="0.3", ls=":", lw=1.2, label=_label("gd")),
                 Line2D([], [], color="0.3", ls="none", marker="o", mfc="none", label="solve_model (autodiff), diagonal net"),
                 Line2D([], [], color="k", ls="--", lw=0.9, label=f"{_label('l2')} collapse time")]
-    fig.suptitle(f"Flows of any differentiable model (autodiff gradient) on banded data, $\\rho = {bcfg.rho:g}$", fontsize=11.5)
+    fig.suptitle(f"Flows of any differentiable model (autodiff gradient) on banded data, $\\rho = {bp.rho:g}$", fontsize=11.5)
     _layout_with_legend(fig, handles, ncol=4, inches=0.7, top=1 - 0.3 / fig.get_figheight())
     png = _save(fig, ctx, "generic_models")
     return png
 
 
-def _generic_caption(bcfg: BandedConfig) -> str:
+def _generic_caption(run: _GenericRun) -> str:
     """The caption, from banded.toml's rho."""
     caption = (
         "samflow.models.solve_model integrates the GD and SAM flows of any model f(theta, x) with the gradient from "
         "autodiff (docs/theory.md s.2), with an l2-SAM collapse event at any critical point of the loss. Data and "
-        f"models as in the banded figure (configs/figures/banded.toml, rho = {bcfg.rho:g}); each panel shows the "
+        f"models as in the banded figure (configs/figures/banded.toml, rho = {run.plan.banded.rho:g}); each panel shows the "
         "band means of |beta_j(t)| for GD (dotted) and l2-SAM (solid) at one alpha/rho, a dashed line at the "
         "collapse time. Top row: the depth-2 diagonal network solved by samflow.solve (hand-written gradient, "
         "lines) and by solve_model (autodiff, markers): the same curves and collapse times. Middle: the two-layer "
