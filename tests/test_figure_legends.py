@@ -116,7 +116,7 @@ def test_usam_ablation_draws_a_blow_up_in_its_colour(tmp_path, kept_figures):
               "l2": (np.array([[1, 1], [0, 2], [0, 3]]), np.array([[FIN, FIN], [BLEW, FIN], [STEPS, FIN]]))}
     first = {m: np.full(3, 3) for m in ("gd", "usam", "l2")}
     ctx = SimpleNamespace(out_dir=tmp_path, mu=np.array([0.2, 0.6, 1.0]), d=d)
-    _usam_ablation._draw_usam(ctx, SimpleNamespace(rho=0.1), ts, a_rel, rr, top, bottom, first)
+    _usam_ablation._draw_usam(ctx, 0.1, ts, a_rel, rr, top, bottom, first)
     fig = kept_figures[-1]
     ms = meshes(fig)
     assert len(ms) == 5  # GD, USAM, l2-SAM over time; USAM, l2-SAM over (rho, alpha/rho)

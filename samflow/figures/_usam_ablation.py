@@ -80,7 +80,7 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
         reg = regime_label(tr.beta, tr.status).reshape(AA.shape)
         regs[m] = reg
         bottom[m] = (reg, np.asarray(tr.status).reshape(AA.shape))
-    png = _draw_usam(ctx, cfg, ts, a_rel, rr, top, bottom, first)
+    png = _draw_usam(ctx, cfg.rho, ts, a_rel, rr, top, bottom, first)
     checks = []
     u = regs["usam"]
     checks.append(Check("usam_ablation", "USAM, depth 2: no minor-first phase (normalization removed)",
@@ -113,8 +113,9 @@ def usam_ablation(out_dir, *, quick: bool = False, config_dir=None) -> FigureRes
                                      [ctx.config_ref("usam_ablation"), ctx.config_ref("common")], checks), t0)
 
 
-def _draw_usam(ctx, cfg: UsamConfig, ts, a_rel, rr, top: dict, bottom: dict, first: dict) -> str:
-    """The USAM ablation figure; returns the PNG name. `top`: method ("gd", "usam", "l2")
+def _draw_usam(ctx, rho: float, ts, a_rel, rr, top: dict, bottom: dict, first: dict) -> str:
+    """The USAM ablation figure; returns the PNG name. `rho`: the radius of the top row and
+    of the first dominant feature; `top`: method ("gd", "usam", "l2")
     -> (dominant feature (alpha, time) with ties, `_dominant_with_ties`; status (alpha,)),
     drawn over (t, alpha/rho); `bottom`: method ("usam", "l2") -> (regime (alpha, rho),
     status (alpha, rho)), drawn over (rho, alpha/rho); `first`: method -> the first
@@ -130,7 +131,7 @@ def _draw_usam(ctx, cfg: UsamConfig, ts, a_rel, rr, top: dict, bottom: dict, fir
         img = _heatmap_panel(ax, ts, a_rel, dom, d, st)
         missing += st[np.any(img == MISSING, axis=-1)].tolist()
         blew_up = blew_up or bool(np.any(img == BLOWN_UP))
-        ax.set_title(f"{_label(m)}, $\\rho = {cfg.rho:g}$", fontsize=10)
+        ax.set_title(f"{_label(m)}, $\\rho = {rho:g}$", fontsize=10)
         ax.set_xlabel("real time $t$")
         ax.set_ylabel(r"init scale $\alpha/\rho$")
     reg_missing: list[int] = []
@@ -156,7 +157,7 @@ def _draw_usam(ctx, cfg: UsamConfig, ts, a_rel, rr, top: dict, bottom: dict, fir
     ax.set_yticks(range(1, d + 1))
     ax.set_xlabel(r"init scale $\alpha/\rho$")
     ax.set_ylabel("first dominant feature (1 = minor)")
-    ax.set_title(f"first dominant feature, $\\rho = {cfg.rho:g}$", fontsize=10)
+    ax.set_title(f"first dominant feature, $\\rho = {rho:g}$", fontsize=10)
     ax.legend(fontsize=7.5, loc="upper left")
     ax.grid(True, alpha=0.3)
     handles = _staircase_handles(d, _staircase_cmap(d)[2])[: d + 2]
