@@ -39,6 +39,7 @@ Float32 throughout the CNN (see `convnet`).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -53,7 +54,7 @@ from .._util.cli_common import (command_parser, existing_file, fail, fail_config
 from .._util.io import atomic_write_bytes
 from .._labels import OPTIMIZER_TEXT
 from ..config import ConfigError
-from .cnn_config import CnnConfig, TaskConfig, load_cnn_config
+from .cnn_config import CnnConfig, DataConfig, GradcamConfig, ModelConfig, TaskConfig, TrainConfig, load_cnn_config
 from .images import DataNotFoundError, MissingExtraError, EXTRA_HINT
 from .convnet import NonFiniteError
 
@@ -159,8 +160,39 @@ def _train_cell(
     return {"rows": rows, "maps": maps, "wall": wall}
 
 
-def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
-    """Train every method and alpha on one task; return its measurements."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class _TaskPlan:
+    """One task of an experiment, resolved once from its config (`run_experiment`):
+    what `_run_task` takes."""
+
+    task: TaskConfig
+    """The task (`[[tasks]]`: its name and classes)."""
+    limit: "int | None"
+    """Images drawn for it (`CnnConfig.task_limit`)."""
+    epochs: int
+    """Epochs trained (`CnnConfig.task_epochs`)."""
+    alphas: list
+    """Init scales (`CnnConfig.task_alphas`)."""
+    measured: list
+    """Epochs measured (`CnnConfig.measured_epochs`)."""
+    figure_epochs: list
+    """Epochs whose Grad-CAM maps are kept for the figure ([] unless it is the figure task)."""
+    seed: int
+    """The seed of the split, the init and the batches."""
+    figure_images: int
+    """Held-out images kept for the figure (`figure.num_images`)."""
+    data: DataConfig
+    """The `[data]` section (split and normalization)."""
+    model: ModelConfig
+    """The `[model]` section (the CNN)."""
+    train: TrainConfig
+    """The `[train]` section (methods, rho, learning rate, batches)."""
+    gradcam: GradcamConfig
+    """The `[gradcam]` section (images measured, the minor-pixel threshold)."""
+
+
+def _run_task(plan: _TaskPlan, data, bar, log) -> dict:
+    """Train every method and alpha on the task of `plan`; return its measurements."""
     import jax.numpy as jnp
     import jax.random as jr
 
@@ -169,43 +201,44 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     from .images import make_task
     from .train import make_epoch, make_optimizer
 
+    tcfg = plan.task
     task = make_task(
         data,
         tcfg.classes,
-        test_fraction=cfg.data.test_fraction,
-        normalize=cfg.data.normalize,
-        limit=cfg.task_limit(tcfg),
-        seed=cfg.seed,
+        test_fraction=plan.data.test_fraction,
+        normalize=plan.data.normalize,
+        limit=plan.limit,
+        seed=plan.seed,
         name=tcfg.name,
     )
-    n_eval = min(cfg.gradcam.num_images, len(task.x_test))
+    n_eval = min(plan.gradcam.num_images, len(task.x_test))
     x_eval = jnp.asarray(task.x_test[:n_eval])
     y_eval = jnp.asarray(task.y_test[:n_eval])
-    major = major_mask(task.intensity_test[:n_eval], cfg.gradcam.threshold)
+    major = major_mask(task.intensity_test[:n_eval], plan.gradcam.threshold)
     uniform_minor = float(1.0 - area_shares(major).mean())
-    fig_idx = _figure_indices(task.y_test[:n_eval], cfg.figure.num_images)
-    fig_epochs = cfg.figure_epochs() if tcfg.name == cfg.figure_task().name else []
-    measured = cfg.measured_epochs(tcfg)
+    fig_idx = _figure_indices(task.y_test[:n_eval], plan.figure_images)
+    fig_epochs = plan.figure_epochs
+    measured = plan.measured
     x_train, y_train = jnp.asarray(task.x_train), jnp.asarray(task.y_train)
     x_test, y_test = jnp.asarray(task.x_test), jnp.asarray(task.y_test)
-    n_epochs = cfg.task_epochs(tcfg)
-    alphas = cfg.task_alphas(tcfg)
-    key_model, key_data = jr.split(jr.PRNGKey(cfg.seed))
+    n_epochs = plan.epochs
+    alphas = plan.alphas
+    key_model, key_data = jr.split(jr.PRNGKey(plan.seed))
     base = make_convnet(
         task.x_train.shape[1],
         task.num_outputs,
-        channels=cfg.model.channels,
-        strides=cfg.model.strides,
-        kernel_size=cfg.model.kernel_size,
-        bias=cfg.model.bias,
-        padding_mode=cfg.model.padding_mode,
+        channels=plan.model.channels,
+        strides=plan.model.strides,
+        kernel_size=plan.model.kernel_size,
+        bias=plan.model.bias,
+        padding_mode=plan.model.padding_mode,
         alpha=1.0,
         key=key_model,
     )
     log(
         f"task {tcfg.name}: classes {list(task.classes)}, {len(task.x_train)} train / {len(task.x_test)} held-out "
         f"images {task.x_train.shape[1:]}, {count_params(base)} parameters; Grad-CAM on {n_eval} held-out images, "
-        f"minor pixels (intensity < {cfg.gradcam.threshold}) cover {uniform_minor:.3f} of them"
+        f"minor pixels (intensity < {plan.gradcam.threshold}) cover {uniform_minor:.3f} of them"
     )
     out = {
         "task": task,
@@ -218,10 +251,10 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     if task.x_test.shape[1] != 1:  # colour: keep the raw RGB for the figure
         raw = task.x_test[fig_idx] * task.std[None, :, None, None] + task.mean[None, :, None, None]
         out["fig_images"] = raw.transpose(0, 2, 3, 1).clip(0, 1)
-    for method in cfg.train.methods:
-        rho = cfg.train.rho_linf if method == "sam_linf" else cfg.train.rho
-        optimizer = make_optimizer(method, cfg.train.learning_rate, rho, cfg.train.momentum)
-        epoch_fn = make_epoch(base, optimizer, binary=task.binary, n_train=len(task.x_train), batch_size=cfg.train.batch_size)
+    for method in plan.train.methods:
+        rho = plan.train.rho_linf if method == "sam_linf" else plan.train.rho
+        optimizer = make_optimizer(method, plan.train.learning_rate, rho, plan.train.momentum)
+        epoch_fn = make_epoch(base, optimizer, binary=task.binary, n_train=len(task.x_train), batch_size=plan.train.batch_size)
         for alpha in alphas:
             out["cells"][(method, alpha)] = _train_cell(
                 tcfg, task, base, method, optimizer, epoch_fn, alpha, key_data=key_data,
@@ -231,13 +264,13 @@ def _run_task(cfg: CnnConfig, tcfg: TaskConfig, data, bar, log) -> dict:
     return out
 
 
-def _gather(cfg: CnnConfig, results: dict, task_names: list, methods: list, alphas: list, epochs: list, fields: tuple):
+def _gather(fig_epochs: list, results: dict, task_names: list, methods: list, alphas: list, epochs: list, fields: tuple):
     """The measurements of every task (`_run_task`'s dicts) as arrays over (task,
-    method, alpha, epoch), NaN where a task does not run; the figure maps, images and labels."""
+    method, alpha, epoch), NaN where a task does not run; the figure maps (at `fig_epochs`,
+    `CnnConfig.figure_epochs`), images and labels."""
     shape = (len(task_names), len(methods), len(alphas), len(epochs))
     arrays = {f: np.full(shape, np.nan) for f in fields}
     walls = np.full(shape[:3], np.nan)
-    fig_epochs = cfg.figure_epochs()
     first = results[task_names[0]]
     H, W = first["task"].x_test.shape[2:]
     n_fig = max(len(r["fig_idx"]) for r in results.values())
@@ -301,12 +334,20 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
     except ImportError:
         raise MissingExtraError(f"training needs the optional package 'optax'; install the images extra: {EXTRA_HINT}") from None
     total = sum(len(cfg.train.methods) * len(cfg.task_alphas(t)) * cfg.task_epochs(t) for t in cfg.tasks)
+    figure_task = cfg.figure_task().name
+    plans = [  # the config resolved once, per task: below here nothing reads it
+        _TaskPlan(task=t, limit=cfg.task_limit(t), epochs=cfg.task_epochs(t), alphas=cfg.task_alphas(t),
+                  measured=cfg.measured_epochs(t), figure_epochs=cfg.figure_epochs() if t.name == figure_task else [],
+                  seed=cfg.seed, figure_images=cfg.figure.num_images, data=cfg.data, model=cfg.model,
+                  train=cfg.train, gradcam=cfg.gradcam)
+        for t in cfg.tasks
+    ]
     t_start = time.perf_counter()
     results = {}
     with progress_bar(total, "epochs", "epoch", disable=not progress) as bar:
         say = (lambda msg: tqdm.write(msg, file=sys.stdout)) if progress else (lambda *_: None)
-        for tcfg in cfg.tasks:
-            results[tcfg.name] = _run_task(cfg, tcfg, data, bar, say)
+        for plan in plans:
+            results[plan.task.name] = _run_task(plan, data, bar, say)
     wall = time.perf_counter() - t_start
 
     task_names = [t.name for t in cfg.tasks]
@@ -317,7 +358,8 @@ def run_experiment(cfg: CnnConfig, *, base_dir: "Path | None" = None, progress: 
         "minor_share", "major_share", "zero_maps", "train_loss", "test_loss", "test_accuracy", "mean_batch_loss",
         "param_norm",
     )
-    arrays, walls, fig_epochs, maps, fig_images, fig_labels = _gather(cfg, results, task_names, methods, alphas, epochs, fields)
+    arrays, walls, fig_epochs, maps, fig_images, fig_labels = _gather(cfg.figure_epochs(), results, task_names, methods,
+                                                                      alphas, epochs, fields)
 
     dims = ("task", "optimizer", "alpha", "epoch")
     long_names = {
@@ -461,20 +503,22 @@ def main(argv: "list[str] | None" = None) -> int:
     if problem is not None:
         return fail(problem)
     try:
-        return _locked_main(cfg, args, config_path, out_dir)
+        train = lambda: run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)  # noqa: E731
+        return _locked_main(train, args, config_path, out_dir, figures=cfg.output.figures and not args.no_figures)
     finally:
         lock.release()  # and the folder, when this run made it and left it empty
 
 
-def _locked_main(cfg, args, config_path: Path, out_dir: Path) -> int:
-    """`main` once the output folder is locked: check, train, write, draw."""
+def _locked_main(train, args, config_path: Path, out_dir: Path, figures: bool) -> int:
+    """`main` once the output folder is locked: check, train (`train()`: `run_experiment`
+    of the config), write, draw (with `figures`)."""
     if (existing := existing_file(out_dir, OUTPUT_FILES)) and not args.overwrite:
         return fail(f"{existing} exists; pass --overwrite to replace it")
     if problem := writable_folder(out_dir):
         return fail(problem)
 
     try:
-        ds = run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)
+        ds = train()
     except (MissingExtraError, DataNotFoundError) as err:
         return fail(str(err))
     except NonFiniteError as err:  # diverged: one line, nothing written
@@ -490,7 +534,7 @@ def _locked_main(cfg, args, config_path: Path, out_dir: Path) -> int:
     print(f"table:   {write_csv(ds, out_dir / 'shares.csv')}")
     print()
     print(format_table(ds))
-    if cfg.output.figures and not args.no_figures:
+    if figures:
         from .cnn_plots import plot_cnn
 
         print_figures(plot_cnn(ds, out_dir))
