@@ -80,22 +80,6 @@ def _finish(ctx: Context, result: FigureResult, t0: tuple[float, float]) -> Figu
     return result
 
 
-def _one_config_figure(name: str, title: str, config_cls, out_dir, quick: bool, config_dir, *,
-                       measure, check, draw, caption) -> FigureResult:
-    """A figure drawn from its own config (and the common one): `measure(ctx, cfg)`
-    -> run, `check(cfg, run)` -> its checks, `draw(ctx, cfg, run)` -> its PNG name,
-    `caption(ctx, cfg, run)` -> its caption; timed, captioned and returned as the
-    `FigureResult` called `name`."""
-    t0 = _start()
-    ctx = Context.make(out_dir, quick, config_dir)
-    cfg = ctx.config(name, config_cls)
-    run = measure(ctx, cfg)
-    checks = check(cfg, run)
-    png = draw(ctx, cfg, run)
-    return _finish(ctx, FigureResult(name, title, [png], caption(ctx, cfg, run),
-                                     [ctx.config_ref(name), ctx.config_ref("common")], checks), t0)
-
-
 def _planned_figure(name: str, title: str, config_cls, out_dir, quick: bool, config_dir, *,
                     plan, measure, check, draw, caption) -> FigureResult:
     """A figure drawn from its own config (and the common one), read once: `plan(ctx, cfg)`
