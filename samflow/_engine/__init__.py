@@ -1,9 +1,12 @@
 """The engine behind `samflow.solve`: the lane loop and everything it steps.
 
-- `lanes`: the lane loop (`solve_lanes`): every cell in its own lane, one adaptive
-  step at a time, events located on the dense interpolant, the queue of cells;
+- `loop`: the lane loop, written once (`run_lanes` over a `LaneProblem`): cells
+  handed to lanes, one adaptive step per lane and iteration, the ends of runs
+  compacted, the saves, the queue;
+- `lanes`: the general `(L, d)` state in that loop (`solve_lanes`): every cell in
+  its own lane, events located on the dense interpolant, one program per family;
 - `reduced`: the exact reductions (two scalars for depth-2 l2 on one sample, one
-  row for equal layers) and their loop;
+  row for equal layers) in the same loop;
 - `rk`: one explicit Runge-Kutta step and its dense interpolant, with sums written
   out, and the per-lane gathers and scatters;
 - `field`: the vector field of one cell (`SamField`) and what changes at events

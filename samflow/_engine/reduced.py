@@ -23,8 +23,9 @@ the Runge-Kutta arithmetic, the error norm and the stiffness are those of two
 scalars: the decay of the major coordinates before a collapse, at rates spread
 by (mu_d / mu_1)^2 in W, is the single term -nu_j^2 v here.
 
-The reduced cells are stepped in `LANES` lanes as in the lane engine
-(`samflow._engine.lanes`): each lane steps its own cell with its own adaptive step
+The reduced cells are stepped in `LANES` lanes by the lane engine's one loop
+(`samflow._engine.loop.run_lanes`; `_ReducedLoop` is the reduced state's instance
+of its `LaneProblem`): each lane steps its own cell with its own adaptive step
 (diffrax's solver stages, PID controller and dense interpolant) and takes the
 next cell of the queue when its cell ends. The
 events are the general engine's own (`samflow._engine.events.EventSet`), evaluated on
@@ -52,7 +53,8 @@ from .cell_state import CellState
 from .field import SamField, RunArgs
 from .events import (_LOG_ZERO, BracketBisection, _gap_rate, _lead_value, _leader, _log_abs_beta, _no_event_value,
                       _switch_time_err)
-from .rk import _Dense, _erk_step, _put, _take
+from .loop import EndedRuns, LaneProblem, run_lanes
+from .rk import _Dense, _erk_step, _take
 from .singular import _beta_direction, extrapolate_collapse
 
 __all__ = ["LANES", "reducible", "cell_reducible", "solve_reduced", "equal_layers_reducible", "cell_equal_layers",
@@ -308,20 +310,273 @@ class _At(eqx.Module):
         return RunArgs(rho, data, self.memory, self.frozen, self.track)
 
 
+class _RLane(eqx.Module):
+    """The carry of one reduced lane (a leading lane axis in the loop): the cell it
+    holds (`cell`, B: idle), where its run is (`t0`, reduced state `y`), the field
+    there (`f0`), the end of the step to try (`tnext`), the PID state, the event
+    condition at (t0, y) (`v`), its steps and runs so far, the next save time to
+    write (`save_idx`), the leader (0-based) and its switch record (or None)."""
+
+    cell: jax.Array
+    t0: jax.Array
+    y: jax.Array
+    f0: jax.Array
+    tnext: jax.Array
+    pid: tuple
+    v: jax.Array
+    steps: jax.Array
+    runs: jax.Array
+    save_idx: jax.Array
+    lead: jax.Array
+    sw: "tuple | None"
+
+
+class _RTried(eqx.Module):
+    """What one step of a reduced lane gave (`_ReducedLoop.try_steps`): from `t0`
+    to `t1`, the state `y1`, the interpolant's `dense` data, the field `f1` at the
+    end, accepted (`keep`), where it ends (`t_new`), the next step's end
+    (`tnext`), the PID state, the event condition `v1` at the end, and whether an
+    event (a down-crossing), the horizon, the step budget or a failure ends the run."""
+
+    t0: jax.Array
+    t1: jax.Array
+    y1: jax.Array
+    dense: dict
+    f1: jax.Array
+    keep: jax.Array
+    t_new: jax.Array
+    tnext: jax.Array
+    pid: tuple
+    v1: jax.Array
+    event: jax.Array
+    horizon: jax.Array
+    out_of_steps: jax.Array
+    failed: jax.Array
+
+
+class _ReducedLoop(LaneProblem):
+    """A reduction `kind` (`_TwoScalars`, `_EqualLayers`) as `samflow._engine.loop.run_lanes`
+    steps it. The call's records are per cell: how its reduced solve ended (`end`:
+    0 handed back, 1 horizon, 2 collapse), where (`t_ev`, `y_ev`), its steps, runs
+    and switch record; the saved outputs the reduced states `(B, n_save, dim)`.
+
+    `cells`: per cell (leading axis B) the reduced field, the signs of W, the signs
+    of log coordinates or None, w_scale, rho and the run's arguments (sign memory,
+    held weights, t followed); `y0`, `f0`, `tnext`, `pid`, `v`, `lead0`: the
+    states the cells' first runs start from."""
+
+    kind: object = eqx.field(static=True)
+    eng: object
+    cells: tuple
+    y0: jax.Array
+    f0: jax.Array
+    tnext: jax.Array
+    pid: tuple
+    v: jax.Array
+    lead0: jax.Array
+    t1_floor: jax.Array
+
+    @property
+    def t_final(self):
+        return self.eng.ts[-1]
+
+    @property
+    def order(self):
+        return self.eng.solver.error_order(diffrax.ODETerm(lambda t, y, a: y))
+
+    # -- one cell ---------------------------------------------------------------------------
+
+    def engine_state(self, cell, t, y):
+        """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
+        return self.kind.engine_state(self.eng, cell, t, y)
+
+    def events_of(self, cell, lead):
+        return self.eng.events(self.eng.field(cell[2]), cell[3], lead)
+
+    def args_of(self, cell):
+        return RunArgs(cell[4], self.eng.data, *cell[5])
+
+    def event_value(self, cell, lead, t, y):
+        return _no_event_value(self.events_of(cell, lead), t, self.engine_state(cell, t, y), self.args_of(cell))
+
+    def start(self, cell, lead, t0, y, dt):
+        """(f0, tnext, pid, v) of a run from (t0, y) whose first step is dt long."""
+        f0 = self.kind.vector_field(self.eng, cell)(t0, y, None)
+        dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(self.t_final))
+        dtype = y.dtype
+        pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
+        return f0, jnp.minimum(t0 + dt, self.t_final), pid, self.event_value(cell, lead, t0, y)
+
+    def first_dt(self, cell, y):
+        term = diffrax.ODETerm(self.kind.vector_field(self.eng, cell))
+        t1, _ = self.kind.controller(self.eng, cell).init(term, 0.0, self.t_final, y, None, None,
+                                                          self.eng.solver.func, self.order)
+        return t1
+
+    def try_step(self, lane: _RLane) -> _RTried:
+        cell = _take(self.cells, jnp.minimum(lane.cell, self.y0.shape[0] - 1))
+        t0, t_final = lane.t0, self.t_final
+        y1, y_err, dense, f1 = _erk_step(type(self.eng.solver).tableau, self.kind.vector_field(self.eng, cell), t0,
+                                         lane.tnext, lane.y, None, lane.f0)
+        y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
+        keep, t_new, tn, _, pid, cres = self.kind.controller(self.eng, cell).adapt_step_size(
+            t0, lane.tnext, lane.y, y1, None, y_err, self.order, lane.pid)
+        t_new = jnp.minimum(t_new, t_final)
+        tn = jnp.where(tn > self.t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tn)
+        v1 = self.event_value(cell, lane.lead, t_new, y1)
+        failed = (cres != diffrax.RESULTS.successful) | ~jnp.all(jnp.isfinite(y1)) & keep
+        event = keep & ~failed & (lane.v > 0) & (v1 <= 0)
+        horizon = keep & ~failed & ~event & (t_new >= t_final)
+        out_of_steps = (lane.steps + 1 >= self.eng.settings.max_steps) & ~event & ~horizon
+        return _RTried(t0=t0, t1=lane.tnext, y1=y1, dense=dense, f1=f1, keep=keep, t_new=t_new, tnext=tn,
+                       pid=jax.tree.map(jnp.asarray, pid), v1=v1, event=event, horizon=horizon,
+                       out_of_steps=out_of_steps, failed=failed)
+
+    def interp(self, tried: _RTried):
+        return _Dense(self.eng.solver.interpolation_cls, tried.t0, tried.t_new, tried.dense)
+
+    def locate(self, cell, lead, tried: _RTried):
+        """The event of a step, on its interpolant: (t_ev, y_ev, root found)."""
+        interp = self.interp(tried)
+        root = optx.root_find(
+            lambda t, _: self.event_value(cell, lead, t, interp.evaluate(t)),
+            BracketBisection(rtol=1e-13, atol=1e-13, flip=True), tried.t_new,
+            options=dict(lower=tried.t0, upper=tried.t_new), throw=False,
+        )
+        t_ev = root.value
+        return t_ev, interp.evaluate(t_ev), root.result == optx.RESULTS.successful
+
+    def at_event(self, cell, lead, t_ev, y_ev, t_new, y1, steps):
+        """At a located event: (collapse, switch, new leader, the lead condition at the
+        step's end with the new leader, the bound of the switch time's error, the gap's
+        rate): the fired condition as in `samflow._engine.lanes`."""
+        eng = self.eng
+        dtype = y1.dtype
+        events = self.events_of(cell, lead)
+        nan = jnp.full((), jnp.nan, dtype)
+        if not events.names:  # no condition (gd in the t clock): no event is ever located
+            return jnp.asarray(False), jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
+        Y, s = self.engine_state(cell, t_ev, y_ev)
+        values = events.values(t_ev, (Y, s), self.args_of(cell))
+        which = jnp.argmin(values)
+        collapse = (which == events.names.index("collapse")) if "collapse" in events.names else jnp.asarray(False)
+        if not eng.switches:
+            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
+        field = eng.field(cell[2])
+        lb = _log_abs_beta(field, Y)
+        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > eng.L * _LOG_ZERO)
+        switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
+        here = _At(Y, s, *cell[5])
+        to = _leader(field, here, cell[4], eng.data, False, exclude=lead).astype(jnp.int32)
+        new = jnp.where(switch, to, lead)
+        # The bound of the time's error (docs/theory.md s.5), on the reduced state and its tolerances.
+        ctrl = self.kind.controller(eng, cell)
+        gap = lambda y: (lambda lb: lb[to] - lb[lead])(_log_abs_beta(field, self.engine_state(cell, t_ev, y)[0]))
+        gap_rate = lambda y: _gap_rate(field, *self.engine_state(cell, t_ev, y), self.args_of(cell), lead, to)
+        err, rate = _switch_time_err(gap, gap_rate, y_ev, ctrl.rtol, ctrl.atol, steps, t_ev)
+        return collapse & ~switch, switch, new, self.event_value(cell, new, t_new, y1), err, rate
+
+    def end_run(self, lane: _RLane, tried: _RTried, row):
+        """A lane whose run ended in this step: its event located and read
+        (`at_event`); a switch of the leader is recorded, and the run goes on with
+        the step taken whole (the field does not change) unless a condition falls
+        through 0 later in it (then it restarts at the switch); a collapse or the
+        horizon finish the cell, anything else hands it back (end 0)."""
+        K = self.eng.switches
+        cell = _take(self.cells, jnp.minimum(lane.cell, self.y0.shape[0] - 1))
+        lead = lane.lead
+        t_ev, y_ev, root_ok = self.locate(cell, lead, tried)
+        collapse, switch, new_lead, v_to, sw_err, sw_rate = self.at_event(
+            cell, lead, t_ev, y_ev, tried.t_new, tried.y1, lane.steps)
+        event = tried.event & root_ok
+        collapse, switch = event & collapse, event & switch
+        whole = switch & (v_to > 0)
+        restart = switch & ~whole
+        cut = event & ~whole  # the step ends at the event: saves strictly before it
+        keep, failed = tried.keep, tried.failed
+        horizon = keep & ~failed & (~event | whole) & (tried.t_new >= self.t_final)
+        other = tried.event & ~root_ok  # a root that failed
+        out_of_steps = (lane.steps + 1 >= self.eng.settings.max_steps) & ~event & ~horizon
+        stop = (event & ~switch) | horizon | out_of_steps | failed | other
+        t_limit = jnp.where(cut, t_ev, jnp.where(keep & ~failed, tried.t_new, tried.t0))
+        adv = keep & ~stop & ~restart
+        sel = lambda a, b, m: jax.tree.map(lambda x, y: jnp.where(m, x, y), a, b)
+        new = eqx.tree_at(
+            lambda l: (l.t0, l.y, l.f0, l.tnext, l.pid, l.v, l.steps, l.runs, l.lead), lane,
+            (jnp.where(adv, tried.t_new, lane.t0), sel(tried.y1, lane.y, adv), sel(tried.f1, lane.f0, adv),
+             tried.tnext, tried.pid, jnp.where(adv, jnp.where(whole, v_to, tried.v1), lane.v), lane.steps + 1,
+             lane.runs + restart.astype(jnp.int32), jnp.where(switch, new_lead, lead)),
+        )
+        if K:
+            r_time, r_s, r_from, r_to, count, r_err, r_rate = lane.sw
+            slot = jnp.minimum(count, K - 1)
+            s_ev = self.engine_state(cell, t_ev, y_ev)[1]
+            put = lambda arr, v: jnp.where(switch & (count < K), arr.at[slot].set(v), arr)
+            sw = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
+                  count + switch.astype(jnp.int32), put(r_err, sw_err), put(r_rate, sw_rate))
+            f0_r, tn_r, pid_r, v_r = self.start(cell, new_lead, t_ev, y_ev, jnp.maximum(tried.t1 - tried.t0, 0.0))
+            new = eqx.tree_at(
+                lambda l: (l.t0, l.y, l.f0, l.tnext, l.pid, l.v, l.sw), new,
+                (jnp.where(restart, t_ev, new.t0), sel(y_ev, new.y, restart), sel(f0_r, new.f0, restart),
+                 jnp.where(restart, tn_r, new.tnext), sel(pid_r, new.pid, restart), jnp.where(restart, v_r, new.v),
+                 sw),
+            )
+        end = jnp.where(horizon, 1, jnp.where(collapse, 2, 0))
+        ended = dict(end=end, t_ev=jnp.where(horizon, tried.t_new, t_ev), y_ev=sel(tried.y1, y_ev, horizon),
+                     steps=new.steps, runs=new.runs, sw=new.sw)
+        return new, t_limit, cut, stop, sel(ended, row, stop)
+
+    # -- the loop's interface ---------------------------------------------------------------
+
+    def load(self, cells):
+        B = self.y0.shape[0]
+        i = jnp.minimum(cells, B - 1)
+        m = cells.shape[0]
+        dtype = self.y0.dtype
+        return _RLane(cell=cells, t0=jnp.zeros((m,), dtype), y=self.y0[i], f0=self.f0[i], tnext=self.tnext[i],
+                      pid=_take(self.pid, i), v=self.v[i], steps=jnp.zeros((m,), jnp.int32),
+                      runs=jnp.ones((m,), jnp.int32), save_idx=jnp.zeros((m,), jnp.int32), lead=self.lead0[i],
+                      sw=_fresh_sw(m, self.eng.switches, dtype))
+
+    def try_steps(self, lanes):
+        return jax.vmap(self.try_step)(lanes)
+
+    def run_ends(self, tried):
+        return tried.event | tried.horizon | tried.out_of_steps | tried.failed
+
+    def end_runs(self, lanes, tried, records):
+        new, t_limit, strict, done, rows = jax.vmap(self.end_run)(lanes, tried, records)
+        return EndedRuns(new, t_limit, strict, done, rows)
+
+    def advance(self, lanes, tried):
+        keep = tried.keep
+        sel = lambda a, b: jnp.where(keep.reshape(keep.shape + (1,) * (a.ndim - 1)), a, b)
+        return eqx.tree_at(
+            lambda l: (l.t0, l.y, l.f0, l.tnext, l.pid, l.v, l.steps), lanes,
+            (jnp.where(keep, tried.t_new, lanes.t0), sel(tried.y1, lanes.y), sel(tried.f1, lanes.f0), tried.tnext,
+             tried.pid, jnp.where(keep, tried.v1, lanes.v), lanes.steps + 1),
+        )
+
+    def save_values(self, tried, t):
+        return jax.vmap(lambda tr, t: self.interp(tr).evaluate(t))(tried, t)
+
+
+def _fresh_sw(m, K, dtype):
+    """An empty switch record of `m` cells (K > 0), else None."""
+    return ((jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), -1, jnp.int32),
+             jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32), jnp.full((m, K), jnp.nan, dtype),
+             jnp.full((m, K), jnp.nan, dtype)) if K else None)
+
+
 def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     """The n cells (leading axis B = n) of a reduction `kind` (`_TwoScalars`) in
-    `LANES` lanes with a queue (`solve_reduced`)."""
-
-    settings, clock, data, ts = eng.settings, eng.clock, eng.data, eng.ts
-    K = eng.switches
+    `LANES` lanes with a queue (`solve_reduced`), in the one lane loop
+    (`samflow._engine.loop.run_lanes`, `_ReducedLoop`)."""
+    clock, ts = eng.clock, eng.ts
     t_final = ts[-1]
     n_save = ts.shape[0]
     B = W0.shape[0]
-    solver = eng.solver
-    tableau = type(solver).tableau
     dtype = W0.dtype
-    order = solver.error_order(diffrax.ODETerm(lambda t, y, a: y))
-
     eligible = kind.eligible(eng, W0, c0) & ~c0.done
     if clock is Clock.TAU:
         eligible = eligible & c0.track  # a loss below ~1e-30 at the start: t is not followed
@@ -330,222 +585,33 @@ def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
     # Per cell: (reduced field, signs of W, signs of log coordinates or None, w_scale, rho,
     # the run's arguments: sign memory, held weights, t followed).
     cells_all = (red, sgn, sign, w_scale, rho, (c0.memory, c0.frozen, c0.track))
-
-    def engine_state(cell, t, y):
-        """(Y, s) of the general engine at reduced state y: W, or log|W| with signs."""
-        return kind.engine_state(eng, cell, t, y)
-
-    def events_of(cell, lead):
-        return eng.events(eng.field(cell[2]), cell[3], lead)
-
-    def args_of(cell):
-        return RunArgs(cell[4], data, *cell[5])
-
-    def event_value(cell, lead, t, y):
-        return _no_event_value(events_of(cell, lead), t, engine_state(cell, t, y), args_of(cell))
-
-    def start(cell, lead, t0, y, dt):
-        """(f0, tnext, pid, v) of a run from (t0, y) whose first step is dt long."""
-        f0 = kind.vector_field(eng, cell)(t0, y, None)
-        dt = jnp.where(dt > 0, dt, 1e-12 * jnp.abs(t_final))
-        pid = (jnp.ones((), dtype), jnp.ones((), dtype), jnp.asarray(False))
-        return f0, jnp.minimum(t0 + dt, t_final), pid, event_value(cell, lead, t0, y)
-
-    def first_dt(cell, y):
-        t1, _ = kind.controller(eng, cell).init(diffrax.ODETerm(kind.vector_field(eng, cell)), 0.0, t_final, y, None,
-                                                None, solver.func, order)
-        return t1
-
     y0 = kind.y0(eng, W0, c0)
     t0 = jnp.zeros((B,), dtype)
     lead0 = lead0.astype(jnp.int32)
     W = min(B, LANES)
+    loop0 = _ReducedLoop(kind, eng, cells_all, y0, None, None, None, None, lead0, t1_floor)
     f0_all, tnext_all, pid_all, v0_all = _blocked(
-        lambda c, l, t, y: start(c, l, t, y, first_dt(c, y)), (cells_all, lead0, t0, y0), W)
+        lambda c, l, t, y: loop0.start(c, l, t, y, loop0.first_dt(c, y)), (cells_all, lead0, t0, y0), W)
+    problem = _ReducedLoop(kind, eng, cells_all, y0, f0_all, tnext_all, pid_all, v0_all, lead0, t1_floor)
     # The queue: the reducible cells, in their order; a lane whose cell ends takes the next.
     queue = jnp.argsort(~eligible, stable=True).astype(jnp.int32)
     n_queue = jnp.sum(eligible).astype(jnp.int32)
-
-    def fresh_sw(m):
-        return ((jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), jnp.nan, dtype), jnp.full((m, K), -1, jnp.int32),
-                 jnp.full((m, K), -1, jnp.int32), jnp.zeros((m,), jnp.int32), jnp.full((m, K), jnp.nan, dtype),
-                 jnp.full((m, K), jnp.nan, dtype)) if K else None)
-
-    def load(cell):
-        """Lane state for these cells (B: idle, with a harmless copy of cell 0's)."""
-        i = jnp.minimum(cell, B - 1)
-        m = cell.shape[0]
-        return dict(cell=cell, t0=jnp.zeros((m,), dtype), y=y0[i], f0=f0_all[i], tnext=tnext_all[i],
-                    pid=_take(pid_all, i), v=v0_all[i], steps=jnp.zeros((m,), jnp.int32), runs=jnp.ones((m,), jnp.int32),
-                    save=jnp.zeros((m,), jnp.int32), lead=lead0[i], sw=fresh_sw(m))
-
-    lane_ids = jnp.arange(W, dtype=jnp.int32)
-    lanes0 = load(jnp.where(lane_ids < n_queue, queue[jnp.minimum(lane_ids, B - 1)], B))
-    glob0 = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros_like(y0),
-                 steps=jnp.zeros((B,), jnp.int32), runs=jnp.ones((B,), jnp.int32),
-                 out=jnp.full((B, n_save, kind.dim), jnp.nan, dtype), sw=fresh_sw(B))
-    state = dict(lanes=lanes0, glob=glob0, nxt=jnp.minimum(n_queue, W).astype(jnp.int32))
-    # end: 0 handed back (or not reducible), 1 horizon, 2 collapse
-
-    def try_step(cell, lead, t0, y, f0, tnext, pid):
-        y1, y_err, dense, f1 = _erk_step(tableau, kind.vector_field(eng, cell), t0, tnext, y, None, f0)
-        y_err = jnp.where(jnp.isnan(y_err), jnp.inf, y_err)
-        keep, t_new, tn, _, pid, cres = kind.controller(eng, cell).adapt_step_size(
-            t0, tnext, y, y1, None, y_err, order, pid)
-        t_new = jnp.minimum(t_new, t_final)
-        tn = jnp.where(tn > t1_floor, jnp.where(keep, t_final, t_new + 0.5 * (t_final - t_new)), tn)
-        v1 = event_value(cell, lead, t_new, y1)
-        failed = (cres != diffrax.RESULTS.successful) | ~jnp.all(jnp.isfinite(y1)) & keep
-        return y1, dense, f1, keep, t_new, tn, jax.tree.map(jnp.asarray, pid), v1, failed
-
-    def locate(cell, lead, t0, t_new, dense):
-        interp = _Dense(solver.interpolation_cls, t0, t_new, dense)
-        root = optx.root_find(
-            lambda t, _: event_value(cell, lead, t, interp.evaluate(t)),
-            BracketBisection(rtol=1e-13, atol=1e-13, flip=True), t_new,
-            options=dict(lower=t0, upper=t_new), throw=False,
-        )
-        t_ev = root.value
-        return t_ev, interp.evaluate(t_ev), root.result == optx.RESULTS.successful
-
-    def at_event(cell, lead, t_ev, y_ev, t_new, y1, steps):
-        """At a located event: (collapse, switch, new leader, the lead condition at the
-        step's end with the new leader, the bound of the switch time's error, the gap's
-        rate): the fired condition as in `samflow._engine.lanes`."""
-        events = events_of(cell, lead)
-        nan = jnp.full((), jnp.nan, dtype)
-        if not events.names:  # no condition (gd in the t clock): no event is ever located
-            return jnp.asarray(False), jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
-        Y, s = engine_state(cell, t_ev, y_ev)
-        values = events.values(t_ev, (Y, s), args_of(cell))
-        which = jnp.argmin(values)
-        collapse = (which == events.names.index("collapse")) if "collapse" in events.names else jnp.asarray(False)
-        if not K:
-            return collapse, jnp.asarray(False), lead, jnp.ones((), dtype), nan, nan
-        field = eng.field(cell[2])
-        lb = _log_abs_beta(field, Y)
-        live = jnp.all(jnp.isfinite(lb)) & (jnp.max(lb) > eng.L * _LOG_ZERO)
-        switch = (which == len(events.names) - 1) & live & (jnp.abs(_lead_value(field, Y, lead)) <= 1e-7)
-        here = _At(Y, s, *cell[5])
-        to = _leader(field, here, cell[4], data, False, exclude=lead).astype(jnp.int32)
-        new = jnp.where(switch, to, lead)
-        # The bound of the time's error (docs/theory.md s.5), on the reduced state and its tolerances.
-        ctrl = kind.controller(eng, cell)
-        gap = lambda y: (lambda lb: lb[to] - lb[lead])(_log_abs_beta(field, engine_state(cell, t_ev, y)[0]))
-        gap_rate = lambda y: _gap_rate(field, *engine_state(cell, t_ev, y), args_of(cell), lead, to)
-        err, rate = _switch_time_err(gap, gap_rate, y_ev, ctrl.rtol, ctrl.atol, steps, t_ev)
-        return collapse & ~switch, switch, new, event_value(cell, new, t_new, y1), err, rate
-
-    def cond(state):
-        return jnp.any(state["lanes"]["cell"] < B)
-
-    def body(state):
-        st, glob = state["lanes"], state["glob"]
-        busy = st["cell"] < B
-        cells = _take(cells_all, jnp.minimum(st["cell"], B - 1))
-        lead = st["lead"]
-        y1, dense, f1, keep, t_new, tn, pid, v1, failed = jax.vmap(try_step)(
-            cells, lead, st["t0"], st["y"], st["f0"], st["tnext"], st["pid"])
-        t_prev = st["t0"]
-        event = busy & keep & ~failed & (st["v"] > 0) & (v1 <= 0)
-
-        def on_event():  # paid only in the iterations where some cell of the block has an event
-            t_ev, y_ev, root_ok = jax.vmap(locate)(cells, lead, t_prev, t_new, dense)
-            return (t_ev, y_ev, root_ok) + jax.vmap(at_event)(cells, lead, t_ev, y_ev, t_new, y1, st["steps"])
-
-        no = jnp.zeros((W,), bool)
-        nan = jnp.full((W,), jnp.nan, dtype)
-        t_ev, y_ev, root_ok, collapse, switch, new_lead, v_to, sw_err, sw_rate = jax.lax.cond(
-            jnp.any(event), on_event, lambda: (t_new, y1, ~no, no, no, lead, jnp.ones((W,), dtype), nan, nan))
-        event = event & root_ok
-        collapse, switch = event & collapse, event & switch
-        # A switch: the field does not change, so the step is taken whole unless a
-        # condition falls through 0 later in it (then the run restarts at the switch).
-        whole = switch & (v_to > 0)
-        restart = switch & ~whole
-        cut = event & ~whole  # the step ends at the event: saves strictly before it
-        horizon = busy & keep & ~failed & (~event | whole) & (t_new >= t_final)
-        other = busy & keep & ~failed & (v1 <= 0) & (st["v"] > 0) & ~root_ok  # a root that failed
-        out_of_steps = busy & (st["steps"] + 1 >= settings.max_steps) & ~event & ~horizon
-        stop = (event & ~switch) | horizon | out_of_steps | (busy & failed) | other
-        # Saves inside this step, on its dense interpolant.
-        t_limit = jnp.where(cut, t_ev, jnp.where(keep, t_new, t_prev))
-        saving = busy & (keep | event) & ~failed
-
-        def due_of(save):
-            t_s = ts[jnp.minimum(save, n_save - 1)]
-            return saving & (save < n_save) & jnp.where(cut, t_s < t_limit, t_s <= t_limit), t_s
-
-        def save_body(s):
-            out, save = s
-            due, t_s = due_of(save)
-            ys = jax.vmap(lambda t0_, t1_, dn, t: _Dense(solver.interpolation_cls, t0_, t1_, dn).evaluate(t))(
-                t_prev, t_new, dense, t_s)
-            rows = jnp.where(due, st["cell"], B)
-            out = out.at[rows, save].set(ys, mode="drop")
-            return out, save + due
-
-        out, save = jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), save_body, (glob["out"], st["save"]))
-        end = jnp.where(horizon, 1, jnp.where(collapse, 2, 0))
-        adv = busy & keep & ~stop & ~restart
-        sel = lambda a, b, m: jnp.where(m.reshape(m.shape + (1,) * (a.ndim - 1)), a, b)
-        new = dict(
-            cell=st["cell"], t0=jnp.where(adv, t_new, st["t0"]), y=sel(y1, st["y"], adv), f0=sel(f1, st["f0"], adv),
-            tnext=jnp.where(busy, tn, st["tnext"]), pid=jax.tree.map(lambda a, b: sel(a, b, busy), pid, st["pid"]),
-            v=jnp.where(adv, jnp.where(whole, v_to, v1), st["v"]), steps=st["steps"] + busy.astype(jnp.int32),
-            runs=st["runs"] + restart.astype(jnp.int32), save=save, lead=jnp.where(switch, new_lead, lead), sw=st["sw"],
-        )
-        if K:
-            r_time, r_s, r_from, r_to, count, r_err, r_rate = st["sw"]
-            slot = jnp.minimum(count, K - 1)
-            s_ev = jax.vmap(lambda c, t, y: engine_state(c, t, y)[1])(cells, t_ev, y_ev)
-
-            def put(arr, v):
-                return jnp.where((switch & (count < K))[:, None], arr.at[jnp.arange(W), slot].set(v), arr)
-
-            new["sw"] = (put(r_time, t_ev), put(r_s, s_ev), put(r_from, lead + 1), put(r_to, new_lead + 1),
-                         count + switch.astype(jnp.int32), put(r_err, sw_err), put(r_rate, sw_rate))
-
-            def restarted():
-                return jax.vmap(start)(cells, new_lead, t_ev, y_ev, jnp.maximum(st["tnext"] - t_prev, 0.0))
-
-            f0_r, tn_r, pid_r, v_r = jax.lax.cond(
-                jnp.any(restart), restarted, lambda: (new["f0"], new["tnext"], new["pid"], new["v"]))
-            new.update(
-                t0=jnp.where(restart, t_ev, new["t0"]), y=sel(y_ev, new["y"], restart), f0=sel(f0_r, new["f0"], restart),
-                tnext=jnp.where(restart, tn_r, new["tnext"]),
-                pid=jax.tree.map(lambda a, b: sel(a, b, restart), pid_r, new["pid"]),
-                v=jnp.where(restart, v_r, new["v"]),
-            )
-        # Cells that end: their record goes out, their lane takes the next cell of the queue.
-        finished = busy & stop
-        rows = jnp.where(finished, st["cell"], B)
-        glob = dict(
-            end=glob["end"].at[rows].set(end, mode="drop"),
-            t_ev=glob["t_ev"].at[rows].set(jnp.where(horizon, t_new, t_ev), mode="drop"),
-            y_ev=glob["y_ev"].at[rows].set(jnp.where(horizon[:, None], y1, y_ev), mode="drop"),
-            steps=glob["steps"].at[rows].set(new["steps"], mode="drop"),
-            runs=glob["runs"].at[rows].set(new["runs"], mode="drop"),
-            out=out, sw=None if not K else _put(glob["sw"], rows, new["sw"]),
-        )
-        take = state["nxt"] + jnp.cumsum(finished) - 1
-        nxt_cell = jnp.where(finished, jnp.where(take < n_queue, queue[jnp.minimum(take, B - 1)], B), st["cell"])
-        loaded = load(nxt_cell)
-        new = jax.tree.map(lambda a, b: sel(a, b, finished), loaded, new)
-        return dict(lanes=new, glob=glob, nxt=state["nxt"] + jnp.sum(finished).astype(jnp.int32))
-
-    st = jax.lax.while_loop(cond, body, state)["glob"]
+    records = dict(end=jnp.zeros((B,), jnp.int32), t_ev=jnp.full((B,), jnp.nan, dtype), y_ev=jnp.zeros_like(y0),
+                   steps=jnp.zeros((B,), jnp.int32), runs=jnp.ones((B,), jnp.int32), sw=_fresh_sw(B, eng.switches, dtype))
+    out = jnp.full((B, n_save, kind.dim), jnp.nan, dtype)
+    final = run_lanes(problem, records, out, ts, queue, n_queue, n=B, width=W, slots=max(1, W // 8))
+    st = dict(final.records, out=final.outs)
 
     def record(cell, end, t_end, y_end, out, steps, runs):
         c = cell[5]
         cell = cell[:5] + ((c.memory, c.frozen, c.track),)
         field = eng.field(cell[2])
-        out_Y, out_s = jax.vmap(lambda t, y: engine_state(cell, t, y))(ts, out)
+        out_Y, out_s = jax.vmap(lambda t, y: problem.engine_state(cell, t, y))(ts, out)
         out_s = jnp.where(jnp.isnan(out[:, 0]), jnp.nan, out_s)
-        Y_end, s_end = engine_state(cell, t_end, y_end)
+        Y_end, s_end = problem.engine_state(cell, t_end, y_end)
         W_end = field.to_W(Y_end)
         collapsed = end == 2
-        dW_end, ds_end = field.velocity_W(Y_end, s_end, args_of(cell))
+        dW_end, ds_end = field.velocity_W(Y_end, s_end, problem.args_of(cell))
         dt_rem = extrapolate_collapse(W_end, dW_end)
         return eqx.tree_at(
             lambda q: (q.runs, q.t0, q.Y, q.s, q.out_Y, q.out_s, q.status, q.event_time, q.event_s,
