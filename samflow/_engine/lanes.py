@@ -493,6 +493,143 @@ def _switch(index, branches, *operands):
     return jax.lax.switch(index, branches, *operands)
 
 
+def _family_index(method, family):
+    """The call's family of methods (static) and its method's index into it
+    (`solve_lanes`'s `method` and `family`)."""
+    if family is None:
+        family, index = (Method.parse(method),), 0
+    else:
+        family = tuple(Method.parse(m) for m in family)
+        index = method
+        if isinstance(method, (str, Method)):
+            if Method.parse(method) not in family:
+                raise ValueError(f"method {Method.parse(method).value!r} is not in the program's family "
+                                 f"{tuple(m.value for m in family)}: take it from samflow._engine.lanes.program_family")
+            index = family.index(Method.parse(method))
+    return family, index
+
+
+def _initial_states(engines, index, W0, rho, sign, w_scale, finite, data, ts, multi, switches):
+    """Every cell's record at time 0 and the state its first run starts from
+    (tnext, f0, pid, v) and its leader: leading axis n."""
+    # Every cell's state at time 0 (stop conditions that hold there decided).
+    def init_cell(eng, W, r, sgn, ws, fin):
+        field = eng.field(sgn)
+        events = eng.events(field, ws)
+        c = _initial_state(field, events, W, r, data, ts, fin, multi)
+        lead = _leader(field, c, r, data, multi).astype(jnp.int32) if switches else jnp.zeros((), jnp.int32)
+        dt = eng.first_dt(c, r, sgn, ws)
+        tnext, f0, pid, v = eng.start_run(c, r, sgn, ws, dt, lead)
+        return c, tnext, f0, pid, v, lead
+
+    with no_runtime_checks():
+        c0, tnext0, f00, pid0, v0, lead0 = _switch(  # sign None (linear) maps as no leaves
+            index, [lambda *a, e=e: jax.vmap(lambda *c: init_cell(e, *c))(*a) for e in engines],
+            W0, rho, sign, w_scale, finite,
+        )
+    return c0, tnext0, f00, pid0, v0, lead0
+
+
+def _reductions(engines, family, index, settings, c0, sw0, W0, rho, sign, w_scale, lead0, t1_floor):
+    """The cells an exact reduction finishes (`samflow._engine.reduced`): their
+    records (with saved outputs) and switch records in place of `c0`'s and
+    `sw0`'s; the others stay as they are, queued for the general loop."""
+    L, d = W0.shape[1:]
+    data, multi = engines[0].data, engines[0].multi
+    if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d):
+        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
+        # (`samflow._engine.reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
+        # In a program of several methods it runs only when the call's method is l2.
+        l2 = family.index(Method.L2)
+        reduce = lambda: solve_reduced(engines[l2], c0, W0, rho, sign, w_scale, lead0, t1_floor)
+        if len(family) == 1:
+            red, red_ok, red_sw = reduce()
+        else:
+            def skip():
+                shape = jax.eval_shape(reduce)
+                red, red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
+                return c0, red_ok, red_sw
+            red, red_ok, red_sw = jax.lax.cond(jnp.asarray(index) == l2, reduce, skip)
+        c0 = _where_rows(red_ok, red, c0)
+        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
+    two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d)
+    equal = [equal_layers_reducible(m, L, multi, settings) and not (m is Method.L2 and two_scalars) for m in family]
+    if any(equal):
+        # Layers that start equal stay equal: one row per cell (`samflow._engine.reduced`,
+        # docs/theory.md s.3.5) for the methods with a continuous field; what the
+        # reduction cannot finish stays queued here. A branch per member of the family.
+        def equal_of(e):
+            return lambda: solve_equal_layers(e, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+
+        shape = jax.eval_shape(equal_of(engines[equal.index(True)]))
+
+        def skip():
+            red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape[1:])
+            return c0, red_ok, red_sw
+
+        red, red_ok, red_sw = _switch(index, [equal_of(e) if ok else skip for e, ok in zip(engines, equal)])
+        c0 = _where_rows(red_ok, red, c0)
+        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
+    return c0, sw0
+
+
+def _finish_cells(engines, index, c_all, sign, ts, data):
+    """The `Trajectory` of every cell from its final record (with saved outputs)."""
+    n = c_all.t0.shape[0]
+
+    def finish(eng, c, sgn):
+        return _finish(eng.field(sgn), c, ts, data)
+
+    # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduced an array
+    # of (64 cells x 24 saves) margins in another order than one of 8 or fewer (its
+    # YNNPACK reductions, off with `samflow._util.x64.EXACT_REDUCE_FLAG`), so a vmap over
+    # all n cells gave a cell other last bits in a call of another size.
+    pad = (-n) % FINISH_BLOCK
+    blocks = jax.tree.map(
+        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),
+        (c_all, sign),
+    )
+    traj = _switch(  # sign None (linear) maps as no leaves
+        index, [lambda b, e=e: jax.lax.map(lambda cs: jax.vmap(lambda *c: finish(e, *c))(*cs), b) for e in engines],
+        blocks,
+    )
+    traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
+    return traj
+
+
+def _family_state(family, method, data, settings, clock, p):
+    """Whether the family's cells carry the r_j surfaces (multi-sample linf), and
+    lp's p (NaN for an lp branch that a program of several methods traces but a
+    call of another method does not take). Raises as `solve_lanes` says."""
+    multis = {m.spec.slides and data.X.shape[0] > 1 for m in family}
+    if settings.coords == "log" and not all(m.spec.log_coords for m in family):
+        raise ValueError(LOG_NOT_LINF)
+    if len(multis) != 1:
+        raise ValueError(
+            f"family {tuple(m.value for m in family)}: linf on multi-sample data has a program of its own "
+            "(its state carries the r_j surfaces); take the family from samflow._engine.lanes.program_family"
+        )
+    multi = multis.pop()
+    if p is None and len(family) > 1 and not (isinstance(method, (str, Method)) and Method.parse(method) is Method.LP):
+        p = jnp.nan  # lp's branch, traced but not taken, needs a number (a traced index to lp gives NaN)
+    if multi and clock is Clock.TAU:
+        raise ValueError(TAU_ONE_SAMPLE)
+    return multi, p
+
+
+def _switch_output(sw_all, records, clock, lead0, finite):
+    """`solve_lanes`'s raw switch record from the loop's (`sw_all`) and the cells'
+    final records."""
+    r_time, r_s, r_from, r_to, count, r_err, r_rate = sw_all
+    if clock is Clock.TAU:
+        # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
+        untracked = records.t_untracked[:, None]
+        t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < untracked, jnp.expm1(r_s), jnp.inf))
+    else:
+        t_real = r_time
+    return (r_time, t_real, r_from, r_to, count, lead0 + 1, finite & records.done, r_err, r_rate)
+
+
 def solve_lanes(
     W0: Float[Array, "n L d"],
     rho: Float[Array, " n"],
@@ -548,29 +685,8 @@ def solve_lanes(
     """
     clock = Clock.parse(clock)
     n, L, d = W0.shape
-    if family is None:
-        family, index = (Method.parse(method),), 0
-    else:
-        family = tuple(Method.parse(m) for m in family)
-        index = method
-        if isinstance(method, (str, Method)):
-            if Method.parse(method) not in family:
-                raise ValueError(f"method {Method.parse(method).value!r} is not in the program's family "
-                                 f"{tuple(m.value for m in family)}: take it from samflow._engine.lanes.program_family")
-            index = family.index(Method.parse(method))
-    multis = {m.spec.slides and data.X.shape[0] > 1 for m in family}
-    if settings.coords == "log" and not all(m.spec.log_coords for m in family):
-        raise ValueError(LOG_NOT_LINF)
-    if len(multis) != 1:
-        raise ValueError(
-            f"family {tuple(m.value for m in family)}: linf on multi-sample data has a program of its own "
-            "(its state carries the r_j surfaces); take the family from samflow._engine.lanes.program_family"
-        )
-    multi = multis.pop()
-    if p is None and len(family) > 1 and not (isinstance(method, (str, Method)) and Method.parse(method) is Method.LP):
-        p = jnp.nan  # lp's branch, traced but not taken, needs a number (a traced index to lp gives NaN)
-    if multi and clock is Clock.TAU:
-        raise ValueError(TAU_ONE_SAMPLE)
+    family, index = _family_index(method, family)
+    multi, p = _family_state(family, method, data, settings, clock, p)
     width = int(max(1, min(width, n)))
     slots = int(slots or max(1, width // 8))
     max_runs = settings.max_runs or (2 * L * d + 2 + (4 * d if multi else 0))
@@ -595,21 +711,8 @@ def solve_lanes(
     # unrolled `prevbefore`s were one 1,700-line fusion of the program).
     t1_floor = jax.lax.fori_loop(0, 100, lambda _, x: eqxi.prevbefore(x), t_final)
 
-    # Every cell's state at time 0 (stop conditions that hold there decided).
-    def init_cell(eng, W, r, sgn, ws, fin):
-        field = eng.field(sgn)
-        events = eng.events(field, ws)
-        c = _initial_state(field, events, W, r, data, ts, fin, multi)
-        lead = _leader(field, c, r, data, multi).astype(jnp.int32) if switches else jnp.zeros((), jnp.int32)
-        dt = eng.first_dt(c, r, sgn, ws)
-        tnext, f0, pid, v = eng.start_run(c, r, sgn, ws, dt, lead)
-        return c, tnext, f0, pid, v, lead
-
-    with no_runtime_checks():
-        c0, tnext0, f00, pid0, v0, lead0 = _switch(  # sign None (linear) maps as no leaves
-            index, [lambda *a, e=e: jax.vmap(lambda *c: init_cell(e, *c))(*a) for e in engines],
-            W0, rho, sign, w_scale, finite,
-        )
+    c0, tnext0, f00, pid0, v0, lead0 = _initial_states(engines, index, W0, rho, sign, w_scale, finite, data, ts,
+                                                       multi, switches)
     out_Y, out_s = c0.out_Y, c0.out_s
     K = int(switches)
     sw0 = (
@@ -617,42 +720,8 @@ def solve_lanes(
          jnp.full((n, K), -1, jnp.int32), jnp.zeros((n,), jnp.int32), jnp.full((n, K), jnp.nan, dtype),
          jnp.full((n, K), jnp.nan, dtype)) if K else None
     )
-    if Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d):
-        # Depth-2 l2-SAM on one sample from equal layers: two scalars per cell
-        # (`samflow._engine.reduced`, docs/theory.md s.3.5); what it cannot finish stays queued here.
-        # In a program of several methods it runs only when the call's method is l2.
-        l2 = family.index(Method.L2)
-        reduce = lambda: solve_reduced(engines[l2], c0, W0, rho, sign, w_scale, lead0, t1_floor)
-        if len(family) == 1:
-            red, red_ok, red_sw = reduce()
-        else:
-            def skip():
-                shape = jax.eval_shape(reduce)
-                red, red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
-                return c0, red_ok, red_sw
-            red, red_ok, red_sw = jax.lax.cond(jnp.asarray(index) == l2, reduce, skip)
-        c0 = _where_rows(red_ok, red, c0)
-        out_Y, out_s = c0.out_Y, c0.out_s
-        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
-    two_scalars = Method.L2 in family and reducible(Method.L2, L, data.X.shape[0], settings, d)
-    equal = [equal_layers_reducible(m, L, multi, settings) and not (m is Method.L2 and two_scalars) for m in family]
-    if any(equal):
-        # Layers that start equal stay equal: one row per cell (`samflow._engine.reduced`,
-        # docs/theory.md s.3.5) for the methods with a continuous field; what the
-        # reduction cannot finish stays queued here. A branch per member of the family.
-        def equal_of(e):
-            return lambda: solve_equal_layers(e, c0, W0, rho, sign, w_scale, lead0, t1_floor)
-
-        shape = jax.eval_shape(equal_of(engines[equal.index(True)]))
-
-        def skip():
-            red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape[1:])
-            return c0, red_ok, red_sw
-
-        red, red_ok, red_sw = _switch(index, [equal_of(e) if ok else skip for e, ok in zip(engines, equal)])
-        c0 = _where_rows(red_ok, red, c0)
-        out_Y, out_s = c0.out_Y, c0.out_s
-        sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
+    c0, sw0 = _reductions(engines, family, index, settings, c0, sw0, W0, rho, sign, w_scale, lead0, t1_floor)
+    out_Y, out_s = c0.out_Y, c0.out_s
     records = eqx.tree_at(lambda c: (c.out_Y, c.out_s), c0, (None, None), is_leaf=lambda x: x is None)
     # The queue: the cells not already done at time 0, in their order.
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)
@@ -667,30 +736,7 @@ def solve_lanes(
     (records, sw_all), (out_Y, out_s), iters = final.records, final.outs, final.iters
     c_all = eqx.tree_at(lambda c: (c.out_Y, c.out_s), records, (out_Y, out_s), is_leaf=lambda x: x is None)
 
-    def finish(eng, c, sgn):
-        return _finish(eng.field(sgn), c, ts, data)
-
-    # The outputs in blocks of FINISH_BLOCK cells of one shape: XLA reduced an array
-    # of (64 cells x 24 saves) margins in another order than one of 8 or fewer (its
-    # YNNPACK reductions, off with `samflow._util.x64.EXACT_REDUCE_FLAG`), so a vmap over
-    # all n cells gave a cell other last bits in a call of another size.
-    pad = (-n) % FINISH_BLOCK
-    blocks = jax.tree.map(
-        lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]).reshape((-1, FINISH_BLOCK) + x.shape[1:]),
-        (c_all, sign),
-    )
-    traj = _switch(  # sign None (linear) maps as no leaves
-        index, [lambda b, e=e: jax.lax.map(lambda cs: jax.vmap(lambda *c: finish(e, *c))(*cs), b) for e in engines],
-        blocks,
-    )
-    traj = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[:n], traj)
+    traj = _finish_cells(engines, index, c_all, sign, ts, data)
     if not K:
         return traj, iters, None
-    r_time, r_s, r_from, r_to, count, r_err, r_rate = sw_all
-    if clock is Clock.TAU:
-        # Past the tracked range (t > e^69) real time is +inf, as in `Trajectory.t`.
-        untracked = records.t_untracked[:, None]
-        t_real = jnp.where(jnp.isnan(r_time), jnp.nan, jnp.where(r_time < untracked, jnp.expm1(r_s), jnp.inf))
-    else:
-        t_real = r_time
-    return traj, iters, (r_time, t_real, r_from, r_to, count, lead0 + 1, finite & records.done, r_err, r_rate)
+    return traj, iters, _switch_output(sw_all, records, clock, lead0, finite)
