@@ -153,18 +153,9 @@ def solve_grid(
     `ConfigError` (a `ValueError`, one line) for a checkpoint whose chunks do
     not have this run's chunk size (e.g. made on another number of devices).
     """
-    method = Method.parse(method)
-    p = check_p(method, p)
-    clock = Clock.parse(clock)
-    if isinstance(switches, (bool, np.bool_)) or not isinstance(switches, (int, np.integer)) or switches < 0:
-        raise ValueError(f"switches must be an integer >= 0 (0: no switch times), got {switches!r}")
-    W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
-    rho = float_array(rho, "rho")
-    ts_np = check_save_times(ts)
+    method, p, clock, W0, rho, ts_np, B = _checked_inputs(method, p, clock, switches, W0, rho, ts, data, chunk_size,
+                                                          batch_size, sort_key)
     ts = jnp.asarray(ts_np)
-    B = _check_grid(data, W0, rho, chunk_size, batch_size)
-    if sort_key is not None and np.shape(sort_key) != (B,):
-        raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
     settings = settings.resolved(method, W0, data, clock, p)  # one line for a problem (check_problem)
     devs = resolve_devices(devices)
     n_dev = len(devs)
@@ -179,6 +170,29 @@ def solve_grid(
                            n_dev=n_dev, per_call=per_call, summary=summary, cls=cls, on_chunk=on_chunk,
                            checkpoint=checkpoint, p=p_array(method, p), switches=int(switches),
                            index=jnp.asarray(family.index(method), jnp.int32), on_first_call=on_first_call)
+    return _assemble(result, cls, ts_np, B, summary, switches)
+
+
+def _checked_inputs(method, p, clock, switches, W0, rho, ts, data, chunk_size, batch_size, sort_key):
+    """`solve_grid`'s inputs checked and parsed: (method, p, clock, W0, rho, the
+    save times as NumPy, B). Raises as `solve_grid` says."""
+    method = Method.parse(method)
+    p = check_p(method, p)
+    clock = Clock.parse(clock)
+    if isinstance(switches, (bool, np.bool_)) or not isinstance(switches, (int, np.integer)) or switches < 0:
+        raise ValueError(f"switches must be an integer >= 0 (0: no switch times), got {switches!r}")
+    W0 = float_array(W0, "W0")  # float64; a float32 0.1 widened with a warning naming the number it became
+    rho = float_array(rho, "rho")
+    ts_np = check_save_times(ts)
+    B = _check_grid(data, W0, rho, chunk_size, batch_size)
+    if sort_key is not None and np.shape(sort_key) != (B,):
+        raise ValueError(f"sort_key must have shape ({B},), one key per cell, got {np.shape(sort_key)}")
+    return method, p, clock, W0, rho, ts_np, B
+
+
+def _assemble(result, cls, ts_np, B, summary, switches):
+    """`solve_grid`'s return from its chunks' columns (`result`): a `cls`
+    (`Trajectory` or `Summary`), with the `SwitchTimes` when `switches` > 0."""
     sw = {name[len(SWITCH_PREFIX):]: result.pop(name) for name in list(result) if name.startswith(SWITCH_PREFIX)}
     if not summary:
         result["ts"] = np.broadcast_to(ts_np, (B, ts_np.size))
