@@ -400,34 +400,19 @@ class _General(LaneProblem):
     `Lane` without its record's `COLD` fields (`_hot`), the call's records are
     `(CellState without saved outputs, switch record or None)` per cell, the saved
     outputs `(out_Y, out_s)`. The methods of the call's family are `engines` (one
-    `_Engine` each), the call's method `index` into them (`_switch`); the cells'
-    constants and the states their first runs start from (leading axis n) are
-    read when a cell takes a lane (`load`)."""
+    `_Engine` each), the call's method `index` into them (`_switch`); `first`:
+    every cell's lane as its first run starts (leading axis n), which a cell
+    takes with a lane (`load`)."""
 
     engines: tuple
     index: object
     max_runs: int = eqx.field(static=True)
     t1_floor: Float[Array, ""]
-    hot_records: CellState
-    rho: Float[Array, " n"]
-    sign: "Float[Array, 'n L d'] | None"
-    w_scale: Float[Array, " n"]
-    tnext0: Float[Array, " n"]
-    f00: tuple
-    pid0: tuple
-    v0: Float[Array, " n"]
-    lead0: Int[Array, " n"]
+    first: Lane
 
     def load(self, cells):
-        n = self.rho.shape[0]
-        i = jnp.minimum(cells, n - 1)
-        return Lane(
-            cell=cells, rec=_take(self.hot_records, i), rho=self.rho[i],
-            sign=None if self.sign is None else self.sign[i], w_scale=self.w_scale[i], tnext=self.tnext0[i],
-            f0=_take(self.f00, i), pid=_take(self.pid0, i), v=self.v0[i],
-            run_steps=jnp.zeros(cells.shape, jnp.int32), save_idx=jnp.zeros(cells.shape, jnp.int32),
-            lead=self.lead0[i], sw=None,
-        )
+        lane = _take(self.first, jnp.minimum(cells, self.first.cell.shape[0] - 1))
+        return eqx.tree_at(lambda l: l.cell, lane, cells)
 
     def try_steps(self, lanes):
         return _switch(self.index, [lambda l, e=e: jax.vmap(lambda x: e.try_step(x, self.t1_floor))(l)
@@ -726,11 +711,12 @@ def solve_lanes(
     # The queue: the cells not already done at time 0, in their order.
     queue = jnp.argsort(c0.done, stable=True).astype(jnp.int32)
     n_queue = jnp.sum(~c0.done).astype(jnp.int32)
-    problem = _General(
-        engines=tuple(engines), index=index, max_runs=max_runs, t1_floor=t1_floor,
-        hot_records=eqx.tree_at(_cold, records, (None,) * len(COLD)), rho=rho, sign=sign, w_scale=w_scale,
-        tnext0=tnext0, f00=f00, pid0=pid0, v0=v0, lead0=lead0,
+    first = Lane(
+        cell=jnp.arange(n, dtype=jnp.int32), rec=eqx.tree_at(_cold, records, (None,) * len(COLD)), rho=rho,
+        sign=sign, w_scale=w_scale, tnext=tnext0, f0=f00, pid=pid0, v=v0, run_steps=jnp.zeros((n,), jnp.int32),
+        save_idx=jnp.zeros((n,), jnp.int32), lead=lead0, sw=None,
     )
+    problem = _General(engines=tuple(engines), index=index, max_runs=max_runs, t1_floor=t1_floor, first=first)
     with no_runtime_checks():
         final = run_lanes(problem, (records, sw0), (out_Y, out_s), ts, queue, n_queue, n=n, width=width, slots=slots)
     (records, sw_all), (out_Y, out_s), iters = final.records, final.outs, final.iters
