@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._util.cli_common import fail, lock_output
+from ._util.cli_common import fail, run_locked
 from .status import FAILED_STATUSES
 from .store import locked_problem
 from .sweep._slices import (
@@ -136,13 +136,7 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
     out_dir = Path(args.out_dir)
     # The sweep of this folder (without slices) writes the same results.nc: one lock for both.
-    lock, problem = lock_output(out_dir, ".results.lock", "merge")
-    if problem is not None:
-        return fail(problem)
-    try:
-        return _merge(args, out_dir)
-    finally:
-        lock.release()
+    return run_locked(out_dir, ".results.lock", "merge", lambda: _merge(args, out_dir))
 
 
 

@@ -1,6 +1,8 @@
 """What the command lines share (`python -m samflow.sweep`, `samflow.experiments.cnn`,
 `samflow.experiments.cnn_study`): the config and `--out` arguments, the one-line
-refusal with exit code 2, and the output folder made and checked before any work.
+refusal with exit code 2, the config loaded and its output folder chosen
+(`config_and_folder`), and the output folder made, locked and checked before any
+work (`run_locked`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, NoReturn
+from typing import TYPE_CHECKING, Callable, Iterable, NoReturn, TypeVar
 
 from .backend import backend_problem
 from .io import DiskFullError
@@ -19,7 +21,10 @@ from ..config import ConfigError, ConfigModel
 if TYPE_CHECKING:
     from .lock import OutputLock
 
-__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "writable_folder"]
+__all__ = ["RunOutput", "EXIT_BAD_INPUT", "EXIT_SIGINT", "EXIT_SIGTERM", "Interrupted", "backend_problem", "command_parser", "config_and_folder", "existing_file", "fail", "fail_config", "lock_output", "print_figures", "run_command", "run_locked", "writable_folder"]
+
+C = TypeVar("C")  # a config with `output.dir` and `run_folder`
+
 
 class RunOutput(ConfigModel):
     """The `[output]` table that the atlas and CNN configs share: results go to
@@ -73,6 +78,38 @@ def fail(msg: str) -> int:
 def fail_config(err: ConfigError) -> int:
     """`fail` for a `ConfigError`: each of its lines (one per problem) as its own `error:` line."""
     return fail(str(err).replace("\n", "\nerror: "))
+
+
+def config_and_folder(
+    load: Callable[[str | Path], C], config: str | Path, out: "str | None"
+) -> "tuple[C, Path, None] | tuple[None, None, int]":
+    """The opening of a command line: the config `load(config)` and its output folder,
+    `--out` (`out`) or else `cfg.run_folder(cfg.output.dir, config)`.
+
+    **Returns:** (the config, the folder, None); or, for a `ConfigError` of either,
+    (None, None, the exit code of `fail_config`: its lines printed, 2).
+    """
+    try:
+        cfg = load(config)
+        return cfg, (Path(out) if out else cfg.run_folder(cfg.output.dir, config)), None
+    except ConfigError as err:
+        return None, None, fail_config(err)
+
+
+def run_locked(folder: Path, name: str, what: str, run: Callable[[], int]) -> int:
+    """`run()` with the lock `folder/name` held (`lock_output`, `what` naming this run in it),
+    released afterwards, also on an error: the lock's empty folders go with it.
+
+    **Returns:** `run()`'s exit code; or, when the lock is refused (another live run
+    writes there, or the folder cannot be made), the one line of `fail` and 2.
+    """
+    lock, problem = lock_output(folder, name, what)
+    if problem is not None:
+        return fail(problem)
+    try:
+        return run()
+    finally:
+        lock.release()  # and the folder, when this run made it and left it empty
 
 
 def existing_file(folder: Path, names: Iterable[str]) -> "Path | None":

@@ -49,11 +49,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util.cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
-                           writable_folder)
+from .._util.cli_common import (command_parser, config_and_folder, existing_file, fail, print_figures, run_command,
+                           run_locked, writable_folder)
 from .._util.io import atomic_write_bytes
 from .._labels import OPTIMIZER_TEXT
-from ..config import ConfigError
 from .cnn_config import CnnConfig, DataConfig, GradcamConfig, ModelConfig, TaskConfig, TrainConfig, load_cnn_config
 from .images import DataNotFoundError, MissingExtraError, EXTRA_HINT
 from .convnet import NonFiniteError
@@ -493,20 +492,14 @@ def main(argv: "list[str] | None" = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar or log")
     args = parser.parse_args(argv)
     config_path = Path(args.config)
-    try:
-        cfg = load_cnn_config(config_path)
-        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
-    except ConfigError as err:
-        return fail_config(err)
+    cfg, out_dir, refused = config_and_folder(load_cnn_config, config_path, args.out)
+    if refused is not None:
+        return refused
+    train = lambda: run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)  # noqa: E731
+    figures = cfg.output.figures and not args.no_figures
     # Two runs into one folder would leave results.nc of one and shares.csv of the other.
-    lock, problem = lock_output(out_dir, ".results.lock", "CNN experiment")
-    if problem is not None:
-        return fail(problem)
-    try:
-        train = lambda: run_experiment(cfg, base_dir=config_path.parent, progress=not args.quiet)  # noqa: E731
-        return _locked_main(train, args, config_path, out_dir, figures=cfg.output.figures and not args.no_figures)
-    finally:
-        lock.release()  # and the folder, when this run made it and left it empty
+    return run_locked(out_dir, ".results.lock", "CNN experiment",
+                      lambda: _locked_main(train, args, config_path, out_dir, figures))
 
 
 def _locked_main(train, args, config_path: Path, out_dir: Path, figures: bool) -> int:

@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._util.cli_common import (command_parser, existing_file, fail, fail_config, lock_output, print_figures, run_command,
-                           writable_folder)
+from .._util.cli_common import (command_parser, config_and_folder, existing_file, fail, print_figures, run_command,
+                           run_locked, writable_folder)
 from .._util.io import atomic_path, atomic_write_text
 from .._util.io import atomic_write_bytes as _atomic_write
 from ..config import ConfigError
@@ -605,21 +605,13 @@ def main(argv: "list[str] | None" = None) -> int:
     args = parser.parse_args(argv)
     if args.resume and args.overwrite:
         return fail("--resume and --overwrite exclude each other: keep the finished runs or delete them")
-    try:
-        cfg = load_study_config(args.config)
-        if args.quick:
-            cfg = cfg.quick()
-        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, args.config)
-    except ConfigError as err:
-        return fail_config(err)
+    load = (lambda path: load_study_config(path).quick()) if args.quick else load_study_config
+    cfg, out_dir, refused = config_and_folder(load, args.config, args.out)
+    if refused is not None:
+        return refused
+    figures = cfg.output.figures and not args.no_figures
     # A second study with --overwrite would delete the runs the first is storing, then take them for its own.
-    lock, problem = lock_output(out_dir, ".results.lock", "CNN study")
-    if problem is not None:
-        return fail(problem)
-    try:
-        return _locked_main(cfg.plan(), args, out_dir, figures=cfg.output.figures and not args.no_figures)
-    finally:
-        lock.release()  # and the folder, when this run made it and left it empty
+    return run_locked(out_dir, ".results.lock", "CNN study", lambda: _locked_main(cfg.plan(), args, out_dir, figures))
 
 
 def _locked_main(plan: StudyPlan, args, out_dir: Path, figures: bool) -> int:

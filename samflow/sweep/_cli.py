@@ -22,8 +22,8 @@ from .._util.cli_common import (
     _raise_interrupted,
     backend_problem,
     command_parser,
+    config_and_folder,
     fail,
-    fail_config,
     lock_output,
     print_figures,
     writable_folder,
@@ -129,11 +129,9 @@ def _checks_and_run(args, agreed: list, held: list) -> int:
                 f"(got {args.num_slices!r}, {args.slice_index!r})"
             )
     config_path = Path(args.config)
-    try:
-        cfg = load_config(config_path)
-        out_dir = Path(args.out) if args.out else cfg.run_folder(cfg.output.dir, config_path)
-    except ConfigError as err:
-        return fail_config(err)
+    cfg, out_dir, refused = config_and_folder(load_config, config_path, args.out)
+    if refused is not None:
+        return refused
     work_dir, results_path, partial, grid_slice = out_dir, out_dir / "results.nc", out_dir / ".partial", None
     # Messages count slices from 1; the file names and --slice-index from 0.
     slice_text = f"{slice_index + 1} of {n_slices} (--slice-index {slice_index})" if sliced else None
