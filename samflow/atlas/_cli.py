@@ -59,9 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return fail(problem)
     try:
-        t0 = time.perf_counter()
-        run_atlas(cfg, out, figures=cfg.output.figures and not args.no_figures)
-        print(f"atlas done in {time.perf_counter() - t0:.0f} s")
+        return _timed_run(cfg, out, cfg.output.figures and not args.no_figures)
     finally:
         lock.release()
+
+
+def _timed_run(cfg: AtlasConfig, out: Path, figures: bool) -> int:
+    """`main` once the output folder is locked: `run_atlas`, then its time on stdout; exit code 0."""
+    t0 = time.perf_counter()
+    run_atlas(cfg, out, figures=figures)
+    print(f"atlas done in {time.perf_counter() - t0:.0f} s")
     return 0
