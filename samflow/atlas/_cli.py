@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .._util.cli_common import fail, lock_output
+from .._util.cli_common import run_locked
 from .._util.io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
@@ -55,13 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --out {out} is a file; give a folder", file=sys.stderr)
         return 2
     # Two atlases into one folder would leave atlas.nc of one and the tables or figures of the other.
-    lock, problem = lock_output(out, ".atlas.lock", "atlas")
-    if problem is not None:
-        return fail(problem)
-    try:
-        return _timed_run(cfg, out, cfg.output.figures and not args.no_figures)
-    finally:
-        lock.release()
+    figures = cfg.output.figures and not args.no_figures
+    return run_locked(out, ".atlas.lock", "atlas", lambda: _timed_run(cfg, out, figures))
 
 
 def _timed_run(cfg: AtlasConfig, out: Path, figures: bool) -> int:
