@@ -31,7 +31,6 @@ that describe the run rather than the results differ: `wall_time_s` and
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -39,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._util.cli_common import fail, run_locked
+from ._util.cli_common import command_parser, fail, run_locked
 from .status import FAILED_STATUSES
 from .store import locked_problem
 from .sweep._slices import (
@@ -117,11 +116,10 @@ def main(argv: "list[str] | None" = None) -> int:
     mismatched slices (another config or code stamp), existing results without
     --overwrite, or an unwritable folder (one line each).
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m samflow.merge",
-        description="Merge the slices of a sweep run with --num-slices/--slice-index into one results.nc.",
+    parser = command_parser(
+        "python -m samflow.merge", "Merge the slices of a sweep run with --num-slices/--slice-index into one results.nc.",
+        "the output folder of the sliced sweep (holds slices/)", out_help=None, positional="out_dir",
     )
-    parser.add_argument("out_dir", help="the output folder of the sliced sweep (holds slices/)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing results.nc")
     parser.add_argument("--no-figures", action="store_true", help="write results only")
     parser.add_argument(

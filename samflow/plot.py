@@ -24,7 +24,7 @@ from pathlib import Path
 from ._util.startup import command_start
 
 with command_start(always=__name__ == "__main__"):  # python -m samflow.plot: a Ctrl-C here is one line, exit 130
-    from ._util.cli_common import EXIT_SIGINT, fail, print_figures, run_command, writable_folder
+    from ._util.cli_common import EXIT_SIGINT, command_parser, fail, print_figures, run_command, writable_folder
 
 __all__ = ["draw_missing", "interrupted_line", "main", "read_sweep_results", "resume_figures"]
 
@@ -175,14 +175,11 @@ def resume_figures(results_path: "str | Path", out_dir: "str | Path") -> int:
 
 
 def _parser():
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m samflow.plot",
-        description="Draw the figures of a sweep from its results file, without solving again.",
+    parser = command_parser(
+        "python -m samflow.plot", "Draw the figures of a sweep from its results file, without solving again.",
+        "the results.nc of a sweep (python -m samflow.sweep or samflow.merge)",
+        "folder for the figures (default: the results file's folder)", positional="results", out_metavar="DIR",
     )
-    parser.add_argument("results", help="the results.nc of a sweep (python -m samflow.sweep or samflow.merge)")
-    parser.add_argument("--out", metavar="DIR", help="folder for the figures (default: the results file's folder)")
     parser.add_argument("--only", metavar="NAME", help="draw one figure: dominant_heatmap, trajectories or regime_chart")
     return parser
 

@@ -60,12 +60,17 @@ def _raise_interrupted(signum, frame):
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
 
-def command_parser(prog: str, description: str, config_help: str, out_help: str = OUT_HELP) -> argparse.ArgumentParser:
-    """An argument parser with the positional `config` (a TOML file) and `--out`;
-    the command adds its own options after these."""
+def command_parser(
+    prog: str, description: str, config_help: str, out_help: "str | None" = OUT_HELP, *,
+    positional: str = "config", out_metavar: "str | None" = None,
+) -> argparse.ArgumentParser:
+    """An argument parser with the positional `config` (a TOML file; another input
+    named by `positional`) and `--out` (none when `out_help` is None; shown as
+    `out_metavar` in the usage); the command adds its own options after these."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("config", help=config_help)
-    parser.add_argument("--out", help=out_help)
+    parser.add_argument(positional, help=config_help)
+    if out_help is not None:
+        parser.add_argument("--out", metavar=out_metavar, help=out_help)
     return parser
 
 

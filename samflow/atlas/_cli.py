@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from .._util.cli_common import run_locked
+from .._util.cli_common import command_parser, run_locked
 from .._util.io import atomic_write_text
 from ..config import ConfigError
 from ..store import write_results
@@ -36,10 +35,9 @@ def run_atlas(cfg: AtlasConfig, out: str | Path, *, figures: bool = True, log=pr
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 2 bad input)."""
-    parser = argparse.ArgumentParser(prog="python -m samflow.atlas",
-                                     description="Regime edges of SAM across depth, dimension and data.")
-    parser.add_argument("config", help="TOML config file (see configs/atlas.toml)")
-    parser.add_argument("--out", help="output folder (default: output.dir of the config, /quick with --quick)")
+    parser = command_parser("python -m samflow.atlas", "Regime edges of SAM across depth, dimension and data.",
+                            "TOML config file (see configs/atlas.toml)",
+                            "output folder (default: output.dir of the config, /quick with --quick)")
     parser.add_argument("--quick", action="store_true", help="a small run (depths 2-3, d 2-3, linear mu, one sample)")
     parser.add_argument("--no-figures", action="store_true", help="write atlas.nc only")
     args = parser.parse_args(argv)
