@@ -33,7 +33,7 @@ from ..status import FAILED_STATUSES
 from ..store import write_results
 from . import _devices
 from ._checkpoint import _finished_mismatch, chunk_key, damaged_chunks, partial_mismatch
-from ._run import SweepPlan, build_data, check_data_file, chunk_count, disk_preflight, plan_memory, plan_sweep, run_plan
+from ._run import RunOptions, SweepPlan, build_data, check_data_file, chunk_count, disk_preflight, plan_memory, plan_sweep, run_plan
 from ._slices import SLICES_DIR, check_slice_args, slice_file_name
 
 
@@ -313,9 +313,8 @@ def _run(plan: SweepPlan, args, partial, grid_slice, stamp, results_path, out_di
     stage = "solve"
     try:
         t_start = time.perf_counter()
-        ds = run_plan(
-            plan, progress=not args.quiet, checkpoint_dir=partial, grid_slice=grid_slice, code_stamp=stamp, accept_other_stamp=args.resume_any_version,
-        )
+        ds = run_plan(plan, RunOptions(progress=not args.quiet, checkpoint_dir=partial, grid_slice=grid_slice, code_stamp=stamp,
+                                       accept_other_stamp=args.resume_any_version))
         wall = time.perf_counter() - t_start
         ds.attrs["wall_time_s"] = wall
         stage = "write"

@@ -220,27 +220,30 @@ def run_sweep(
     require_backend()  # one line, not JAX's bare AssertionError, when JAX_PLATFORMS cannot start
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
-    return run_plan(plan_sweep(cfg, data), progress=progress, checkpoint_dir=checkpoint_dir, grid_slice=grid_slice,
-                    code_stamp=code_stamp, accept_other_stamp=accept_other_stamp)
+    return run_plan(plan_sweep(cfg, data), RunOptions(progress, checkpoint_dir, grid_slice, code_stamp, accept_other_stamp))
 
 
-def run_plan(
-    plan: SweepPlan,
-    *,
-    progress: bool = True,
-    checkpoint_dir: "Path | None" = None,
-    grid_slice: "tuple[int, int] | None" = None,
-    code_stamp: "str | None" = None,
-    accept_other_stamp: bool = False,
-):
-    """`run_sweep` of a config's `SweepPlan` (its data already built and checked): the
-    memory check, the solves of every flow entry, the results as an `xarray.Dataset`."""
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How `run_plan` runs a plan: `run_sweep`'s keywords of the same names, bar `base_dir`."""
+
+    progress: bool
+    checkpoint_dir: "Path | None"
+    grid_slice: "tuple[int, int] | None"
+    code_stamp: "str | None"
+    accept_other_stamp: bool
+
+
+def run_plan(plan: SweepPlan, options: RunOptions):
+    """`run_sweep` of a config's `SweepPlan` (its data already built and checked) with its
+    keywords as `options`: the memory check, the solves of every flow entry, the results
+    as an `xarray.Dataset`."""
     require_backend()
+    grid_slice, checkpoint_dir = options.grid_slice, options.checkpoint_dir
     data, ts = plan.data, plan.ts
     W0, rho, alpha_abs = plan.cells()
     plan_memory(plan, grid_slice)
-    if code_stamp is None:
-        code_stamp = store.code_stamp()
+    code_stamp = store.code_stamp() if options.code_stamp is None else options.code_stamp
     settings = plan.settings
     key = chunk_key(plan.key, data, grid_slice, from_file=plan.data_file is not None)
     # Cells of similar alpha/rho have similar cost (it sets the regime), then rho.
@@ -250,7 +253,7 @@ def run_plan(
     n_cells = W0.shape[0]
     cells, n_real, W0, rho, rank = _take_slice(grid_slice, cost_key, W0, rho, rank, plan.batch_size)
     checkpoint = (
-        ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=accept_other_stamp)
+        ChunkCheckpoint(checkpoint_dir, key, code_stamp, accept_other_stamp=options.accept_other_stamp)
         if checkpoint_dir
         else None
     )
@@ -261,7 +264,7 @@ def run_plan(
     total = len(plan.flows) * W0.shape[0]
     # One compiled program serves every flow of the sweep (the method is data, samflow._engine.lanes.program_family).
     flows = plan.program_flows
-    with progress_bar(total, "cells", "cell", disable=not progress) as bar:
+    with progress_bar(total, "cells", "cell", disable=not options.progress) as bar:
         said: list = []
 
         def compiling() -> None:
