@@ -71,7 +71,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from ._util.cache import StoredProgram, programs_dir
+from ._util.cache import StoredProgram
 from .datasets import Dataset
 from .flows import Clock, Method
 from ._engine.events import _OFFSET, _ROOT_TOL, _TIE
@@ -79,7 +79,7 @@ from ._engine.integrate import batch_cells
 from ._engine.lanes import DEFAULT_LANES, program_family, solve_lanes
 from ._methods import check_p, p_array
 from ._engine.settings import STUCK_INIT, SolverSettings, check_data, check_depth, check_rho, check_save_times, float_array, stuck_inits
-from ._util.x64 import in_float64, require_float64
+from ._util.x64 import compile_options, in_float64, require_float64
 
 __all__ = ["SwitchTimes", "locate_switches", "refine_switches", "switch_times", "switches_of", "REFINE_RTOL",
            "REFINE_TO", "REFINE_LADDER"]
@@ -164,17 +164,18 @@ def _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p, to
     return jax.vmap(_check, in_axes=(0, 0, None))(SwitchTimes(*raw), traj.W, ts)
 
 
-_switch_batch = eqx.filter_jit(_switch_batch_fn)
-
-
 @functools.lru_cache(maxsize=64)
 def _stored_switch_batch(family, clock, settings, K):
-    """`_switch_batch` for these static arguments as a `samflow._util.cache.StoredProgram`:
+    """`_switch_batch_fn` for these static arguments, jitted, as a `samflow._util.cache.StoredProgram`:
     with the compile cache on (the command lines), a second process loads it
     instead of tracing it again; same program, same bits. Keyed by the family of
     methods (`samflow._engine.lanes.program_family`; here the called method alone)."""
-    fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _switch_batch_fn(W0, rho, data, ts, family, index, clock,
-                                                                           settings, K, p, tol))
+    def _switch_batch_program(W0, rho, data, ts, p, index, tol):
+        return _switch_batch_fn(W0, rho, data, ts, family, index, clock, settings, K, p, tol)
+
+    # With the stored programs off it is the jitted function itself, compiled with
+    # samflow's compile options (`samflow._util.x64.compile_options`) either way.
+    fn = jax.jit(_switch_batch_program, compiler_options=compile_options())
     return StoredProgram(fn, ("samflow.switches", family, clock, settings, K))
 
 
@@ -224,10 +225,7 @@ def _solve_switches(method, data, W0, rho, ts, clock, settings, K, p, chunk) -> 
     for i in range(0, B, width):
         idx = np.minimum(np.arange(i, i + width), B - 1)  # pad with the last cell
         args = (jnp.asarray(W0[idx]), jnp.asarray(rho[idx]), data, jnp.asarray(ts), p_array(method, p), index, tol)
-        if programs_dir() is None:
-            out = _switch_batch(*args[:4], family, index, clock, key, K, args[4], tol)
-        else:  # the stored program (samflow._util.cache): no tracing on a second run
-            out = _stored_switch_batch(family, clock, key, K)(*args)
+        out = _stored_switch_batch(family, clock, key, K)(*args)  # stored: no tracing on a second run
         parts.append(jax.tree_util.tree_map(lambda x: np.asarray(x)[: min(width, B - i)], out))
     return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *parts)
 

@@ -145,3 +145,41 @@ def test_jaxlib_has_finds_the_flags_of_this_jaxlib_only():
 
     assert _jaxlib_has(b"xla_cpu_max_isa")  # a flag every supported jaxlib has
     assert not _jaxlib_has(b"xla_cpu_max_isa", b"xla_no_such_flag_\x01")
+
+
+def test_solve_compiles_with_the_classic_emitters_without_the_process_flag():
+    """`samflow.solve` in a process without samflow's XLA flags compiles its program
+    with XLA's classic fusion emitters as a per-program option
+    (`samflow._util.x64.compile_options`): the bits of a process that sets the flag,
+    not those of XLA's default emitters; a user's own choice of the flag wins."""
+    code = (
+        "import hashlib, numpy as np, samflow as sf\n"
+        "out = sf.solve('l2', sf.single_sample([0.2, 0.4, 0.6, 0.8, 1.0]), alpha=np.array([0.01, 0.1, 0.5, 2.0]),\n"
+        "               rho=np.full(4, 0.3), alpha_batched=True, ts=np.geomspace(1e-2, 1e3, 8))\n"
+        "print(hashlib.sha256(np.asarray(out.beta).tobytes()).hexdigest())\n"
+    )
+    digests = {}
+    for flags in ("", "--xla_cpu_use_fusion_emitters=false", "--xla_cpu_use_fusion_emitters=true"):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu", XLA_FLAGS=flags,
+                   SAMFLOW_COMPILATION_CACHE="off")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        digests[flags] = proc.stdout.strip().splitlines()[-1]
+    assert digests[""] == digests["--xla_cpu_use_fusion_emitters=false"]
+    # The emitters do change the last bits (so the equality above says the option applied).
+    assert digests["--xla_cpu_use_fusion_emitters=true"] != digests[""]
+
+
+def test_compile_options_leave_the_users_flag_alone(monkeypatch):
+    from samflow._util import x64 as _x64
+
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: True)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert _x64.compile_options() == {"xla_cpu_use_fusion_emitters": False}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")
+    assert _x64.compile_options() is None  # the user's choice
+    monkeypatch.setenv("XLA_FLAGS", " ".join(_x64.process_flags()))
+    assert _x64.compile_options() is None  # the command lines: the flag itself, their programs unchanged
+    monkeypatch.setattr(_x64, "_jaxlib_has", lambda *needles: False)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert _x64.compile_options() is None  # a jaxlib without the flag

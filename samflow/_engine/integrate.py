@@ -20,11 +20,11 @@ from ..datasets import Dataset
 from ..flows import Clock, Method
 from .._methods import check_p, p_array
 from ..diagonal_net import init_weights
-from .._util.cache import StoredProgram, programs_dir
+from .._util.cache import StoredProgram
 from .lanes import DEFAULT_LANES, program_family, solve_lanes
 from .settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from .solution import Trajectory
-from .._util.x64 import in_float64, require_float64
+from .._util.x64 import compile_options, in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
 
@@ -115,8 +115,12 @@ _PER_SAVE = ("ts", "t", "W", "beta", "loss")
 def _stored_solve(family: tuple, clock: Clock, settings: SolverSettings) -> StoredProgram:
     """`_solve_batch` for these static arguments as a `samflow._util.cache.StoredProgram`:
     keyed by the family (here the called method alone) and the other static arguments."""
-    fn = jax.jit(lambda W0, rho, data, ts, p, index, tol: _solve_batch(W0, rho, data, ts, family, index, clock,
-                                                                        settings, p, tol))
+    def _solve_batch_program(W0, rho, data, ts, p, index, tol):
+        return _solve_batch(W0, rho, data, ts, family, index, clock, settings, p, tol)
+
+    # With the stored programs off it is the jitted function itself, compiled with
+    # samflow's compile options (`samflow._util.x64.compile_options`) either way.
+    fn = jax.jit(_solve_batch_program, compiler_options=compile_options())
     return StoredProgram(fn, ("samflow.solve", family, clock, settings))
 
 
@@ -262,10 +266,8 @@ def solve(
     W0, rho_b, ts = canonical_shapes(W0, rho_b, ts)
     # rtol and atol traced (`SolverSettings.program_key`): one program for every tolerance.
     key, tol = settings.program_key(), jnp.asarray(settings.tolerances())
-    if programs_dir() is None:
-        out = _solve_batch(W0, rho_b, data, ts, family, index, clock, key, p_array(method, p), tol)
-    else:  # a stored program (samflow._util.cache): loaded, not traced, when a session has made it before
-        out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)
+    # A stored program (samflow._util.cache): loaded, not traced, when a session has made it before.
+    out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)
     out = unpad(out, n, n_save)
     if not batched:
         out = jax.tree_util.tree_map(lambda x: x[0], out)

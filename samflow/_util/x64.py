@@ -20,8 +20,8 @@ import os
 import jax
 
 __all__ = [
-    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "FAST_COMPILE_FLAG", "exact_cpu_arithmetic", "exact_flags", "float64",
-    "in_float64", "process_flags",
+    "EXACT_CPU_FLAG", "EXACT_REDUCE_FLAG", "FAST_COMPILE_FLAG", "compile_options", "exact_cpu_arithmetic",
+    "exact_flags", "float64", "in_float64", "process_flags",
     "prepare_process", "require_float64", "use_float64",
 ]
 
@@ -123,6 +123,27 @@ def process_flags() -> tuple[str, ...]:
     `FAST_COMPILE_FLAG` where this jaxlib has it."""
     fast = (FAST_COMPILE_FLAG,) if _jaxlib_has(_flag_name(FAST_COMPILE_FLAG).encode()) else ()
     return exact_flags() + fast
+
+
+def compile_options() -> "dict[str, bool] | None":
+    """The XLA compile options of samflow's lane programs (`jax.jit(...,
+    compiler_options=...)`): XLA's classic fusion emitters (`FAST_COMPILE_FLAG`
+    as the per-program option `xla_cpu_use_fusion_emitters=False`) where this
+    jaxlib has the flag and `XLA_FLAGS` does not name it, else None.
+
+    So a program of your own that calls `samflow.solve` without samflow's XLA
+    flags (`exact_cpu_arithmetic`) compiles its solver in about 40% less time,
+    and the rest of your process keeps XLA's defaults: the option applies to
+    samflow's programs alone, and gives them the bits of the process flag
+    (tests/test_x64.py). The command lines set the flag itself (`prepare_process`):
+    None there, and their programs are unchanged. The exact-arithmetic flags
+    have no such per-program form (XLA reads the ISA when its CPU client
+    starts), so a process without them still gets last bits that can depend on
+    the lane width (docs/running.md)."""
+    flag = _flag_name(FAST_COMPILE_FLAG)
+    if flag in os.environ.get("XLA_FLAGS", "") or not _jaxlib_has(flag.encode()):
+        return None
+    return {flag: False}
 
 
 def exact_cpu_arithmetic() -> bool:

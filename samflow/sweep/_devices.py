@@ -37,6 +37,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from .._engine import lanes as _lanes, solution as _solution
 from .._util.cache import StoredProgram
+from .._util.x64 import compile_options
 from ..flows import Method
 
 __all__ = [
@@ -388,7 +389,7 @@ def _sharded_program(devices: tuple, family, clock, settings, summary, lanes, sw
     )
     what = ("samflow.sweep.sharded_solver", tuple(dev.id for dev in devices), family, clock, settings, summary, gather,
             lanes, switches)
-    return StoredProgram(jax.jit(body), what), NamedSharding(mesh, P(AXIS))
+    return StoredProgram(jax.jit(body, compiler_options=compile_options()), what), NamedSharding(mesh, P(AXIS))
 
 
 sharded_solver.cache_clear = _sharded_program.cache_clear
