@@ -1182,12 +1182,15 @@ num = 8
 """
 
 
-def _process(cmd: list, cache: Path, cwd: Path) -> tuple:
+def _process(cmd: list, cache: Path, cwd: Path, user_env: bool = False) -> tuple:
     """Run `cmd` as a fresh process with samflow's compile cache in `cache` (JAX's own
     cache variable dropped, so that no cache of the caller's takes part): (wall s, stdout),
-    or (nan, None) after one error line when it fails."""
+    or (nan, None) after one error line when it fails. `user_env`: without the
+    bench's `XLA_FLAGS` as well, as a user's own Python process starts."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), SAMFLOW_COMPILATION_CACHE=str(cache))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    if user_env:
+        env.pop("XLA_FLAGS", None)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -1247,7 +1250,8 @@ print("FIRST_SOLVE_S", time.perf_counter() - t0)
 def first_python_solve() -> tuple[float, float]:
     """The import of samflow and one `sf.solve` (l2, one cell, 64 save times) in a fresh
     Python process on an empty cache folder, then in a second one on the folder the
-    first filled (its stored program, `samflow._util.cache`): `(cold, warm)` seconds from
+    first filled (its stored program, `samflow._util.cache`), both without the bench's
+    `XLA_FLAGS` (a user's own process): `(cold, warm)` seconds from
     before the import to the result (interpreter start-up left out); nan, nan when a
     process fails. The line says how many files the first one left."""
     import tempfile
@@ -1255,9 +1259,9 @@ def first_python_solve() -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
         cmd = [sys.executable, "-c", FIRST_SOLVE]
-        _, first = _process(cmd, cache, ROOT)
+        _, first = _process(cmd, cache, ROOT, user_env=True)
         files = _cache_files(cache)
-        wall, second = _process(cmd, cache, ROOT)
+        wall, second = _process(cmd, cache, ROOT, user_env=True)
     if first is None or second is None:
         return float("nan"), float("nan")
     secs = [float(ln.split()[1]) for ln in (first + second).splitlines() if ln.startswith("FIRST_SOLVE_S ")]
