@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import lane_programs
 import samflow as sf
 from samflow._engine.integrate import batch_cells
-from samflow._engine.lanes import solve_lanes
 from samflow._engine.reduced import cell_reducible
 from samflow.flows import Clock, Method
 
@@ -25,14 +25,14 @@ from test_lanes import FIELDS, MU, TS
 from test_lanes import _cells as _grid  # the chart's (alpha, rho) cells, alpha-major
 
 
-def _run(W0, rho, reduce, clock="t", ts=TS, data=None, width=16, switches=0, **kw):
-    data = sf.single_sample(MU) if data is None else data
-    m, c = Method.L2, Clock.parse(clock)
-    settings = sf.SolverSettings(reduce=reduce, **kw).resolved(m, np.asarray(W0), data, c, None)
-    fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
-                                          width=width, switches=switches))
-    out = jax.tree_util.tree_map(np.asarray, fn(jnp.asarray(W0), jnp.asarray(rho)))
-    return out if switches else out[0]
+# One lane width for the file's programs (tests/lane_programs.py shares a program among the
+# calls of the same static arguments, at canonical cell and save counts, and a result among
+# the calls of the same cells): the bits tests compare it with 64 lanes and with one.
+WIDTH = 7
+
+
+def _run(W0, rho, reduce, clock="t", ts=TS, data=None, width=WIDTH, switches=0, pad=True, **kw):
+    return _run_m("l2", W0, rho, reduce, clock=clock, ts=ts, data=data, width=width, switches=switches, pad=pad, **kw)
 
 
 def _cells(alpha, rho, d=5):
@@ -119,7 +119,7 @@ def test_reduced_bits_do_not_depend_on_the_order_the_width_or_the_other_cells():
     perm = np.random.default_rng(3).permutation(len(rho))
     back = jax.tree_util.tree_map(lambda x: x[np.argsort(perm)], _run(W0[perm], rho[perm], "all", width=64))
     assert all(_same(ref, back).values()), _same(ref, back)
-    one = _run(W0[10:11], rho[10:11], "all", width=1)
+    one = _run(W0[10:11], rho[10:11], "all", width=1, pad=False)  # a cell alone
     assert all(_same(jax.tree_util.tree_map(lambda x: x[10:11], ref), one).values())
 
 
@@ -207,14 +207,14 @@ def test_reduced_saves_the_init_itself_and_a_frozen_cell_exactly():
 # -- the equal-layer reduction (reduce="all") ----------------------------------------------
 
 
-def _run_m(method, W0, rho, reduce, clock="t", ts=TS, data=None, width=16, switches=0, p=None, **kw):
+def _run_m(method, W0, rho, reduce, clock="t", ts=TS, data=None, width=WIDTH, switches=0, p=None, pad=True, **kw):
+    """The lane engine on these cells at `reduce` (numpy results; with `switches` the
+    triple `(trajectory, iterations, record)`), by the shared program of its static arguments."""
     data = sf.single_sample(MU) if data is None else data
     m, c = Method.parse(method), Clock.parse(clock)
     settings = sf.SolverSettings(reduce=reduce, **kw).resolved(m, np.asarray(W0), data, c, p)
-    p_arr = None if p is None else jnp.asarray(p, jnp.float64)
-    fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
-                                          width=width, switches=switches, p=p_arr))
-    out = jax.tree_util.tree_map(np.asarray, fn(jnp.asarray(W0), jnp.asarray(rho)))
+    out = lane_programs.run(W0, rho, data, ts, method=m, clock=c, settings=settings, width=width,
+                            switches=switches, p=p, pad=pad)
     return out if switches else out[0]
 
 
@@ -286,7 +286,7 @@ def test_equal_layers_bits_do_not_depend_on_the_order_the_width_or_the_other_cel
     perm = np.random.default_rng(4).permutation(len(rho))
     back = jax.tree_util.tree_map(lambda x: x[np.argsort(perm)], _run_m("gd", W0[perm], rho[perm], "all", width=64))
     assert all(_same(ref, back).values()), _same(ref, back)
-    one = _run_m("gd", W0[10:11], rho[10:11], "all", width=1)
+    one = _run_m("gd", W0[10:11], rho[10:11], "all", width=1, pad=False)  # a cell alone
     assert all(_same(jax.tree_util.tree_map(lambda x: x[10:11], ref), one).values())
 
 
