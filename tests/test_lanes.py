@@ -7,6 +7,7 @@ tests/conftest.py sets: `samflow._util.x64.exact_cpu_arithmetic`). And the switc
 the leader are recorded in the same pass, also between two save times.
 """
 
+import functools
 import re
 
 import jax
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import lane_programs
 import samflow as sf
 from samflow._engine.integrate import batch_cells
 from samflow._engine.lanes import solve_lanes
@@ -32,18 +34,17 @@ def _cells(n=8):
     return np.repeat(a, n), np.tile(r, n)
 
 
-def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None, reduce="off"):
-    """The lane engine on these cells; `reduce="off"` by default: these tests are of the
-    lane engine, and depth-2 l2 cells from equal layers take the reduction otherwise
-    (`samflow._engine.reduced`, tests/test_reduced.py)."""
+def _run(method, alpha, rho, width, depth=2, clock="t", ts=TS, switches=0, data=None, p=None, reduce="off", pad=True):
+    """The lane engine on these cells (`(trajectory, iterations, switches)`, numpy); `reduce="off"` by
+    default: these tests are of the lane engine, and depth-2 l2 cells from equal layers take the
+    reduction otherwise (`samflow._engine.reduced`, tests/test_reduced.py). By the shared program of
+    its static arguments, at canonical shapes (tests/lane_programs.py; `pad=False`: the call's own)."""
     data = sf.single_sample(MU) if data is None else data
     W0, rho_b, _ = batch_cells(alpha, rho, depth, data.d, alpha_batched=True)
     m, c = Method.parse(method), Clock.parse(clock)
     settings = sf.SolverSettings(reduce=reduce).resolved(m, np.asarray(W0), data, c, p)
-    p = None if p is None else jnp.asarray(p)
-    fn = jax.jit(lambda W, r: solve_lanes(W, r, data, jnp.asarray(ts), method=m, clock=c, settings=settings,
-                                          width=width, switches=switches, p=p))
-    return fn(W0, rho_b)
+    return lane_programs.run(W0, rho_b, data, ts, method=m, clock=c, settings=settings, width=width,
+                             switches=switches, p=p, pad=pad)
 
 
 def _same(a, b):
@@ -126,7 +127,7 @@ def test_bits_do_not_depend_on_the_order_or_the_other_cells():
     back = jax.tree_util.tree_map(lambda x: np.asarray(x)[np.argsort(perm)], out)
     assert all(_same(ref, back).values())
     # A cell alone (one lane, one cell) has the bits it has among 64 others.
-    one, _, _ = _run("l2", alpha[10:11], rho[10:11], width=1)
+    one, _, _ = _run("l2", alpha[10:11], rho[10:11], width=1, pad=False)
     assert all(_same(jax.tree_util.tree_map(lambda x: np.asarray(x)[10:11], ref), one).values())
 
 
@@ -241,28 +242,26 @@ def _eqns(jaxpr):
                     yield from _eqns(sub)
 
 
-def _family_run(family, alpha, rho, width, switches, p=None, reduce="off"):
+def _same_family_bits(family, switches, p=None, reduce="off"):
+    """Each member of `family` by the family's one program (the method an int32 index, traced)
+    and by its own: bit for bit. Returns the family's program and its arguments."""
+    alpha, rho = _cells(3)
     data = sf.single_sample(MU)
     W0, rho_b, _ = batch_cells(alpha, rho, 2, data.d, alpha_batched=True)
-    settings = sf.SolverSettings(reduce=reduce)
-    fn = jax.jit(lambda W, r, i, p: solve_lanes(W, r, data, jnp.asarray(TS), method=i, clock=Clock.T,
-                                                settings=settings, p=p, width=width, switches=switches,
-                                                family=family))
-    pp = jnp.asarray(np.nan if p is None else p)
-    return fn, (W0, rho_b, pp)
-
-
-def _same_family_bits(family, switches, p=None, reduce="off"):
-    alpha, rho = _cells(3)
-    fn, args = _family_run(family, alpha, rho, 4, switches, p, reduce)
+    settings = sf.SolverSettings(reduce=reduce).with_tolerances(2)
     for m in family:
-        ref = _run(m, alpha, rho, width=4, switches=switches, p=p if m is Method.LP else None, reduce=reduce)
-        out = fn(*args[:2], jnp.asarray(family.index(m), jnp.int32), args[2])
+        pm = p if m is Method.LP else None
+        ref = _run(m, alpha, rho, width=4, switches=switches, p=pm, reduce=reduce)
+        out = lane_programs.run(W0, rho_b, data, TS, method=family.index(m), clock=Clock.T, settings=settings,
+                                width=4, switches=switches, family=family, p=np.nan if p is None else p)
         la, lb = jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(out)
         assert len(la) == len(lb)
         for x, y in zip(la, lb):
             assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), m
-    return fn, args
+    fn = functools.partial(lane_programs._program, method=None, clock=Clock.T, settings=settings.program_key(),
+                           width=4, switches=switches, family=family)
+    pp = np.float64(np.nan if p is None else p)
+    return fn, (W0, rho_b, data, jnp.asarray(TS), pp, settings.tolerances())
 
 
 def test_one_program_gives_every_method_its_own_bits():
@@ -277,7 +276,7 @@ def test_one_program_gives_every_method_its_own_bits():
     methods picks the member's equal-layer branch."""
     family = (Method.GD, Method.L2, Method.LINF)
     fn, args = _same_family_bits(family, switches=4, reduce="all")
-    jaxpr = jax.make_jaxpr(fn)(*args[:2], jnp.asarray(0, jnp.int32), args[2]).jaxpr
+    jaxpr = jax.make_jaxpr(fn)(*args, jnp.asarray(0, jnp.int32)).jaxpr
     conds = [e for e in _eqns(jaxpr) if e.primitive.name == "cond" and len(e.params["branches"]) == 3]
     assert len(conds) == 5
     for e in conds:
