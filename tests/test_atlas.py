@@ -36,6 +36,15 @@ def test_spectra_have_their_definitions():
     assert not np.allclose(sp["random 1"], sp["random 2"])
 
 
+def test_spectra_refuses_the_whole_config_in_one_line():
+    """0.3.0: spectra(s, d) takes the [spectra] section; the whole config gave a bare
+    AttributeError ('AtlasConfig' object has no attribute 'linear')."""
+    cfg = load_atlas_config(CONFIG)
+    with pytest.raises(TypeError, match=r"^spectra takes the config's \[spectra\] section since samflow 0\.3\.0: "
+                                        r"pass cfg\.spectra, not cfg$"):
+        spectra(cfg, 5)
+
+
 @pytest.mark.parametrize(
     "text, match",
     [

@@ -27,7 +27,13 @@ def spectra(s: Spectra, d: int) -> list[tuple[str, np.ndarray]]:
 
     linear: mu_j = j / d; geometric r: mu_j = r^((d - j) / (d - 1)), so mu_1 / mu_d
     = r at every d (the gap mu_(d-1) / mu_d = r^(1/(d-1)) closes as d grows);
-    random: sorted uniform(0.1, 1) draws over their largest (seeded per d)."""
+    random: sorted uniform(0.1, 1) draws over their largest (seeded per d).
+
+    **Raises:** `TypeError` (one line) for the whole `AtlasConfig` as `s` (0.2's
+    argument): pass its `.spectra`.
+    """
+    if isinstance(s, AtlasConfig):
+        raise TypeError("spectra takes the config's [spectra] section since samflow 0.3.0: pass cfg.spectra, not cfg")
     out = []
     if s.linear:
         out.append(("linear", np.arange(1, d + 1) / d))
