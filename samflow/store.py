@@ -205,8 +205,9 @@ def code_stamp(extra: "tuple[str, ...]" = ()) -> str:
 @dataclasses.dataclass(frozen=True, eq=False)
 class ResultsLayout:
     """What `to_dataset` writes beside the solver's results: the coordinates and the
-    attributes of a sweep, resolved once from its config (`samflow.sweep.run_sweep`
-    makes it with the rest of the sweep's plan)."""
+    attributes of a sweep, resolved once from its config: `samflow.sweep.results_layout(cfg)`
+    builds it from a `SweepConfig` (`samflow.sweep.run_sweep` makes it so, with the rest
+    of the sweep's plan)."""
 
     name: str
     """The run's name (the title "samflow sweep 'name'")."""
@@ -245,7 +246,8 @@ class ResultsLayout:
 def to_dataset(layout: ResultsLayout, data, alpha_abs, results, timings, cells=None) -> xr.Dataset:
     """Label the trajectories of a sweep (see the module docstring for the layout).
 
-    **Arguments:** `layout` the coordinates and attributes (`ResultsLayout`);
+    **Arguments:** `layout` the coordinates and attributes (`ResultsLayout`;
+    `samflow.sweep.results_layout(cfg)` builds it from a config);
     `data` the `Dataset`; `alpha_abs` (A, R) absolute init scales; `results`
     {Method: Trajectory with leading axis A*R, or n with `cells`; a `Summary`
     for each method when `layout.save` is "summary"}; `timings` {method name:
@@ -253,7 +255,8 @@ def to_dataset(layout: ResultsLayout, data, alpha_abs, results, timings, cells=N
     the cells in `results`, for a slice of the grid: the per-cell variables
     then have the axis `cell` in place of (alpha, rho).
 
-    **Raises:** `TypeError` (one line) for a config as `layout` (0.2's argument);
+    **Raises:** `TypeError` (one line) for a config as `layout` (0.2's argument:
+    pass `samflow.sweep.results_layout(cfg)`);
     `ValueError` when `cells` is not 1-D, or holds an index outside [0, A*R) or
     twice, or when `results` are not all of the kind `layout.save` names
     (Trajectory for "full", Summary for "summary").
@@ -262,7 +265,7 @@ def to_dataset(layout: ResultsLayout, data, alpha_abs, results, timings, cells=N
 
     if not isinstance(layout, ResultsLayout):
         raise TypeError("to_dataset takes a samflow.store.ResultsLayout since samflow 0.3.0, not a config "
-                        f"(got {type(layout).__name__}); samflow.sweep.run_sweep makes it")
+                        f"(got {type(layout).__name__}): pass samflow.sweep.results_layout(cfg)")
     A, R = alpha_abs.shape
     methods = list(results)
     summary = layout.save == "summary"

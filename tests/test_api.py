@@ -88,7 +88,7 @@ IMPORT_PATHS = {
     "samflow.status": ["STATUS_MESSAGES", "Status"],
     "samflow.store": ["code_stamp", "read_results", "to_dataset", "write_results"],
     "samflow.sweep": [
-        "NO_STAMP", "build_data", "config_key", "main", "memory_preflight", "run_sweep", "solve_grid",
+        "NO_STAMP", "build_data", "config_key", "main", "memory_preflight", "results_layout", "run_sweep", "solve_grid",
         "use_cpu_cores", "resolve_devices", "cell_bytes", "chunk_cells", "check_memory", "results_bytes",
         "available_memory_bytes", "batch_width", "sharded_solver",
     ],

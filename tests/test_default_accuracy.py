@@ -70,7 +70,7 @@ def test_the_defaults_meet_1e6_where_rtol_1e8_did_not(method, depth, old_err):
 def test_results_files_record_the_tolerances_used(tmp_path):
     from samflow.config import SweepConfig
     from samflow.store import to_dataset
-    from samflow.sweep._run import results_layout
+    from samflow.sweep import results_layout
 
     raw = {"name": "x", "methods": ["gd"], "depth": 4, "data": {"mu": MU},
            "grid": {"alpha": [0.1], "rho": [0.1]}, "time": {"t1": 10.0, "num": 4}}

@@ -26,3 +26,30 @@ def test_sweep_help_writes_nothing_to_stderr():
     )
     assert out.returncode == 0 and "usage: python -m samflow.sweep" in out.stdout
     assert out.stderr == ""
+
+
+def test_results_layout_is_public_and_builds_to_datasets_first_argument():
+    """0.3.0's to_dataset takes a ResultsLayout; its builder was the private
+    samflow.sweep._run.results_layout, so a user had no public way to call it."""
+    import numpy as np
+    import pytest
+
+    import samflow as sf
+    import samflow.sweep as sweep
+    from samflow.config import SweepConfig
+    from samflow.store import ResultsLayout, to_dataset
+
+    assert "results_layout" in sweep.__all__
+    cfg = SweepConfig.model_validate({"name": "mine", "methods": ["gd"], "depth": 2, "data": {"mu": [0.5, 1.0]},
+                                      "grid": {"alpha": [0.1], "rho": [0.2]}, "time": {"t1": 10.0, "num": 4}})
+    layout = sweep.results_layout(cfg)
+    assert isinstance(layout, ResultsLayout)
+    data = sf.single_sample([0.5, 1.0])
+    tr = sf.solve("gd", data, 0.1, np.array([0.2]), cfg.time.values(), depth=2)
+    ds = to_dataset(layout, data, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
+    assert list(ds["flow"].values) == ["gd"] and ds.sizes["time"] == 4
+    assert ds["alpha"].values.tolist() == [0.1] and ds["rho"].values.tolist() == [0.2]
+    np.testing.assert_array_equal(ds["beta"].values[0, 0, 0], np.asarray(tr.beta)[0])
+    with pytest.raises(TypeError, match=r"^to_dataset takes a samflow\.store\.ResultsLayout since samflow 0\.3\.0, "
+                                        r"not a config \(got SweepConfig\): pass samflow\.sweep\.results_layout\(cfg\)$"):
+        to_dataset(cfg, data, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})

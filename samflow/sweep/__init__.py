@@ -55,12 +55,13 @@ with _command_start():
     from ._run import (
         build_data as build_data,
         memory_preflight as memory_preflight,
+        results_layout as results_layout,
         run_sweep as run_sweep,
     )
 
 del _command_start
 
-__all__ = ["build_data", "solve_grid", "run_sweep", "memory_preflight", "config_key", "main",
+__all__ = ["build_data", "solve_grid", "run_sweep", "results_layout", "memory_preflight", "config_key", "main",
            "DEFAULT_BATCH_SIZE", "DEFAULT_MEMORY_BUDGET_MB", "available_memory_bytes", "batch_width", "cell_bytes",
            "check_memory", "chunk_cells", "in_flight_bytes", "resolve_devices", "results_bytes", "sharded_solver",
            "use_cpu_cores"]

@@ -309,10 +309,14 @@ def run_plan(plan: SweepPlan, options: RunOptions):
 
 
 def results_layout(cfg: SweepConfig) -> ResultsLayout:
-    """What the results file of `cfg` holds beside the solves (`samflow.store.to_dataset`):
+    """What the results file of `cfg` holds beside the solves, as the
+    `samflow.store.ResultsLayout` that `samflow.store.to_dataset` takes first:
     its coordinates, the tolerances used, the config as JSON, and the attributes of the
     experiment tables where they differ from the diagonal net from plain inits on given
-    data (`model`, `init`, `data_generator`)."""
+    data (`model`, `init`, `data_generator`).
+
+    `to_dataset(results_layout(cfg), data, alpha_abs, results, timings)` labels
+    solves of your own as `run_sweep` labels the sweep's."""
     entries = cfg.flow_entries()
     flow_eta = {e.label: e.eta for e in entries} if cfg.discrete is not None else None
     fixed = {"l2": 2.0, "linf": np.inf}
