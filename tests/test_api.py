@@ -176,6 +176,22 @@ def test_import_paths(module):
     assert not missing, f"{module} lost {missing}"
 
 
+def test_the_reference_documents_the_plans_and_the_atlas_sections():
+    """The API reference renders a module's `__all__`: the study's plan (`StudyPlan`,
+    `StudyConfig.plan()`, `.quick()`) and the atlas's `Spectra` (what `spectra` takes
+    since 0.3.0) were in none, and docs/reference/experiments.md did not render
+    `samflow.experiments.cnn_study_config`."""
+    from samflow import atlas
+    from samflow.experiments import cnn_study, cnn_study_config
+
+    assert "Spectra" in atlas.__all__ and atlas.Spectra is atlas.AtlasConfig.model_fields["spectra"].annotation
+    assert {"StudyConfig", "StudyPlan"} <= set(cnn_study.__all__)
+    assert {"StudyConfig", "StudyPlan"} <= set(cnn_study_config.__all__)
+    assert callable(cnn_study.StudyConfig.plan) and callable(cnn_study.StudyConfig.quick)
+    page = (ROOT / "docs" / "reference" / "experiments.md").read_text().splitlines()
+    assert "::: samflow.experiments.cnn_study_config" in page and "::: samflow.atlas" in page
+
+
 def test_top_level_names_are_the_module_objects():
     """`sf.solve` is the function, and the same object as `samflow.solver.solve`."""
     assert callable(sf.solve) and sf.solve.__name__ == "solve"

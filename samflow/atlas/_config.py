@@ -10,7 +10,7 @@ from .._util.cli_common import RunOutput
 from .._engine.settings import SETTING_BOUNDS
 from ..config import ConfigModel, RunConfig, read_toml, validate
 
-__all__ = ["AtlasConfig", "load_atlas_config", "quick_config"]
+__all__ = ["AtlasConfig", "Spectra", "load_atlas_config", "quick_config"]
 
 _Pos = Annotated[float, Field(gt=0)]
 

@@ -72,7 +72,7 @@ from .cnn_study_results import (  # noqa: F401  (re-exported: the study's public
     t_interval,
 )
 
-__all__ = ["METRICS", "STATUS", "run_study", "assemble", "summarize", "format_tables", "main"]
+__all__ = ["METRICS", "STATUS", "StudyConfig", "StudyPlan", "run_study", "assemble", "summarize", "format_tables", "main"]
 
 RESULT_FILES = ("results.nc", "summary.csv", "tables.md")
 #: The packages besides `samflow.store.STAMP_PACKAGES` whose code sets a run's numbers (SAM is optax's).
