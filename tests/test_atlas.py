@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from samflow.atlas import load_atlas_config, main, quick_config, spectra
+from samflow.atlas import load_atlas_config, main, spectra
 from samflow.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +19,20 @@ def test_shipped_config_is_valid_and_quick_is_small():
     cfg = load_atlas_config(CONFIG)
     assert cfg.methods == ["l2", "linf"] and cfg.depths == [2, 3, 4, 5, 6]
     assert cfg.dims == [2, 3, 5, 10, 20, 50]
-    q = quick_config(cfg)
+    q = cfg.quick()
     assert q.depths == [2, 3] and q.dims == [2, 3] and q.samples.n == 0
+
+
+def test_quick_config_is_the_old_name_of_the_method_with_a_future_warning():
+    """quick_config(cfg), 0.2's name, still works in 0.3 and says the method's name."""
+    import samflow.atlas as atlas
+
+    cfg = load_atlas_config(CONFIG)
+    assert "quick_config" not in atlas.__all__
+    with pytest.warns(FutureWarning, match=r"^samflow\.atlas\.quick_config\(cfg\) is now the method AtlasConfig\.quick\(\) "
+                                           r"\(cfg\.quick\(\)\); the old name goes in the release after 0\.3$"):
+        q = atlas.quick_config(cfg)
+    assert q == cfg.quick()
 
 
 def test_spectra_have_their_definitions():
@@ -122,7 +134,7 @@ def _atlas_with_an_unconverged_edge():
     from made-up edges: the l2 depth-2 collapse edge at d = 3 did not converge."""
     from samflow.atlas._compute import _to_dataset
 
-    cfg = quick_config(load_atlas_config(CONFIG))
+    cfg = load_atlas_config(CONFIG).quick()
     shape = (2, 1, 2, 2, 1)  # method, samples, depth, d, spectrum
     out = {k: np.full(shape, np.nan) for k in ("collapse_edge", "collapse_lo", "collapse_hi", "major_edge", "major_lo",
                                                "major_hi", "major_low_edge", "major_low_lo", "major_low_hi",

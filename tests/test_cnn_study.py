@@ -333,15 +333,21 @@ def test_study_image_side_is_the_pooled_digits_side():
 
 
 def test_shipped_study_config_and_its_quick_variant():
-    from samflow.experiments.cnn_study_config import load_study_config, quick
+    from samflow.experiments import cnn_study_config
+    from samflow.experiments.cnn_study_config import load_study_config
 
     cfg = load_study_config(ROOT / "configs" / "cnn_study.toml")
     assert len(cfg.seeds) >= 5 and len(cfg.train.alphas) >= 6 and len(cfg.train.rhos) >= 3
     assert set(cfg.train.methods) == {"gd", "sam_l2", "sam_linf"}
     assert {t.kind for t in cfg.tasks} == {"digits", "faint", "faint_only"}
-    q = quick(cfg)
+    q = cfg.quick()
     assert len(q.seeds) == 2 and len(q.train.alphas) == 2 and len(q.train.rhos) == 1 and q.train.epochs == 6
     assert q.train.alphas[0] in cfg.train.alphas and q.name == "cnn_study_quick"
+    # quick(cfg), 0.2's name, still works in 0.3 and says the method's name.
+    assert "quick" not in cnn_study_config.__all__
+    with pytest.warns(FutureWarning, match=r"^samflow\.experiments\.cnn_study_config\.quick\(cfg\) is now the method "
+                                           r"StudyConfig\.quick\(\) \(cfg\.quick\(\)\); the old name goes in the release after 0\.3$"):
+        assert cnn_study_config.quick(cfg) == q
 
 
 def test_cli_bad_config_and_resume_without_flag_are_one_line_exit_2(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -10,7 +11,7 @@ from .._util.cli_common import RunOutput
 from .._engine.settings import SETTING_BOUNDS
 from ..config import ConfigModel, RunConfig, read_toml, validate
 
-__all__ = ["AtlasConfig", "Spectra", "load_atlas_config", "quick_config"]
+__all__ = ["AtlasConfig", "Spectra", "load_atlas_config"]
 
 _Pos = Annotated[float, Field(gt=0)]
 
@@ -227,5 +228,9 @@ def load_atlas_config(path) -> AtlasConfig:
     return validate(AtlasConfig, read_toml(path), str(path))
 
 
-quick_config = AtlasConfig.quick
-"""The `--quick` reduction of a config: `quick_config(cfg)` is `cfg.quick()` (`AtlasConfig.quick`)."""
+def quick_config(cfg: AtlasConfig) -> AtlasConfig:
+    """`cfg.quick()` (`AtlasConfig.quick`) under its name before 0.3, with a FutureWarning
+    naming the method; the old name goes in the release after 0.3."""
+    warnings.warn("samflow.atlas.quick_config(cfg) is now the method AtlasConfig.quick() (cfg.quick()); "
+                  "the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
+    return cfg.quick()

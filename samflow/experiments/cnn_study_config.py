@@ -8,6 +8,7 @@ the field, the bad value and what is allowed (the contract of every samflow conf
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -17,7 +18,7 @@ from .._util.cli_common import RunOutput
 from ..config import ConfigError, ConfigModel, RunConfig, check_name, distinct, field_check, increasing, read_toml, validate
 from .cnn_config import Method, ModelConfig, PositiveFloat
 
-__all__ = ["StudyConfig", "StudyPlan", "StudyTask", "ConfigError", "load_study_config", "parse_study_config", "quick"]
+__all__ = ["StudyConfig", "StudyPlan", "StudyTask", "ConfigError", "load_study_config", "parse_study_config"]
 
 
 class StudyData(ConfigModel):
@@ -243,8 +244,12 @@ class StudyConfig(RunConfig):
         return StudyConfig.model_validate(raw)
 
 
-quick = StudyConfig.quick
-"""The `--quick` variant of a config: `quick(cfg)` is `cfg.quick()` (`StudyConfig.quick`)."""
+def quick(cfg: StudyConfig) -> StudyConfig:
+    """`cfg.quick()` (`StudyConfig.quick`) under its name before 0.3, with a FutureWarning
+    naming the method; the old name goes in the release after 0.3."""
+    warnings.warn("samflow.experiments.cnn_study_config.quick(cfg) is now the method StudyConfig.quick() "
+                  "(cfg.quick()); the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
+    return cfg.quick()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
