@@ -6,7 +6,8 @@
 - `lanes`: the general `(L, d)` state in that loop (`solve_lanes`): every cell in
   its own lane, events located on the dense interpolant, one program per family;
 - `reduced`: the exact reductions (two scalars for depth-2 l2 on one sample, one
-  row for equal layers) in the same loop;
+  row for equal layers): the same loop code, in a `run_lanes` call of their own
+  ahead of the general one (`lanes._reductions`);
 - `rk`: one explicit Runge-Kutta step and its dense interpolant, with sums written
   out, and the per-lane gathers and scatters;
 - `field`: the vector field of one cell (`SamField`) and what changes at events

@@ -1,37 +1,42 @@
-"""The lane engine: every cell of a call is solved in its own lane, one step at a time.
+"""The general `(L, d)` state in the lane loop: `solve_lanes`, every cell in its own lane.
 
-A call hands `n` cells to `width` lanes. One `lax.while_loop` runs the call; at
-each of its iterations every busy lane tries ONE adaptive Runge-Kutta step of
-its own cell with its own step size (diffrax's solver `step` and its
-`PIDController.adapt_step_size`, exactly as inside `diffrax.diffeqsolve`), so
-no lane waits for another. Around the step the lane does what the cell needs:
+A call hands `n` cells to `width` lanes of `samflow._engine.loop.run_lanes`, the
+lane loop written once (its stages: try the steps, end runs, save inside the
+steps, advance, refill lanes). This module's `_General` is the general state's
+`LaneProblem` in it; what a lane does at each stage:
 
-- **saves**: the requested save times inside an accepted step are evaluated on
-  the step's dense interpolant (diffrax's `interpolation_cls`) and written into
-  the call's output at (cell, save index).
-- **events** (`samflow._engine.events.EventSet`, docs/theory.md s.4): the cell's event
-  condition is evaluated at every accepted step's end; a down-crossing is
-  located on the dense interpolant by bisection (`BracketBisection`, an
-  `optimistix` root finder, to 1e-13), and the cell's record is updated there
-  exactly as at the end of a run of the former engine (`_after_event`:
-  collapse capture and extrapolation, linf sign switches and sliding, the r_j
-  surfaces of multi-sample linf, lp arrivals at 0, critical points, blow-up,
-  poles, the t range). A cell that goes on after its event restarts its
-  solver there (a fresh first-same-as-last stage, a fresh PID state, its last
-  step size as the first guess); a cell that is done hands its lane to the
-  next cell of the queue.
-- **the end of a cell**: the horizon, a stopping event, its step budget
-  (`max_steps` per run between events, `max_runs` runs) or a failure.
+- **try the steps** (`_Engine.try_step`): ONE adaptive Runge-Kutta step of its
+  own cell with its own step size (diffrax's tableau, written out in
+  `samflow._engine.rk`, and its `PIDController.adapt_step_size`, as inside
+  `diffrax.diffeqsolve`), and the cell's event condition at the step's end
+  (`samflow._engine.events.EventSet`, docs/theory.md s.4): a down-crossing
+  through 0 ends the run (`_General.run_ends`), as do the horizon, the step
+  budget and a failure.
+- **end runs** (`_Engine.end_run`, compacted): the event is located on the
+  step's dense interpolant by bisection (`BracketBisection`, an `optimistix`
+  root finder, to 1e-13) and the cell's record is updated there
+  (`samflow._engine.record._after_event`: collapse capture and extrapolation,
+  linf sign switches and sliding, the r_j surfaces of multi-sample linf, lp
+  arrivals at 0, critical points, blow-up, poles, the t range). A cell that goes
+  on restarts its solver there (a fresh first-same-as-last stage, a fresh PID
+  state, its last step size as the first guess); a cell that is done (the
+  horizon, a stopping event, its step budget of `max_steps` per run and
+  `max_runs` runs, or a failure) hands its lane to the next cell of the queue.
+- **save inside the steps** (`_General.save_values`): the save times inside a
+  step are evaluated on its dense interpolant (diffrax's `interpolation_cls`).
 
-**The hot path.** The loop itself is `samflow._engine.loop.run_lanes`, written once
-for every kind of cell state; this module's `_General` is the general state's
-instance of it. An iteration does for every lane only what a step needs: the
+Before the general loop, the cells an exact reduction covers run in a
+`run_lanes` call of their own (`_reductions`, `samflow._engine.reduced`: two
+scalars, or one row, per cell); the cells it finishes keep its records, and the
+ones it hands back start again in the general call.
+
+**The hot path.** An iteration does for every lane only what a step needs: the
 Runge-Kutta stages, the controller, the event condition at the step's end, the
 saves inside the step. A lane carries only its record's hot fields (`HOT`: where
 it is, its modes, its step count); the rest of the record (`COLD`: the event
 record, the run count, done) and the switch record stay in the call's per-cell
-records, and the end of a run (`_Engine.end_run`) runs compacted, in few
-iterations (docs/benchmarks.md, "Issue 34, second round").
+records, and the end of a run runs compacted, in few iterations
+(docs/benchmarks.md, "Issue 34, second round").
 Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call (with
 `samflow._util.x64.exact_cpu_arithmetic`: no fused multiply-add, and no YNNPACK sums,
@@ -187,7 +192,7 @@ class _Engine(eqx.Module):
         return _with_lead(base, lead) if self.switches and lead is not None else base
 
     def controller(self, field, w_scale):
-        # As the former engine: atol relative to the init scale (floored
+        # atol relative to the init scale (floored
         # at 1e-150), rtol alone in log coordinates.
         atol = self.atol * jnp.where(w_scale > 0, jnp.clip(w_scale, 1e-150, 1.0), 1.0)
         if field.log_coords:
@@ -651,8 +656,9 @@ def solve_lanes(
 
     **Returns:** `(trajectory, iterations, switches)`: a `Trajectory` with
     leading axis n (the same fields and meaning as `samflow.solve`), the number
-    of loop iterations (lane efficiency = sum of `num_steps` / (iterations x
-    width)), and with `switches` > 0 the raw record `(time, t, from_, to,
+    of iterations of the general loop (lane efficiency = sum of `num_steps` /
+    (iterations x width) where no reduction runs: a reduction's cells are
+    stepped in a loop of its own, whose iterations are not counted), and with `switches` > 0 the raw record `(time, t, from_, to,
     count, first, ok, time_err, rate)` (`(n, K)` float64 clock times and real times, 1-based
     int32 leaders, `(n,)` counts, first leaders and done flags, `(n, K)` bounds of
     the times' errors in the clock's units and the rates d(log|beta_to| -

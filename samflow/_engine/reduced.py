@@ -1,4 +1,4 @@
-"""The exact reduction of depth-2 l2-SAM on one sample from equal layers: two scalars per cell.
+"""The exact reductions of the state: two scalars per cell (depth-2 l2-SAM on one sample), one row (equal layers).
 
 From equal layers w^(1) = w^(2) = w the layers stay equal, and with
 x_j = log|w_j| the rescaled flow is dx_j/dtau = mu_j - kappa mu_j^2 / N with
@@ -36,6 +36,15 @@ leader (a call with switches K > 0) as the lane engine records it. Anything
 else that ends a reduced run (another event, `max_steps`, a failed step or
 root) hands the cell back to the general engine, which then solves it from
 the start: a reduced run never returns a number it cannot stand for.
+
+**Equal layers as one row** (`_EqualLayers`, `solve_equal_layers`; docs/theory.md
+s.3.5): a gd, l2, usam or lp cell whose L layers start equal (bit for bit, no
+weight held at 0) keeps them equal, so its state is one row w `(d,)` (or
+x = log|w|) and s, with `samflow.flows.velocity(..., layers=L)` for the field and
+the general engine's own controller, events and record; a linf cell (whose
+weights reach 0 and slide one by one) is never reduced. Both reductions run in
+the same loop (`_ReducedLoop`), in a `run_lanes` call of their own ahead of the
+general one (`samflow._engine.lanes._reductions`).
 """
 
 from __future__ import annotations
@@ -148,7 +157,7 @@ class _Reduced(eqx.Module):
 
 
 class _TwoScalars:
-    """The two-scalar reduction as `_solve_all` runs it (static): which cells, each
+    """The two-scalar reduction as `_run_reduction` runs it (static): which cells, each
     cell's reduced field (`_Reduced`), its state at time 0, the general engine's
     (Y, s) it stands for, and its step-size controller."""
 
@@ -201,7 +210,7 @@ class _EqualField(eqx.Module):
 
 
 class _EqualLayers:
-    """The equal-layer reduction as `_solve_all` runs it (module docstring): a cell
+    """The equal-layer reduction as `_run_reduction` runs it (module docstring): a cell
     whose layers start equal keeps them equal, and its state is one row w `(d,)`
     (or x = log|w|) and s, in place of `(L, d)` and s."""
 
@@ -253,7 +262,7 @@ def solve_equal_layers(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_flo
     a lane call whose layers start equal, each in the state `(d + 1,)` (one row
     of the weights, or of x = log|W|, and s) with `samflow.flows.velocity(...,
     layers=L)`; arguments and returns as `solve_reduced`'s."""
-    return _solve_all(_EqualLayers(W0.shape[2]), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+    return _run_reduction(_EqualLayers(W0.shape[2]), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
 
 
 def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
@@ -281,7 +290,7 @@ def solve_reduced(eng, c0: CellState, W0, rho, sign, w_scale, lead0, t1_floor):
     errors and the gaps' rates: `(n, K)`; 1-based leaders) or None.
     The cells not `ok` keep `c0` and go to the general engine.
     """
-    return _solve_all(_TwoScalars(), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
+    return _run_reduction(_TwoScalars(), eng, c0, W0, rho, sign, w_scale, lead0, t1_floor)
 
 
 def _blocked(fn, args, size):
@@ -568,10 +577,12 @@ def _fresh_sw(m, K, dtype):
              jnp.full((m, K), jnp.nan, dtype)) if K else None)
 
 
-def _solve_all(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
-    """The n cells (leading axis B = n) of a reduction `kind` (`_TwoScalars`) in
-    `LANES` lanes with a queue (`solve_reduced`), in the one lane loop
-    (`samflow._engine.loop.run_lanes`, `_ReducedLoop`)."""
+def _run_reduction(kind, eng, c0, W0, rho, sign, w_scale, lead0, t1_floor):
+    """The n cells (leading axis B = n) of a reduction `kind` (`_TwoScalars` or
+    `_EqualLayers`) in `LANES` lanes with a queue (`solve_reduced`,
+    `solve_equal_layers`): their first states, one call of the lane loop
+    (`samflow._engine.loop.run_lanes` with `_ReducedLoop`), and the records of the
+    cells it finished in the general engine's coordinates."""
     clock, ts = eng.clock, eng.ts
     t_final = ts[-1]
     n_save = ts.shape[0]
