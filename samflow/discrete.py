@@ -208,7 +208,7 @@ def run_discrete(
       `samflow.init_weights`); with `alpha_batched=True` one init per cell along
       an explicit leading axis of length B = len(rho): `(B,)`, `(B, d)` or
       `(B, L, d)`. Never inferred from matching lengths
-      (`samflow.solve.batch_cells`).
+      (`samflow.solver.batch_cells`).
     - `rho`: SAM radius >= 0, a scalar (one cell) or a non-empty (B,) vector
       (a batch).
     - `eta`: the step size, a finite number > 0, shared by the batch.

@@ -7,7 +7,7 @@ This module finds the two edges between them for any spectrum mu, depth L and
 data set, by vectorized bisection on the flow's outcome:
 
 - **collapse edge** (regime 1/2): the largest a whose flow collapses. The
-  outcome of a cell is read from one solve (`samflow.solve.solve_cell`, vmapped
+  outcome of a cell is read from one solve (`samflow.solver.solve_cell`, vmapped
   over the cells of every problem at once, one batched solve per bisection
   round): status `COLLAPSED` = collapsed; escaped = the weights reached `escape`
   x rho (in the tau clock the solve stops there, status `BLEW_UP`; in real time

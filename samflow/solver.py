@@ -1,12 +1,12 @@
 """`samflow.solver`: the solve of a flow, cell by cell (a re-export module).
 
-The engine lives in private modules, one concept each: `_settings`
-(SolverSettings, input checks), `_field` (the vector field), `_events` (the
-event conditions), `_singular` (slide or cross, collapse, critical points),
-`_integrate` (`batch_cells`, `solve_cell`, `solve`), `_solution`
-(Trajectory, Summary). This module is their public home; its name differs
-from the function `samflow.solve` (the old module path `samflow.solve` is a
-deprecated shim, `samflow/solve.py`).
+The engine lives in the private package `samflow._engine`, one concept per module:
+`settings` (SolverSettings, input checks), `field` (the vector field), `events`
+(the event conditions), `singular` (slide or cross, collapse, critical points),
+`integrate` (`batch_cells`, `solve_cell`, `solve`), `solution` (Trajectory,
+Summary), and the lane engine behind them (docs/layout.md). This module is their
+public home; its name differs from the function `samflow.solve` (the module path
+`samflow.solve`, deprecated through 0.2.x, was removed in 0.3.0).
 """
 
 from ._engine.field import SamField as SamField

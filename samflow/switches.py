@@ -251,7 +251,7 @@ def locate_switches(
     with a bound on its error, refined to `refine_to` (`refine_switches`).
 
     **Arguments:** `method`, `data`, `clock`, `settings` as in `samflow.solve`;
-    `W0` float `(B, L, d)` inits (`samflow.solve.batch_cells` makes them from
+    `W0` float `(B, L, d)` inits (`samflow.solver.batch_cells` makes them from
     alpha); `rho` `(B,)`; `ts` `(n_save,)` the save times of the main solve
     (the horizon is `ts[-1]`; the record is checked at these times);
     `max_switches` K slots per cell (default 2 d + 2); `rtol` the re-solve's

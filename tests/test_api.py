@@ -220,6 +220,25 @@ def test_removed_paths_are_gone_and_the_new_ones_hold_their_names(old):
     assert importlib.import_module(REMOVED_PATHS[old]).__all__
 
 
+def test_no_docstring_or_page_names_a_removed_module_path():
+    """The module paths of REMOVED_PATHS are gone since 0.3.0: docstrings still sent readers
+    to `samflow.solve.batch_cells` / `samflow.solve.solve_cell`, and the API reference
+    called `samflow/solve.py` "the deprecated module path". A mention of a removed file
+    says it was removed."""
+    import re
+
+    removed = "|".join(re.escape(old.removeprefix("samflow.")) for old in REMOVED_PATHS)
+    attribute = re.compile(rf"samflow\.({removed})\.[A-Za-z_]")
+    file = re.compile(rf"samflow/({removed})\.py")
+    texts = sorted((ROOT / "samflow").rglob("*.py")) + sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+    bad = []
+    for path in texts:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if attribute.search(line) or (file.search(line) and "removed" not in line):
+                bad.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not bad, "removed module paths named as if they were there:\n" + "\n".join(bad)
+
+
 @pytest.mark.parametrize(
     "argv",
     [
