@@ -53,3 +53,14 @@ def test_results_layout_is_public_and_builds_to_datasets_first_argument():
     with pytest.raises(TypeError, match=r"^to_dataset takes a samflow\.store\.ResultsLayout since samflow 0\.3\.0, "
                                         r"not a config \(got SweepConfig\): pass samflow\.sweep\.results_layout\(cfg\)$"):
         to_dataset(cfg, data, np.array([[0.1]]), {"gd": tr}, {"gd": 0.0})
+
+
+def test_the_module_docstrings_describe_the_plan_and_the_lane_engine():
+    """samflow.sweep's docstring described 0.1's engine ("one jitted, vmapped diffrax solve
+    per chunk of cells") and samflow.sweep._run's predated the plan."""
+    import samflow.sweep as sweep
+    from samflow.sweep import _run
+
+    assert "vmapped" not in sweep.__doc__ and "lane engine (`samflow._engine`" in sweep.__doc__
+    for name in ("SweepPlan", "plan_sweep", "run_plan", "RunOptions"):
+        assert f"`{name}`" in _run.__doc__ and hasattr(_run, name), name

@@ -4,7 +4,9 @@
                                    [--no-figures] [--quiet] [--num-slices K --slice-index i]
 
 reads a TOML config (see `configs/default.toml`), solves every (method, alpha, rho)
-cell with one jitted, vmapped diffrax solve per chunk of cells, writes a netCDF
+cell on the lane engine (`samflow._engine`: each cell steps in a lane of its own, with
+its own step size and events, and a finished cell's lane takes the next from the queue;
+one compiled program serves every flow of the diagonal net), chunk by chunk, writes a netCDF
 results file and draws the figures. From Python, `run_sweep(config)` returns the
 results as an `xarray.Dataset` and `solve_grid` solves any batch of cells.
 With `--num-slices K --slice-index i` it solves slice i of K of the grid and

@@ -1,5 +1,8 @@
-"""`run_sweep`: a config -> its cells -> `solve_grid` per method -> a results Dataset;
-`build_data` and the memory check made before anything is compiled."""
+"""`run_sweep`: a config -> its `SweepPlan` (`plan_sweep`, the one place the sweep reads
+the config) -> `run_plan` with `run_sweep`'s keywords as one `RunOptions` (the memory
+check, `solve_grid` per flow, the other kinds) -> a results Dataset (`results_layout`,
+`samflow.store.to_dataset`); `build_data` and the memory check made before anything is
+compiled."""
 
 from __future__ import annotations
 
