@@ -64,3 +64,16 @@ def test_the_module_docstrings_describe_the_plan_and_the_lane_engine():
     assert "vmapped" not in sweep.__doc__ and "lane engine (`samflow._engine`" in sweep.__doc__
     for name in ("SweepPlan", "plan_sweep", "run_plan", "RunOptions"):
         assert f"`{name}`" in _run.__doc__ and hasattr(_run, name), name
+
+
+def test_run_options_are_given_by_keyword():
+    """run_sweep built its RunOptions positionally (five fields of like types): they are
+    keyword-only, so a call cannot put one where another belongs."""
+    import pytest
+
+    from samflow.sweep._run import RunOptions
+
+    with pytest.raises(TypeError):
+        RunOptions(True, None, None, None, False)
+    opts = RunOptions(progress=False, checkpoint_dir=None, grid_slice=(0, 2), code_stamp="x", accept_other_stamp=True)
+    assert opts.grid_slice == (0, 2) and opts.code_stamp == "x" and opts.accept_other_stamp

@@ -223,12 +223,16 @@ def run_sweep(
     require_backend()  # one line, not JAX's bare AssertionError, when JAX_PLATFORMS cannot start
     data = build_data(cfg, base_dir)
     check_data_file(cfg, data)
-    return run_plan(plan_sweep(cfg, data), RunOptions(progress, checkpoint_dir, grid_slice, code_stamp, accept_other_stamp))
+    options = RunOptions(progress=progress, checkpoint_dir=checkpoint_dir, grid_slice=grid_slice, code_stamp=code_stamp,
+                         accept_other_stamp=accept_other_stamp)
+    return run_plan(plan_sweep(cfg, data), options)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RunOptions:
-    """How `run_plan` runs a plan: `run_sweep`'s keywords of the same names, bar `base_dir`."""
+    """How `run_plan` runs a plan: `run_sweep`'s keywords of the same names, bar `base_dir`
+    (given by keyword: five fields, two of them None by default in `run_sweep`, in no
+    order a reader could check)."""
 
     progress: bool
     checkpoint_dir: "Path | None"
