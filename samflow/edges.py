@@ -257,7 +257,8 @@ def _check_common(fn: str, method, rho, search, legacy: dict, default: EdgeSearc
         raise TypeError(f"{fn}() got an unexpected keyword argument {unknown[0]!r}")
     if legacy:
         keys = ", ".join(f"{k}=..." for k in legacy)
-        raise TypeError(f"{fn}({keys}): these keywords were removed in samflow 0.3.0; pass search=EdgeSearch({keys})")
+        these = "this keyword was" if len(legacy) == 1 else "these keywords were"
+        raise TypeError(f"{fn}({keys}): {these} removed in samflow 0.3.0; pass search=EdgeSearch({keys})")
     if search is None:
         search = EdgeSearch()
     elif not isinstance(search, EdgeSearch):
