@@ -141,6 +141,11 @@ def test_the_given_output_section_wins_and_a_whole_config_is_refused(tmp_path, k
     with pytest.raises(TypeError, match=r"^plot_sweep takes the config's \[output\] section since samflow 0\.3\.0: "
                                         r"pass cfg\.output, not cfg$"):
         plots.plot_sweep(ds, tmp_path, SimpleNamespace(output=SimpleNamespace(plot_rho=0.1)))
+    # A dict as output made out_dir, then failed with AttributeError: one line, and no folder.
+    with pytest.raises(TypeError, match=r"^plot_sweep's output is the config's \[output\] section \(cfg\.output, with "
+                                        r"plot_rho and trajectory_alphas\) or None, not a dict$"):
+        plots.plot_sweep(ds, tmp_path / "figs", {"plot_rho": 0.1, "trajectory_alphas": [1.0]})
+    assert not (tmp_path / "figs").exists()
 
 
 def test_bad_input_is_one_line_exit_2(swept, tmp_path, capsys):

@@ -527,11 +527,15 @@ def plot_sweep(ds, out_dir: "str | Path", output=None, names=None) -> list[Path]
     For a summary file (`output.save = "summary"`) the trajectory figure is
     skipped, with a one-line note on stderr.
 
-    **Raises:** `TypeError` (one line) for a whole `SweepConfig` as `output` (0.2's
-    argument): pass its `.output`.
+    **Raises:** `TypeError` (one line), before any folder is made, for a whole
+    `SweepConfig` as `output` (0.2's argument: pass its `.output`) or an `output`
+    without `plot_rho` and `trajectory_alphas` (a dict, say).
     """
     if output is not None and hasattr(output, "output"):
         raise TypeError("plot_sweep takes the config's [output] section since samflow 0.3.0: pass cfg.output, not cfg")
+    if output is not None and not (hasattr(output, "plot_rho") and hasattr(output, "trajectory_alphas")):
+        raise TypeError("plot_sweep's output is the config's [output] section (cfg.output, with plot_rho and "
+                        f"trajectory_alphas) or None, not a {type(output).__name__}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if output is not None:
