@@ -696,3 +696,16 @@ def test_lp_family_figure_ends_before_its_cells_blow_up():
         assert log10_beta < SETTINGS.blowup_log10, (
             f"lp_family.toml{' [quick]' if quick else ''}: |beta| can reach 10^{log10_beta:.0f} by tau1 = "
             f"{cfg.tau1:g}, past blowup_log10 = {SETTINGS.blowup_log10:g}: its cells blow up before the horizon")
+
+
+def test_the_docs_give_the_engines_default_of_max_runs():
+    """docs/configs.md gave max_runs' default as 2 L d + 2 alone; the engine adds 4 d for
+    linf-SAM on multi-sample data and K + 1 with K switch times recorded (set or not).
+    The engine's two lines are pinned here so that a change there shows up beside the doc."""
+    engine = (ROOT / "samflow" / "_engine" / "lanes.py").read_text()
+    assert "max_runs = settings.max_runs or (2 * L * d + 2 + (4 * d if multi else 0))" in engine
+    assert "    if switches:\n        max_runs += switches + 1" in engine
+    row = next(line for line in (ROOT / "docs" / "configs.md").read_text().splitlines()
+               if line.startswith("| `solver.solver`"))
+    assert ("unset: 2 L d + 2, plus 4 d for linf-SAM on multi-sample data" in row
+            and "with `output.switch_times`, K + 1 more, set or unset" in row and "K = 2 d + 2" in row)
