@@ -23,12 +23,15 @@ Data flow: config (configs/figures/*.toml) -> batched solves (`samflow.sweep.sol
 -> measurements (`samflow.analysis`) and predictions (`samflow.theory`) -> figures
 and `Check`s. Each figure function can be called on its own from Python.
 
-A figure reads its config once, where it starts: its `_plan` resolves the config
-into a frozen plan (the grids, save times, data and tolerances it uses); `measure`
-takes the plan and returns a frozen run (the measured numbers and the plan), and
-the checks, the drawing and the caption take that run (`_report._planned_figure`).
-Nothing after the plan reads the config. The smaller figures (staircase,
-directions, USAM ablation, discrete gap) do the same within one function.
+Six figures (regime_chart, linf_limit, trajectories, banded, generic_models,
+lp_family) read their config once, where they start: a plan function of the figure
+resolves the config into a frozen plan (the grids, save times, data and tolerances
+it uses); `measure` takes the plan and returns a frozen run (the measured numbers
+and the plan), and the checks, the drawing and the caption take that run
+(`_report._planned_figure`; generic_models plans its own config with banded's);
+nothing after the plan reads the config. The four smaller figures (staircase,
+depth1_directions, usam_ablation, discrete_gap) have no plan: one function loads
+the config and reads it as it solves, measures, checks and draws.
 
 Compilation of the solver dominates a cold run (about half of it: tens of
 seconds per (method, clock, depth, data shape) on a loaded 2-core machine), so
