@@ -190,6 +190,12 @@ def test_the_reference_documents_the_plans_and_the_atlas_sections():
     assert callable(cnn_study.StudyConfig.plan) and callable(cnn_study.StudyConfig.quick)
     page = (ROOT / "docs" / "reference" / "experiments.md").read_text().splitlines()
     assert "::: samflow.experiments.cnn_study_config" in page and "::: samflow.atlas" in page
+    # A plain module renders every public-looking name, __all__ or not: the page lists the
+    # study config's members, without `quick` (StudyConfig.quick's old name, deprecated).
+    members = page[page.index("::: samflow.experiments.cnn_study_config") + 2]
+    assert members.strip().startswith("members: [") and "quick" not in members
+    listed = {m.strip() for m in members.split("[", 1)[1].rstrip("]").split(",")}
+    assert set(cnn_study_config.__all__) - {"ConfigError"} <= listed  # a new public name is listed too
 
 
 def test_top_level_names_are_the_module_objects():
