@@ -216,7 +216,8 @@ class SolverSettings:
       blow-up; the event is then within ~1e-10 relative of the blow-up time).
     - `max_runs`: most runs of steps (events + 1) per cell; None means 2 L d + 2
       (plus 4 d for linf-SAM on multi-sample data: its r_j = 0 crossings and
-      slides). (Named `max_segments` before 0.3: `SolverSettings(max_segments=...)`,
+      slides); with K switch times recorded, K + 1 more, also on a value set
+      (a run ends at each switch). (Named `max_segments` before 0.3: `SolverSettings(max_segments=...)`,
       the attribute and a sweep config, `samflow.config.SolverConfig`, still
       read that name, with a FutureWarning naming `max_runs`.)
     - `loss`: "logistic" or "exponential".
