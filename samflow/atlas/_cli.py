@@ -54,12 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # Two atlases into one folder would leave atlas.nc of one and the tables or figures of the other.
     figures = cfg.output.figures and not args.no_figures
-    return run_locked(out, ".atlas.lock", "atlas", lambda: _timed_run(cfg, out, figures))
+    return run_locked(out, ".atlas.lock", "atlas", lambda: _timed_run(lambda: run_atlas(cfg, out, figures=figures)))
 
 
-def _timed_run(cfg: AtlasConfig, out: Path, figures: bool) -> int:
-    """`main` once the output folder is locked: `run_atlas`, then its time on stdout; exit code 0."""
+def _timed_run(run) -> int:
+    """`main` once the output folder is locked: `run()` (the atlas), then its time on stdout; exit code 0."""
     t0 = time.perf_counter()
-    run_atlas(cfg, out, figures=figures)
+    run()
     print(f"atlas done in {time.perf_counter() - t0:.0f} s")
     return 0
