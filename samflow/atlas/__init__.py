@@ -21,8 +21,16 @@ figures (`draw_atlas`, which reads only the dataset).
 from ._cli import main, run_atlas
 from ._compute import compute_atlas, l2_first_leader_mark, spectra
 from ._config import AtlasConfig, Spectra, load_atlas_config
-from ._config import quick_config  # noqa: F401  (AtlasConfig.quick's name before 0.3: a FutureWarning)
 from ._figures import draw_atlas
 
 __all__ = ["AtlasConfig", "Spectra", "compute_atlas", "draw_atlas", "l2_first_leader_mark", "load_atlas_config", "main",
            "run_atlas", "spectra"]
+
+
+def __getattr__(name):
+    """`quick_config`, 0.2's name of `AtlasConfig.quick` (a FutureWarning; `samflow.atlas._config`)."""
+    if name == "quick_config":
+        from . import _config
+
+        return _config.__getattr__(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -228,9 +228,12 @@ def load_atlas_config(path) -> AtlasConfig:
     return validate(AtlasConfig, read_toml(path), str(path))
 
 
-def quick_config(cfg: AtlasConfig) -> AtlasConfig:
-    """`cfg.quick()` (`AtlasConfig.quick`) under its name before 0.3, with a FutureWarning
-    naming the method; the old name goes in the release after 0.3."""
-    warnings.warn("samflow.atlas.quick_config(cfg) is now the method AtlasConfig.quick() (cfg.quick()); "
-                  "the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
-    return cfg.quick()
+def __getattr__(name):
+    """`quick_config`, `AtlasConfig.quick`'s name before 0.3: the method itself
+    (`quick_config(cfg)` is `cfg.quick()`), with a FutureWarning naming it; the
+    old name goes in the release after 0.3 (PEP 562)."""
+    if name == "quick_config":
+        warnings.warn("samflow.atlas.quick_config(cfg) is now the method AtlasConfig.quick() (cfg.quick()); "
+                      "the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
+        return AtlasConfig.quick
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -244,12 +244,15 @@ class StudyConfig(RunConfig):
         return StudyConfig.model_validate(raw)
 
 
-def quick(cfg: StudyConfig) -> StudyConfig:
-    """`cfg.quick()` (`StudyConfig.quick`) under its name before 0.3, with a FutureWarning
-    naming the method; the old name goes in the release after 0.3."""
-    warnings.warn("samflow.experiments.cnn_study_config.quick(cfg) is now the method StudyConfig.quick() "
-                  "(cfg.quick()); the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
-    return cfg.quick()
+def __getattr__(name):
+    """`quick`, `StudyConfig.quick`'s name before 0.3: the method itself (`quick(cfg)`
+    is `cfg.quick()`), with a FutureWarning naming it; the old name goes in the
+    release after 0.3 (PEP 562)."""
+    if name == "quick":
+        warnings.warn("samflow.experiments.cnn_study_config.quick(cfg) is now the method StudyConfig.quick() "
+                      "(cfg.quick()); the old name goes in the release after 0.3", FutureWarning, stacklevel=2)
+        return StudyConfig.quick
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
