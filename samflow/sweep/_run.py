@@ -101,8 +101,6 @@ class SweepPlan:
     """The results' coordinates and attributes (`samflow.store.to_dataset`), the config's JSON values among them."""
     init_pattern: "np.ndarray | None"
     """The (depth, d) pattern of `[init]` (times alpha in each cell), or None."""
-    settings: SolverSettings
-    """The flows' solver settings, the tolerances chosen by depth where the config gives none."""
     other_settings: SolverSettings
     """The settings of the other kinds (discrete methods, generic models: `solve_other`), as the config gives them."""
     chunk_size: "int | None"
@@ -117,6 +115,12 @@ class SweepPlan:
     """The `[model]` section (the diagonal net, or a generic model for `solve_other`)."""
     output: OutputConfig
     """The `[output]` section (what is saved, the switch times, the figures)."""
+
+    @property
+    def settings(self) -> SolverSettings:
+        """The flows' solver settings: `other_settings` with the tolerances chosen by depth
+        where the config gives none."""
+        return self.other_settings.with_tolerances(self.layout.depth)
 
     @property
     def ts(self) -> np.ndarray:
@@ -170,7 +174,6 @@ def plan_sweep(cfg: SweepConfig, data: Dataset) -> SweepPlan:
     return SweepPlan(
         key=config_key(layout.config), data=data, data_file=cfg.data.file, layout=layout,
         init_pattern=cfg.init_pattern(data.d),
-        settings=cfg.solver.to_settings(cfg.loss).with_tolerances(cfg.depth),
         other_settings=cfg.solver.to_settings(cfg.loss), chunk_size=cfg.solver.chunk_size,
         batch_size=cfg.solver.batch_size, memory_budget_mb=cfg.solver.memory_budget_mb,
         flows=tuple(cfg.flow_entries()), model=cfg.model, output=cfg.output,
