@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -77,3 +79,14 @@ def test_run_options_are_given_by_keyword():
         RunOptions(True, None, None, None, False)
     opts = RunOptions(progress=False, checkpoint_dir=None, grid_slice=(0, 2), code_stamp="x", accept_other_stamp=True)
     assert opts.grid_slice == (0, 2) and opts.code_stamp == "x" and opts.accept_other_stamp
+
+
+@pytest.mark.parametrize("bad", [None, {"name": "x"}, "configs/default.toml"])
+def test_results_layout_refuses_what_is_not_a_config_in_one_line(bad):
+    """`results_layout` (public since 0.3.0) took anything and failed deep inside
+    with an AttributeError; it now says what it takes."""
+    from samflow.sweep import results_layout
+
+    with pytest.raises(TypeError, match=r"^results_layout takes a SweepConfig \(samflow\.config\.load_config\(path\)\), "
+                                        rf"got {type(bad).__name__}$"):
+        results_layout(bad)

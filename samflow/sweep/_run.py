@@ -326,7 +326,13 @@ def results_layout(cfg: SweepConfig) -> ResultsLayout:
     data (`model`, `init`, `data_generator`).
 
     `to_dataset(results_layout(cfg), data, alpha_abs, results, timings)` labels
-    solves of your own as `run_sweep` labels the sweep's."""
+    solves of your own as `run_sweep` labels the sweep's.
+
+    **Raises:** `TypeError` (one line) for anything but a `SweepConfig` (load a
+    file with `samflow.config.load_config`)."""
+    if not isinstance(cfg, SweepConfig):
+        raise TypeError(f"results_layout takes a SweepConfig (samflow.config.load_config(path)), "
+                        f"got {type(cfg).__name__}")
     entries = cfg.flow_entries()
     flow_eta = {e.label: e.eta for e in entries} if cfg.discrete is not None else None
     fixed = {"l2": 2.0, "linf": np.inf}
