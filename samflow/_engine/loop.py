@@ -1,23 +1,22 @@
 """The lane loop, written once: cells handed to lanes, one adaptive step per lane and iteration.
 
-A call hands `n` cells to `width` lanes. One `lax.while_loop` runs the call; at
-each of its iterations every busy lane tries ONE step of its own cell with its
-own step size, so no lane waits for another. What a cell's state is, how a step
-is tried and what happens at the end of a run is the problem's (`LaneProblem`):
-the general `(L, d)` state (`samflow._engine.lanes`) and the exact reductions
-(`samflow._engine.reduced`: two scalars, or one row) are its instances, as
-diffrax runs one `loop` for any solver. The stages of an iteration
-(`_iteration`), in order:
+A call hands `n` cells to `width` lanes. At each iteration every busy lane
+tries ONE step of its own cell with its own step size, so no lane waits for
+another. What a cell's state is, how a step is tried and what happens at the
+end of a run is the problem's (`LaneProblem`): the general `(L, d)` state
+(`samflow._engine.lanes`) and the exact reductions (`samflow._engine.reduced`:
+two scalars, or one row) are its instances, as diffrax runs one `loop` for any
+solver. The stages of an iteration, in order:
 
 1. **try the steps** (`LaneProblem.try_steps`): every lane, one step.
 2. **end runs** (`_end_runs`): the lanes whose runs end in this step (an
    event, the horizon, the step budget, a failure) wait, redoing the same step
    (which gives the same bits), until `slots` of them wait (or the queue is
-   empty, or no other lane moves); then one real conditional (`lax.cond`) hands
-   the first `slots` of them, compacted, with their cells' records, to
-   `LaneProblem.end_runs`: locate the event, update the record, restart the
-   run or finish the cell. So the costly work of an event runs in few
-   iterations, on a compact batch.
+   empty, or no other lane moves: `_handle_ends`); then one real conditional
+   (`lax.cond`) hands the first `slots` of them, compacted, with their cells'
+   records, to `LaneProblem.end_runs`: locate the event, update the record,
+   restart the run or finish the cell. So the costly work of an event runs in
+   few iterations, on a compact batch.
 3. **save inside the steps** (`_save_inside_steps`): the requested save times
    inside a step that is taken (up to where its run ended) are evaluated on the
    step's dense interpolant (`LaneProblem.save_values`) and written at
@@ -27,6 +26,14 @@ diffrax runs one `loop` for any solver. The stages of an iteration
 5. **refill lanes** (`_refill_lanes`): the lanes of finished cells hand their
    state to the records (`LaneProblem.retire`) and take the next cells of the
    queue (`LaneProblem.load`), in a real conditional.
+
+Two nested `lax.while_loop`s run them. The inner one, the hot loop
+(`_steps_until_ends`), runs the iterations that hand no run over: stages 1, 3
+and 4 only, with no conditional and without the records in its carry. It stops
+at the first iteration that must hand runs over; the outer loop then finishes
+that iteration with all five stages (`_ending_iteration`) and enters the hot
+loop again. The iterations, and so the bits, are those of one loop that runs
+the five stages each time; the hot loop only leaves out what would do nothing.
 
 Everything a lane computes is a function of its cell alone: the results do not
 depend on the width, the order of the cells or the other cells of the call
@@ -185,18 +192,53 @@ def _refill_lanes(problem, lanes, records, nxt, finished, queue, n_queue, n):
     return lanes, records, nxt + jnp.sum(finished).astype(jnp.int32)
 
 
-def _iteration(problem, state: LoopState, ts, queue, n_queue, n, width, slots) -> LoopState:
-    """One iteration of the lane loop: the five stages of the module docstring."""
+def _handle_ends(ends, busy, nxt, n_queue, slots):
+    """Whether this iteration hands its ending runs to `LaneProblem.end_runs`:
+    `slots` of them wait, or some wait and the queue is empty or no other lane
+    moves. Otherwise they redo this step next time, which gives the same bits."""
+    n_end = jnp.sum(ends)
+    return (n_end >= slots) | ((n_end > 0) & ((nxt >= n_queue) | (n_end == jnp.sum(busy))))
+
+
+def _steps_until_ends(problem, state: LoopState, ts, n_queue, n, width, slots):
+    """The hot loop: iterations that end no run (stages 1, 3 and 4 only: try the
+    steps, save inside them, advance), until an iteration must hand its ending
+    runs over (`_handle_ends`) or no lane is busy. The records are not in its
+    carry and it has no conditional.
+
+    Returns (lanes, outs, iters, tried, ends, handle): the state after the
+    iterations taken, and the tried steps and ending runs of the iteration that
+    must hand them over (`handle`; False: no lane is busy), not taken."""
+    tried0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(problem.try_steps, state.lanes))
+
+    def body(c):
+        lanes, outs, iters = c[:3]
+        busy = lanes.cell < n
+        tried = problem.try_steps(lanes)
+        ends = busy & problem.run_ends(tried)
+        handle = _handle_ends(ends, busy, state.nxt, n_queue, slots)
+        moving = busy & ~ends & ~handle
+        _, t_limit, strict = _no_ends(tried, width)
+        outs, save_idx = _save_inside_steps(problem, tried, lanes.cell, lanes.save_idx, moving & tried.keep, t_limit,
+                                            strict, outs, ts, n)
+        new = where_rows(moving, problem.advance(lanes, tried), lanes)
+        new = eqx.tree_at(lambda l: l.save_idx, new, save_idx)
+        return new, outs, iters + (~handle).astype(iters.dtype), tried, ends, handle
+
+    init = (state.lanes, state.outs, state.iters, tried0, jnp.zeros((width,), bool), jnp.zeros((), bool))
+    return jax.lax.while_loop(lambda c: ~c[5] & jnp.any(c[0].cell < n), body, init)
+
+
+def _ending_iteration(problem, state: LoopState, tried, ends, handle, ts, queue, n_queue, n, width,
+                      slots) -> LoopState:
+    """The iteration that hands ending runs over (all five stages of the module
+    docstring), from its tried steps `tried` and ending runs `ends`: the first
+    `slots` of them end (`_end_runs`), the others redo their step next time.
+    Nothing happens where `handle` is False (no lane is busy). The records alone
+    go through the conditionals: the saved outputs are written by a loop that
+    runs no time when nothing is due."""
     lanes, records, outs, nxt = state.lanes, state.records, state.outs, state.nxt
     busy = lanes.cell < n
-    tried = problem.try_steps(lanes)
-    ends = busy & problem.run_ends(tried)
-    # Runs that end are handled in batches of up to `slots` lanes, in a real
-    # conditional: only in the iterations where `slots` of them wait (or the queue
-    # is empty, or nothing else moves). The others redo this step next time, which
-    # gives the same bits.
-    n_end = jnp.sum(ends)
-    handle = (n_end >= slots) | ((n_end > 0) & ((nxt >= n_queue) | (n_end == jnp.sum(busy))))
 
     def no_ends(lanes, tried, records):
         no, t_limit, strict = _no_ends(tried, width)
@@ -215,7 +257,15 @@ def _iteration(problem, state: LoopState, ts, queue, n_queue, n, width, slots) -
     new, records, nxt = jax.lax.cond(
         jnp.any(finished), lambda *a: _refill_lanes(problem, *a, finished, queue, n_queue, n),
         lambda *a: a, new, records, nxt)
-    return LoopState(new, records, outs, nxt, state.iters + 1)
+    return LoopState(new, records, outs, nxt, state.iters + handle.astype(state.iters.dtype))
+
+
+def _iteration(problem, state: LoopState, ts, queue, n_queue, n, width, slots) -> LoopState:
+    """One turn of the outer loop: the hot loop's iterations (`_steps_until_ends`),
+    then the iteration that hands ending runs over (`_ending_iteration`)."""
+    lanes, outs, iters, tried, ends, handle = _steps_until_ends(problem, state, ts, n_queue, n, width, slots)
+    state = LoopState(lanes, state.records, outs, state.nxt, iters)
+    return _ending_iteration(problem, state, tried, ends, handle, ts, queue, n_queue, n, width, slots)
 
 
 def run_lanes(problem: LaneProblem, records, outs, ts: Float[Array, " n_save"], queue: Int[Array, " n"],
