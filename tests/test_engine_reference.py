@@ -77,3 +77,17 @@ def test_comparison_masks():
     assert _fields_failing(stalled, stalled_ref) == set()
     stalled["c"]["beta"][0, 0] += 1e-5
     assert _fields_failing(stalled, stalled_ref) == {"c/beta", "c/W"}
+
+
+def test_continued_surface_cells():
+    """CONTINUED: a cell the frozen engine stopped with SURFACE may now end SLID or
+    FINISHED (compared before the old stop only), in the listed cases alone."""
+    ref = {"linf-t-surface": _case([[1.0, 2.0], [np.nan, np.nan]], status=8, event_time=5.0)}
+    on = _case([[1.0 + 1e-9, 2.0], [3.0, 4.0]], status=2)
+    assert _fields_failing({"linf-t-surface": on}, ref) == set()
+    off = _case([[1.0 + 1e-5, 2.0], [3.0, 4.0]], status=2)  # before the old stop: still held to the tolerance
+    assert _fields_failing({"linf-t-surface": off}, ref) == {"linf-t-surface/beta", "linf-t-surface/W"}
+    failed = _case([[1.0, 2.0], [3.0, 4.0]], status=4)  # MAX_STEPS is no continuation
+    assert "linf-t-surface/status" in _fields_failing({"linf-t-surface": failed}, ref)
+    other = {"other": ref["linf-t-surface"]}
+    assert "other/status" in _fields_failing({"other": on}, other)

@@ -117,23 +117,69 @@ def test_stays_on_surface_while_sliding(grid):
     assert np.all(np.abs(r[:, [0, 2, 3, 4]]) > 1e-3)  # the others are off their surfaces
 
 
-def test_two_surfaces_at_once_stop_with_surface_status():
-    """Feature 5 duplicated as feature 4: r_4 = r_5 identically, so sliding on
-    r_5 = 0 is sliding on two surfaces at once; samflow does not follow that mode:
-    status SURFACE at the arrival, finite values before, NaN after (never
-    MAX_STEPS, never a held or continued state)."""
-    tr = _solve(sf.Dataset.from_arrays(X[:, [0, 1, 2, 4, 4]], Y))
+def test_proportional_columns_are_one_surface():
+    """Feature 5 duplicated as feature 4: r_4 = r_5 identically, so r_4 = 0 and
+    r_5 = 0 are ONE surface (`surface_groups`), slid on with one multiplier.
+    Before issue 36 samflow took it for two surfaces at once and stopped the
+    cells (status SURFACE, NaN after t = 10-100). Now every cell ends SLID, the
+    two copies stay equal bit for bit, and alpha/rho = 1.93 agrees with discrete
+    linf-SAM (Richardson-extrapolated in eta) through the slide, as the
+    original data do (`test_sliding_agrees_with_discrete_sam`)."""
+    dup = sf.Dataset.from_arrays(X[:, [0, 1, 2, 4, 4]], Y)
+    tr = _solve(dup)
     st = np.asarray(tr.status)
-    k = 4
-    assert st[k] == int(sf.Status.SURFACE), st
-    t_ev = float(tr.event_time[k])
-    assert 10.0 < t_ev < 100.0
-    assert float(tr.event_t[k]) == t_ev
-    b = np.asarray(tr.beta[k])
-    before = TS < t_ev
-    assert np.all(np.isfinite(b[before])) and np.all(np.isnan(b[~before]))
-    assert np.all(np.isnan(np.asarray(tr.t[k])[~before]))
-    assert not np.any(st == int(sf.Status.MAX_STEPS))
+    assert np.all(st == int(sf.Status.SLID)), st
+    b = np.asarray(tr.beta)
+    assert np.all(np.isfinite(b))
+    np.testing.assert_array_equal(b[..., 3], b[..., 4])
+    # r_4 = r_5 at every save; at t = 100 cell 4 slides on that one surface
+    lg = sf.get_loss("logistic")
+    r = np.array([np.asarray(residual(jnp.asarray(w), dup, lg)) for w in np.asarray(tr.W)[4]])
+    np.testing.assert_array_equal(r[:, 3], r[:, 4])
+    assert np.all(np.abs(r[TS == 100.0, 3:]) < 1e-9), r[:, 3]
+    assert np.all(np.abs(r[TS == 30.0, 3:]) > 1e-4), r[:, 3]  # not before
+    ts = TS[1:4]
+    b1 = np.asarray(run_discrete("linf", dup, alpha=A_SLIDE * RHO, rho=RHO, eta=2e-4, ts=ts).beta)
+    b2 = np.asarray(run_discrete("linf", dup, alpha=A_SLIDE * RHO, rho=RHO, eta=1e-4, ts=ts).beta)
+    ref = 2.0 * b2 - b1
+    err = np.max(np.abs(b[4, 1:4] - ref), axis=1) / np.max(np.abs(ref), axis=1)
+    assert np.all(err < 2e-6), err
+
+
+def test_surface_groups():
+    """Which columns share an r = 0 surface: proportional ones, with the sign of
+    the factor; a zero column is alone; the first column of a group leads it."""
+    from samflow._engine.field import surface_groups
+
+    # issue 36's two samples: x_3 = 3 x_1 and x_4 = 2 x_2 (to rounding); x_5 alone
+    X2 = np.array([[0.2, 0.4, 0.6, 0.8, 1.0], [0.1, -0.2, 0.3, -0.4, -0.05]])
+    same, sign, lead = map(np.asarray, surface_groups(sf.Dataset.from_arrays(X2, [1.0, -1.0])))
+    want = np.eye(5, dtype=bool)
+    want[0, 2] = want[2, 0] = want[1, 3] = want[3, 1] = True
+    np.testing.assert_array_equal(same, want)
+    np.testing.assert_array_equal(lead, [True, True, False, False, True])
+    assert np.all(sign[same] == 1.0)
+    X3 = np.array([[0.2, 0.0, -0.4, 0.5], [0.1, 0.0, -0.2, 0.5]])  # x_3 = -2 x_1; x_2 = 0
+    same, sign, lead = map(np.asarray, surface_groups(sf.Dataset.from_arrays(X3, [1.0, -1.0])))
+    assert same[0, 2] and same[2, 0] and sign[0, 2] == sign[2, 0] == -1.0
+    assert not same[1].sum() - 1 and not same[:, 1].sum() - 1  # the zero column: alone
+    assert not same[0, 3] and not same[3, 0]
+    np.testing.assert_array_equal(lead, [True, True, False, True])
+
+
+def test_issue36_two_sample_depth3_no_surface():
+    """Issue 36's case: two samples, depth 3, rho = 1, alpha/rho from 0.01 to 0.5
+    (before: every such cell stopped with SURFACE between t = 9 and 14 and lost
+    most of its saves): the proportional columns are one surface, so no cell
+    stops, beta is finite, and r stays on the surfaces it slides on."""
+    X2 = np.array([[0.2, 0.4, 0.6, 0.8, 1.0], [0.1, -0.2, 0.3, -0.4, -0.05]])
+    data = sf.Dataset.from_arrays(X2, [1.0, -1.0])
+    a = np.geomspace(0.01, 0.52, 6)
+    tr = sf.solve("linf", data, alpha=a, rho=np.ones(6), ts=np.geomspace(1.0, 1e5, 11), depth=3, alpha_batched=True)
+    st = np.asarray(tr.status)
+    assert not np.any(st == int(sf.Status.SURFACE)), st
+    assert np.all(np.isin(st, [int(sf.Status.FINISHED), int(sf.Status.SLID)])), st
+    assert np.all(np.isfinite(np.asarray(tr.beta)))
 
 
 def test_surface_status_reads_right():

@@ -148,11 +148,47 @@ def _one_sided_r(W, rho, data, memory, frozen, rmem, loss):
     return jnp.where(frozen, 0.0, dW)
 
 
+#: Two columns of X whose unit vectors agree to this (max norm, up to sign) share
+#: one r = 0 surface (`surface_groups`).
+PROPORTIONAL_TOL = 1e-12
+
+
+def surface_groups(data: Dataset):
+    """The r_j = 0 surfaces of linf-SAM on multi-sample data, as groups of columns
+    (docs/theory.md s.4.3, "Proportional columns").
+
+    r = X^T g(W) with g the per-sample slopes, so two columns j, k of `X` that are
+    proportional (x_k = c x_j, c != 0) have r_k = c r_j for every W: r_j = 0 and
+    r_k = 0 are ONE surface, crossed together and slid on with one multiplier.
+    Proportional: the unit columns agree up to sign to `PROPORTIONAL_TOL` (max
+    norm); a zero column is in a group of its own (its r is 0 for every W).
+
+    **Returns:** (same, sign, lead): `same` `(d, d)` bool, the columns of each
+    column's group (`same[j, j]` True); `sign` `(d, d)` float, sign(c) of x_k =
+    c x_j (+1 off the groups); `lead` `(d,)` bool, the first column of each
+    group (the one whose surface events fire and whose `rslide` is set).
+    """
+    X = data.X
+    norm = jnp.sqrt(jnp.sum(X * X, axis=0))
+    nz = norm > 0
+    u = X / jnp.where(nz, norm, 1.0)[None, :]
+    dot = jnp.sum(u[:, :, None] * u[:, None, :], axis=0)
+    sign = jnp.where(dot < 0, -1.0, 1.0).astype(X.dtype)
+    gap = jnp.max(jnp.abs(u[:, :, None] - sign[None] * u[:, None, :]), axis=0)
+    d = X.shape[1]
+    eye = jnp.eye(d, dtype=bool)
+    same = eye | (nz[:, None] & nz[None, :] & (gap <= PROPORTIONAL_TOL))
+    sign = jnp.where(same, sign, 1.0)
+    lead = jnp.argmax(same, axis=1) == jnp.arange(d)
+    return same, sign, lead
+
+
 def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
     """(field, a, n_plus, n_minus) at W for the r_j = 0 surface of coordinate `j`
     (default: the sliding one, argmax `rslide`).
 
-    f+- are the fields with sign(r_j) = +-1 (f+ applies where r_j > 0); n+- =
+    f+- are the fields with sign(r_j) = +-1 (f+ applies where r_j > 0; the
+    columns proportional to j, `surface_groups`, take their sign with it); n+- =
     d r_j / dt along them (a JVP of r_j(W)); a = n- / (n- - n+) is the weight of
     f+ in the Filippov sliding field (in [0, 1] exactly when n+ and n- have
     opposite signs, 0/0 guarded to 0). `field` is a f+ + (1 - a) f- where
@@ -160,9 +196,10 @@ def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
     """
     if j is None:
         j = jnp.argmax(rslide)
-    onehot = jnp.arange(W.shape[1]) == j
-    f_p = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, 1.0, rmem), loss)
-    f_m = _one_sided_r(W, rho, data, memory, frozen, jnp.where(onehot, -1.0, rmem), loss)
+    same, sign, _ = surface_groups(data)
+    group = same[j]  # the columns of j's surface (`surface_groups`), each on its side
+    f_p = _one_sided_r(W, rho, data, memory, frozen, jnp.where(group, sign[j], rmem), loss)
+    f_m = _one_sided_r(W, rho, data, memory, frozen, jnp.where(group, -sign[j], rmem), loss)
     r_j = lambda w: residual(w, data, loss)[j]
     _, n_p = jax.jvp(r_j, (W,), (f_p,))
     _, n_m = jax.jvp(r_j, (W,), (f_m,))

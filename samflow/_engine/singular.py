@@ -15,7 +15,7 @@ from ..diagonal_net import beta as beta_of
 from ..diagonal_net import grad_loss, loss_value, residual
 from .cell_state import CellState
 from .._methods import dual_exponent
-from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity
+from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity, surface_groups
 
 
 _BIG = 1e300
@@ -162,7 +162,8 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     # Another r_k at 0 too (to 1e-9 of max|X|): two surfaces at once.
     other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) / r_scale < 1e-9))
     surface = crossed & (jnp.any(rslide) | (starts & other_zero))
-    rmem_new = jnp.where(crossed & on_j & (side != 0), side, rmem)
+    same, sign, _ = surface_groups(data)  # j's surface is that of its group: all flip together
+    rmem_new = jnp.where(crossed & same[j] & (side != 0), side * sign[j], rmem)
     # Depth 1, a coordinate of its own (`_separable`): r_j depends on w_1j alone,
     # so sliding on r_j = 0 is holding w_1j where it is (Filippov: d r_j/dt = 0).
     hold = starts & on_j & _separable(data) if W.shape[0] == 1 else jnp.zeros((d,), bool)
@@ -170,7 +171,7 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     k = jnp.argmax(rslide)
     _, a, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=k)
     on_k = idx == k
-    rmem_new = jnp.where(exited & on_k, jnp.where(a > 0.5, 1.0, -1.0), rmem_new)
+    rmem_new = jnp.where(exited & same[k], jnp.where(a > 0.5, 1.0, -1.0) * sign[k], rmem_new)
     rslide_new = jnp.where(exited & on_k, False, rslide_new)
     changed = (crossed & (side != rmem[j])) | exited
     return rmem_new, rslide_new, surface, changed, hold
@@ -386,9 +387,10 @@ def _separable(data: Dataset):
 def _rsurface_active(rmem, rslide, frozen, data):
     """(d,) bool: the r_j = 0 surfaces whose crossing is an event: a side is
     known and the flow neither slides on it nor holds it (a depth-1 hold,
-    `_rsurface_event`: r_j stays where it was held)."""
+    `_rsurface_event`: r_j stays where it was held), and j leads its group of
+    proportional columns (`surface_groups`: one surface, one event)."""
     held = frozen[0] & _separable(data) if frozen.shape[0] == 1 else False
-    return (rmem != 0) & ~rslide & ~held
+    return (rmem != 0) & ~rslide & ~held & surface_groups(data)[2]
 
 
 def _hold_point(W, data, loss, hold):
@@ -449,6 +451,12 @@ def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
     on0 = (r0 == 0) & ~((n_p0 == 0) & (n_m0 == 0))  # not an r_j that is 0 for every W
     rmem0 = jnp.where(on0 & (side0 != 0), side0, rmem0)
     rslide0 = on0 & (side0 == 0)
+    # Proportional columns are one surface (`surface_groups`): each takes the side
+    # of its group's first column, and only that one slides.
+    same, sign, lead = surface_groups(data)
+    first = jnp.argmax(same, axis=1)
+    rmem0 = sign[first, jnp.arange(d)] * rmem0[first]
+    rslide0 = rslide0 & lead
     # Depth 1, a coordinate of its own: held where it starts (`_rsurface_event`).
     hold0 = rslide0 & _separable(data) if W0.shape[0] == 1 else jnp.zeros((d,), bool)
     return rmem0, rslide0 & ~hold0, jnp.full((d,), _R_OFFSET, dtype), hold0
