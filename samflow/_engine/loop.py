@@ -161,24 +161,43 @@ def _end_runs(problem, lanes, tried, ends, records, n, width, slots):
             strict.at[idx].set(ended.strict, mode="drop"), finished, records)
 
 
+def _saves_due(save_idx, saving, t_limit, strict, ts):
+    """How many save times each lane writes in this step `(width,)` int32: those
+    from its next one (`save_idx`) up to `t_limit` (strictly before it where
+    `strict`); none where not `saving` or `t_limit` is NaN. `ts` is sorted."""
+    upto = jnp.where(strict, jnp.searchsorted(ts, t_limit, side="left", method="compare_all"),
+                     jnp.searchsorted(ts, t_limit, side="right", method="compare_all"))
+    return jnp.where(saving & ~jnp.isnan(t_limit), jnp.maximum(upto.astype(jnp.int32) - save_idx, 0), 0)
+
+
 def _save_inside_steps(problem, tried, cells, save_idx, saving, t_limit, strict, outs, ts, n):
     """Stage 3: the save times inside this step (up to `t_limit`, strictly before it
-    where `strict`), on its dense interpolant, written at (cell, save index)."""
-    n_save = ts.shape[0]
+    where `strict`), on its dense interpolant, written at (cell, save index).
 
-    def due_of(save_idx):
-        t_s = ts[jnp.minimum(save_idx, n_save - 1)]
-        return saving & (save_idx < n_save) & jnp.where(strict, t_s < t_limit, t_s <= t_limit), t_s
+    Compacted: the (lane, save) pairs due are numbered in lane order (a cumulative
+    sum of the counts, `_saves_due`) and evaluated `width` pairs at a time, each
+    on its lane's tried step (gathered), so a round evaluates only saves that are
+    due, whatever their spread over the lanes; most steps need one round (none
+    when no save is due)."""
+    width = save_idx.shape[0]
+    due = _saves_due(save_idx, saving, t_limit, strict, ts)
+    last = jnp.cumsum(due)  # pairs of lanes 0..i, inclusive
+    total = last[-1]
+    first = last - due
+    pair = jnp.arange(width, dtype=jnp.int32)
 
-    def body(s):
-        outs, save_idx = s
-        due, t_s = due_of(save_idx)
-        values = problem.save_values(tried, t_s)
-        rows = jnp.where(due, cells, n)
-        outs = jax.tree.map(lambda o, v: o.at[rows, save_idx].set(v, mode="drop"), outs, values)
-        return outs, save_idx + due
+    def body(c):
+        outs, base = c
+        s = base + pair
+        lane = jnp.minimum(jnp.searchsorted(last, s, side="right", method="compare_all"), width - 1)
+        j = save_idx[lane] + (s - first[lane])
+        values = problem.save_values(_take(tried, lane), ts[jnp.minimum(j, ts.shape[0] - 1)])
+        rows = jnp.where(s < total, cells[lane], n)
+        outs = jax.tree.map(lambda o, v: o.at[rows, j].set(v, mode="drop"), outs, values)
+        return outs, base + width
 
-    return jax.lax.while_loop(lambda s: jnp.any(due_of(s[1])[0]), body, (outs, save_idx))
+    outs, _ = jax.lax.while_loop(lambda c: c[1] < total, body, (outs, jnp.zeros((), last.dtype)))
+    return outs, save_idx + due
 
 
 def _refill_lanes(problem, lanes, records, nxt, finished, queue, n_queue, n):
