@@ -432,6 +432,8 @@ class LinfRun:
         mem = self.mem if mem is None else mem
         frozen = self.frozen if frozen is None else frozen
         F, a, roots = self.p.sliding_field(W, self.S, self.gsign, mem, frozen, a_ref=self.a, box=box)
+        if F is None:  # the product system has no real root here (past a fold)
+            raise _Stop("NONUNIQUE_FOLD")
         return F, a
 
     def _rate_tol(self, W):
@@ -739,3 +741,165 @@ class LinfRun:
 def linf_solve(X, y, L, rho, W0, t_end, saves, rtol=1e-12, hold_rule="memory"):
     """linf-SAM cell: {'beta' (n_save, d), 'events' [(t, kind, index)], 'status', 'max_k'}."""
     return LinfRun(Linf(X, y, L, rho, hold_rule), W0, t_end, saves, rtol).run()
+
+
+# ------------------------------------------------------------------ lp-SAM, p > 2
+
+
+def lp_eps(G, rho, p):
+    """rho sign(G) |G|^(q-1) / ||G||_q^(q-1), norm over all entries (scaled by max|G|)."""
+    q = p / (p - 1.0)
+    m = np.max(np.abs(G))
+    if m == 0:
+        return np.zeros_like(G)
+    g = G / m
+    return rho * np.sign(g) * np.abs(g) ** (q - 1) / np.sum(np.abs(g) ** q) ** ((q - 1) / q)
+
+
+def lp_field(W, X, y, rho, p):
+    """dW/dt of lp-SAM, (L, d)."""
+    G = -residual(W, X, y)[None, :] * prod_excl(W)
+    Wh = W + lp_eps(G, rho, p)
+    return residual(Wh, X, y)[None, :] * prod_excl(Wh)
+
+
+def lp_row_field(w, L, X, y, rho, p):
+    """Equal layers: the field of the row w (d,) standing for L equal layers (the
+    norm over L equal rows is L^(1/q) times the row's)."""
+    q = p / (p - 1.0)
+    W = np.repeat(w[None, :], L, axis=0)
+    G = -residual(W, X, y) * w ** (L - 1)
+    Wh = w + lp_eps(G, rho, p) / L ** ((q - 1) / q)
+    return residual(np.repeat(Wh[None, :], L, axis=0), X, y) * Wh ** (L - 1)
+
+
+def arrival_power(p, L):
+    """k = 1 - (L - 1)^2 (q - 1): a column of equal weights reaches 0 like (T - t)^(1/k)
+    (see the docstring); <= 0: no finite-time arrival."""
+    q = p / (p - 1.0)
+    return 1.0 - (L - 1) ** 2 * (q - 1.0)
+
+
+def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
+    """lp-SAM cell. Equal layers (every row of W0 equal): the row in y = sgn|w|^k
+    (k = `arrival_power`, when > 0), arrivals at 0 held; else W with transversal
+    crossings of 0 as events. Events at r_j = 0 crossings (Hoelder points) either way.
+    Returns {'beta', 'events', 'status'}."""
+    X, y = np.asarray(X, float), np.asarray(y, float)
+    W0 = np.array(W0, float)
+    L_, d = W0.shape
+    assert L_ == L
+    saves = np.asarray(saves, float)
+    out = np.full((len(saves), d), np.nan)
+    events = []
+    equal = bool(np.all(W0 == W0[0]))
+    k = arrival_power(p, L) if equal else 0.0
+    use_y = equal and k > 0
+    scale = max(np.max(np.abs(W0)), rho)
+    held = np.zeros(d, bool)
+    groups, kappa, switching = column_groups(X, y)
+
+    kk = [k]  # the power of the run: k, or 1 for the last column (its arrival is the collapse)
+
+    if equal:
+        def to_w(Y):
+            return np.sign(Y) * np.abs(Y) ** (1.0 / kk[0]) if use_y else Y
+
+        def rhs(t, Y):
+            w = to_w(Y)
+            f = lp_row_field(w, L, X, y, rho, p)
+            if use_y:
+                nz = w != 0
+                f = np.where(nz, kk[0] * np.abs(np.where(nz, w, 1.0)) ** (kk[0] - 1) * f, 0.0)
+            return np.where(held, 0.0, f)
+
+        wrow = W0[0].copy()
+
+        def Wof(Y):
+            return np.repeat(to_w(Y)[None, :], L, axis=0)
+    else:
+        def rhs(t, Y):
+            return lp_field(Y.reshape(L, d), X, y, rho, p).ravel()
+
+        state = W0.ravel().copy()
+
+        def Wof(Y):
+            return Y.reshape(L, d)
+
+    last_cross = {}
+    t = 0.0
+    for _ in range(max_runs):
+        if equal:
+            kk[0] = k if np.sum(wrow != 0) >= 2 else 1.0
+            state = np.sign(wrow) * np.abs(wrow) ** kk[0] if use_y else wrow.copy()
+        W = Wof(state)
+        sgn = np.sign(state)
+        phi0 = residual(W, X, y)
+        rs = np.sign(phi0)
+        fns, tags = [], []
+        for i in range(state.size):
+            if sgn[i] != 0 and not (equal and held[i]):
+                fns.append(lambda tt, Y, i=i: Y[i] * sgn[i])
+                tags.append(("w", i))
+        for gi, g in enumerate(groups):
+            if switching[gi] and rs[g[0]] != 0:
+                c = g[0]
+                fns.append(lambda tt, Y, c=c: residual(Wof(Y), X, y)[c] * rs[c] / np.linalg.norm(X[:, c]))
+                tags.append(("r", gi))
+        for f in fns:
+            f.terminal, f.direction = True, -1
+        te = saves[(saves > t) & (saves <= t_end)]
+        sol = scipy.integrate.solve_ivp(rhs, (t, t_end), state, method="DOP853", rtol=rtol,
+                                        atol=1e-14 * (scale ** kk[0] if use_y else scale), events=fns,
+                                        t_eval=te if len(te) else [t])
+        if sol.status == -1:
+            return {"beta": out, "events": events + [(t, "stop", "FAILED")], "status": "FAILED"}
+        if len(te):
+            for tt, yy in zip(sol.t, np.asarray(sol.y).T):
+                out[np.searchsorted(saves, tt)] = np.prod(Wof(yy), axis=0)
+        if sol.status == 0:
+            if np.any(saves == 0.0):
+                out[saves == 0.0] = np.prod(W0, axis=0)
+            return {"beta": out, "events": events, "status": "FINISHED"}
+        hit = [i for i, e in enumerate(sol.t_events) if len(e)]
+        t = float(sol.t_events[hit[0]][-1])
+        state = sol.y_events[hit[0]][-1].copy()
+        for ks in np.nonzero(saves == t)[0]:
+            out[ks] = np.prod(Wof(state), axis=0)
+        for i in hit:
+            kind, ix = tags[i]
+            if kind == "w":
+                state[ix] = 0.0
+                if equal and np.sum(state != 0) == 0:
+                    # the last column: W = 0, where eps is undefined (the collapse)
+                    out[saves > t] = 0.0
+                    return {"beta": out, "events": events + [(t, "collapse", [ix])], "status": "COLLAPSED"}
+                if equal:
+                    # a column of equal weights at 0: the field there is 0; held when
+                    # it points into 0 from both sides
+                    wp = np.where(np.arange(d) == ix, 1e-9 * scale, Wof(state)[0])
+                    wm = np.where(np.arange(d) == ix, -1e-9 * scale, Wof(state)[0])
+                    fp = lp_row_field(wp, L, X, y, rho, p)[ix]
+                    fm = lp_row_field(wm, L, X, y, rho, p)[ix]
+                    if fp < 0 < fm:
+                        held[ix] = True
+                        events.append((t, "arrive", [ix]))
+                    else:
+                        return {"beta": out, "events": events + [(t, "stop", "NONUNIQUE_LP_ZERO")],
+                                "status": "NONUNIQUE_LP_ZERO"}
+                else:
+                    # a lone weight: transversal, it crosses with its nonzero speed
+                    l, j = divmod(ix, d)
+                    Wc = state.reshape(L, d)
+                    if j in last_cross and t - last_cross[j] < 1e-6 * (1 + t):
+                        # the other weight of the column crossed just before: both are near
+                        # 0, the column arrives as a whole (not followed here)
+                        return {"beta": out, "events": events + [(t, "stop", "COLUMN_ARRIVAL")],
+                                "status": "COLUMN_ARRIVAL"}
+                    last_cross[j] = t
+                    events.append((t, "cross", [int(l), int(j)]))
+            else:
+                events.append((t, "rcross", list(groups[ix])))
+        if equal:
+            wrow = to_w(state)
+    return {"beta": out, "events": events + [(t, "stop", "MAX_RUNS")], "status": "MAX_RUNS"}
