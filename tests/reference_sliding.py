@@ -87,7 +87,8 @@ Holding with the came-from side is a selection too: for a lone weight at 0 (othe
 in its column nonzero) the Filippov combination of its two sides differs from it in
 the velocity of every other weight (through r(W_hat), beta_hat_j jumps with the
 held weight's sign); `hold_rule="filippov"` follows that combination instead (a
-product factor per held weight) and `compare_hold_rules` measures the gap.
+product factor per held weight; `linf_solve(..., hold_rule="filippov")`), so the
+gap can be measured (tests/test_reference_sliding.py).
 At even depth with unequal layers, a lone weight at 0 whose column partner also
 reaches 0 gives a column at 0 from two different sides: for one sample and equal
 layers f(m) m < 0 for every m, held; on several samples r_j(W_hat) can take both
@@ -426,6 +427,7 @@ class LinfRun:
         self.status = "FINISHED"
         self.max_k = 0
         self.joint = set()  # columns that reached 0 as a whole at one event
+        self.runs = []  # (t, W, S, a, gsign, mem, frozen) at the start of every run
 
     # the field of the current mode, per unit t
     def field(self, W, mem=None, frozen=None, box=False):
@@ -488,7 +490,7 @@ class LinfRun:
         mem[l, j] = side
         fr = self.frozen.copy() if frozen is None else frozen.copy()
         fr[l, j] = False
-        F, _ = self.field(W, mem=mem, frozen=fr, box=True)
+        F, _ = self.field(W, mem=mem, frozen=fr, box=False)  # multipliers continued
         return F
 
     def column_classes(self, W, j, frozen):
@@ -502,7 +504,7 @@ class LinfRun:
             m = np.array(m)
             mem = self.mem.copy()
             mem[:, j] = m
-            F, _ = self.field(W, mem=mem, frozen=fr, box=True)
+            F, _ = self.field(W, mem=mem, frozen=fr, box=False)
             c = F[:, j] * m
             P = float(np.prod(m))
             at, rp = out.get(P, (True, True))
@@ -646,6 +648,8 @@ class LinfRun:
                         raise _Stop("NO_CONTINUATION")
                     self.a = a
                     self.max_k = max(self.max_k, len(self.S))
+                self.runs.append((t, W.copy(), self.S, self.a.copy(), self.gsign.copy(), self.mem.copy(),
+                                  self.frozen.copy()))
                 phi0 = p.phi(W)
                 self.off = np.maximum(0.0, -phi0 * self.gsign) + 0.0
                 fns, tags = self.events_fns()
@@ -735,12 +739,62 @@ class LinfRun:
                 self.S, self.gsign, self.a = self.decide_surfaces(W, list(self.S))
 
     def result(self):
-        return {"beta": self.out, "events": self.events, "status": self.status, "max_k": self.max_k}
+        return {"beta": self.out, "events": self.events, "status": self.status, "max_k": self.max_k,
+                "runs": self.runs}
 
 
 def linf_solve(X, y, L, rho, W0, t_end, saves, rtol=1e-12, hold_rule="memory"):
     """linf-SAM cell: {'beta' (n_save, d), 'events' [(t, kind, index)], 'status', 'max_k'}."""
     return LinfRun(Linf(X, y, L, rho, hold_rule), W0, t_end, saves, rtol).run()
+
+
+def regularized_solve(X, y, L, rho, W0, t_end, saves, delta, rtol=1e-10):
+    """Brute force for the sliding rule: every switching group's sign replaced by the
+    smooth multiplier lam_g = (1 + tanh(phi_g / delta)) / 2 in the product form
+    F = sum_v prod_g lam_g(v_g) f_v (weights keep the signs of W0: for cells whose
+    weights do not reach 0). Stiff (rates ~ 1/delta): Radau. As delta -> 0 it tends
+    to the product-form Filippov flow (its slow manifold is c(a) = 0). Returns beta
+    at `saves` (n_save, d)."""
+    prob = Linf(X, y, L, rho)
+    W0 = np.asarray(W0, float)
+    Lw, d = W0.shape
+    mem = np.sign(W0)
+    frozen = np.zeros_like(W0, bool)
+    sw = [g for g in range(len(prob.groups)) if prob.switching[g]]
+    gs0 = np.sign(prob.phi(W0))
+
+    def rhs(t, Y):
+        W = Y.reshape(Lw, d)
+        lam = 0.5 * (1 + np.tanh(prob.phi(W)[sw] / delta))
+        F = 0.0
+        for v in itertools.product((1.0, -1.0), repeat=len(sw)):
+            gs = gs0.copy()
+            gs[sw] = v
+            wgt = np.prod([l_ if vi > 0 else 1 - l_ for l_, vi in zip(lam, v)])
+            F = F + wgt * prob.vertex_field(W, gs, mem, frozen)
+        return F.ravel()
+
+    sol = scipy.integrate.solve_ivp(rhs, (0.0, t_end), W0.ravel(), method="Radau", rtol=rtol,
+                                    atol=1e-12 * max(np.max(np.abs(W0)), rho), t_eval=saves)
+    assert sol.status == 0, sol.message
+    return np.array([np.prod(yy.reshape(Lw, d), axis=0) for yy in sol.y.T])
+
+
+def filippov_spread(prob, W, S, gsign, mem, frozen, e):
+    """Over Filippov's whole set at an intersection of the groups S (lam in the simplex
+    over the 2^k vertices, every grad r_S . F = 0), the range [min, max] of e . dbeta/dt
+    (e (d,)): a nonzero width means the set of velocities is not a point."""
+    from scipy.optimize import linprog
+
+    vx = prob.vertices(W, S, gsign, mem, frozen)
+    keys = list(vx)
+    Q = prod_excl(W)
+    c = np.array([e @ np.sum(Q * vx[v][0], axis=0) for v in keys])
+    A_eq = np.vstack([np.array([vx[v][1] for v in keys]).T, np.ones(len(keys))])
+    b_eq = np.r_[np.zeros(len(S)), 1.0]
+    lo = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=[(0, 1)] * len(keys))
+    hi = linprog(-c, A_eq=A_eq, b_eq=b_eq, bounds=[(0, 1)] * len(keys))
+    return lo.fun, -hi.fun
 
 
 # ------------------------------------------------------------------ lp-SAM, p > 2
@@ -903,3 +957,128 @@ def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
         if equal:
             wrow = to_w(state)
     return {"beta": out, "events": events + [(t, "stop", "MAX_RUNS")], "status": "MAX_RUNS"}
+
+
+# ------------------------------------------------------------------ the cells of the fixture
+
+THREE_Y = [1.0, -1.0, 1.0]
+SAVES = [0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 16.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0]
+
+
+def _cell(case, kind, X, y, L, rho, W0, t_end, p=None):
+    W0 = np.asarray(W0, float)
+    return {"case": case, "method": kind, "X": np.asarray(X, float).tolist(), "y": list(map(float, y)),
+            "L": int(L), "rho": float(rho), "p": p, "W0": W0.tolist(), "horizon": float(t_end),
+            "saves": [s_ for s_ in SAVES if s_ <= t_end]}
+
+
+def cells():
+    """The fixture's cells, by case (see the module docstring for what each shows)."""
+    out = []
+    IX, IY = ISSUE_X.tolist(), ISSUE_Y.tolist()
+    # the issue's data, depth 3, rho = 1: "two surfaces" r_1 = r_3 = 0 are one surface;
+    # each cell slides on it, exits, and column 3 crosses 0 as a whole
+    for a in (0.01, 0.1, 0.2, 0.3, 0.4, 0.52):
+        out.append(_cell("issue_one_surface", "linf", IX, IY, 3, 1.0, np.full((3, 5), a), 40.0))
+    # exits from a surface (the multiplier leaves [0, 1]), three samples, depth 2
+    for X, W0, rho in [
+        ([[0.19, -0.85, -0.93], [-0.65, -0.26, -0.66], [-0.3, 0.83, -0.97]], [[2.0846291190080346, -1.161232798138844, -1.6701330698316446], [1.8384427821744496, -1.8384427821744496, -1.8384427821744496]], 1.0),
+        ([[0.89, -0.18, -0.3], [0.99, 0.03, -0.16], [0.4, -0.5, 0.92]], [[1.6927785497601628, 1.6927785497601628, -1.6927785497601628]] * 2, 1.0),
+        ([[-0.25, -0.7, 0.11], [-0.9, 0.83, -0.29], [-0.43, -0.1, -0.79]], [[0.6700810115811903] * 3] * 2, 0.3),
+        ([[-0.17, -0.86, -0.81], [-0.98, -0.36, -0.68], [0.9, 0.26, -0.8]], [[-1.5342767202387693, -1.5816692711751523, -0.8165632560055637], [-1.730546970333182, -1.730546970333182, -1.730546970333182]], 1.0),
+        ([[-0.5, -0.66, -0.24], [-0.9, 0.65, 0.14], [0.02, -0.07, 0.11]], [[1.0281766447291827, 3.3255775742387157, 2.7741153302658876], [2.484935589410647, 2.484935589410647, 2.484935589410647]], 1.0),
+        ([[-0.42, 0.11, -0.45], [-0.51, -0.04, 0.87], [0.82, 0.78, 0.86]], [[0.3432072156754362, -0.586669890696212, 0.9188917870302118], [0.6481308881161788, -0.6481308881161788, 0.6481308881161788]], 0.3),
+    ]:
+        out.append(_cell("exit", "linf", X, THREE_Y, 2, rho, W0, 40.0))
+    # genuine intersections of two distinct surfaces (three samples)
+    for X, L, rho, w0 in [
+        ([[-0.28, 0.35, -0.74], [-0.9, 0.55, -0.56], [-0.19, -0.02, 0.89]], 2, 1.0, [1.6914880428900565] * 3),
+        ([[0.86, -0.41, 0.27], [0.89, 0.4, -0.89], [0.24, 0.71, -0.89]], 2, 0.3, [0.38679003973174947] * 3),
+        ([[-0.48, -0.35, 0.1], [-0.82, -0.19, 0.36], [0.67, 0.03, 0.9]], 2, 1.0, [2.390734725688458] * 3),
+        ([[0.12, 0.08, -0.72], [-0.95, 0.95, -0.94], [-0.9, -0.08, 0.87]], 3, 1.0, [2.9774814223196113] * 3),
+        ([[-0.99, 0.29, -0.39], [-0.51, 0.21, -0.65], [0.47, 0.55, -0.72]], 3, 0.3,
+         [0.8349980177850077, 0.8349980177850077, -0.8349980177850077]),
+        ([[0.21, -0.43, -0.7], [-0.75, -0.69, 0.83], [-0.26, 0.13, -0.71]], 3, 1.0, [2.9768061174111855] * 3),
+    ]:
+        out.append(_cell("two_surfaces", "linf", X, THREE_Y, L, rho, np.tile(w0, (L, 1)), 60.0))
+    # a weight (column) reaching 0 while sliding on a surface
+    for X, W0, rho in [
+        ([[0.81, 0.32, 0.81], [0.04, 0.25, 0.65], [-0.17, -0.19, 0.4]], [[0.4319515144604159, -0.4319515144604159, 0.4319515144604159]] * 2, 0.3),
+        ([[0.88, -0.32, -0.13], [-0.37, 0.49, -0.92], [-0.87, -0.19, -0.51]], [[-0.6432052373738465, -0.6432052373738465, 0.6432052373738465]] * 2, 0.3),
+        ([[-0.42, 0.6, -0.17], [0.11, 0.35, 0.04], [-0.48, 0.96, -0.81]], [[1.462958285589606, -1.462958285589606, 1.462958285589606]] * 2, 1.0),
+        ([[0.75, 0.11, 0.3], [0.11, -0.28, -0.4], [0.01, -0.4, 0.12]], [[1.3031240834979807, -1.3031240834979807, 1.3031240834979807]] * 2, 1.0),
+        ([[-0.47, -0.47, 0.55], [-0.65, 0.65, 0.8], [0.14, -0.44, -0.13]], [[-2.5939068686645945, 1.0001094682453369, 1.0875395471699834], [-1.8028038847514043, 1.8028038847514043, 1.8028038847514043]], 1.0),
+        ([[0.48, 0.72, 0.44], [0.12, -0.43, -0.64], [0.63, 0.24, -0.53]], [[1.4681232594260378, 0.6012150762115646, 0.668000348325321], [1.319658801840268, 1.319658801840268, 1.319658801840268]], 1.0),
+    ]:
+        out.append(_cell("zero_while_sliding", "linf", X, THREE_Y, 2, rho, W0, 40.0))
+    # genuinely non-unique continuations (named statuses, NaN after)
+    for X, W0, rho in [
+        ([[-0.15, -0.98, 0.3], [-0.19, -0.77, 0.26], [-0.11, -0.39, -0.46]], [[0.7123035741485416, 1.0780991360744758, 1.0309287030306027], [0.7696374637031975, 0.7696374637031975, 0.7696374637031975]], 1.0),
+        ([[-0.11, 0.79, -0.59], [-0.86, 0.12, -0.31], [-0.04, -0.85, -0.65]], [[0.8710182903876443, -0.6645770510434593, -1.0669634740946095], [1.3646620377756407, -1.3646620377756407, -1.3646620377756407]], 1.0),
+        ([[0.05, -0.86, 0.32], [-0.95, -0.61, 0.48], [-0.2, 0.44, 0.08]], [[-0.4688561979347682] * 3] * 2, 0.3),
+    ]:
+        out.append(_cell("nonunique", "linf", X, THREE_Y, 2, rho, W0, 50.0))
+    # lp, p = 3 and 4, the issue's two samples, equal layers
+    for p in (3.0, 4.0):
+        for L, a in ((2, 0.2), (2, 0.5), (2, 1.0), (3, 0.2), (3, 0.5), (3, 1.0)):
+            out.append(_cell(f"lp{int(p)}_two_samples", "lp", IX, IY, L, 1.0, np.full((L, 5), a), 40.0, p))
+    # lp on unequal layers: a weight crosses 0 in one layer
+    for p in (3.0, 4.0):
+        for a in (0.9, 1.0, 1.2):
+            W0 = np.full((2, 5), a)
+            W0[0] *= np.array([1.0, 0.5, 2.0, 1.5, 0.7])
+            out.append(_cell("lp_unequal", "lp", IX, IY, 2, 1.0, W0, 12.0, p))
+    return out
+
+
+def solve_cell(c, rtol=1e-12):
+    X, y = np.array(c["X"]), np.array(c["y"])
+    if c["method"] == "linf":
+        r = linf_solve(X, y, c["L"], c["rho"], np.array(c["W0"]), c["horizon"], c["saves"], rtol=rtol)
+        r.pop("runs")
+    else:
+        r = lp_solve(X, y, c["L"], c["rho"], c["p"], np.array(c["W0"]), c["horizon"], c["saves"], rtol=rtol)
+    ev = [[float(t), k, (ix if isinstance(ix, str) else [int(i) for i in ix])] for t, k, ix in r["events"]]
+    return {"beta": [[None if not np.isfinite(b) else float(b) for b in row] for row in r["beta"]],
+            "events": ev, "status": r["status"]}
+
+
+def build(rtol=1e-12):
+    out = []
+    for c in cells():
+        out.append({**c, **solve_cell(c, rtol)})
+    return out
+
+
+def compare(a, b):
+    """Max |beta| difference (relative to max|beta| of the cell) and max event-time
+    difference between two builds; also whether statuses and event kinds agree."""
+    worst_b, worst_t, same = 0.0, 0.0, True
+    for x, y_ in zip(a, b):
+        ba = np.array([[np.nan if v is None else v for v in row] for row in x["beta"]], float)
+        bb = np.array([[np.nan if v is None else v for v in row] for row in y_["beta"]], float)
+        fin = np.isfinite(ba) & np.isfinite(bb)
+        same &= bool(np.array_equal(np.isfinite(ba), np.isfinite(bb)))
+        if fin.any():
+            worst_b = max(worst_b, float(np.max(np.abs(ba[fin] - bb[fin])) / max(np.max(np.abs(bb[fin])), 1e-300)))
+        same &= x["status"] == y_["status"] and [e[1:] for e in x["events"]] == [e[1:] for e in y_["events"]]
+        if len(x["events"]) == len(y_["events"]):
+            for e, f in zip(x["events"], y_["events"]):
+                worst_t = max(worst_t, abs(e[0] - f[0]))
+    return worst_b, worst_t, same
+
+
+if __name__ == "__main__":
+    import time
+
+    t0 = time.perf_counter()
+    got = build()
+    if "--write" in sys.argv:
+        FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+        FIXTURE.write_text(json.dumps({"cells": got}, indent=None, separators=(",", ":")) + "\n")
+        print(f"wrote {FIXTURE} ({FIXTURE.stat().st_size} bytes, {len(got)} cells) in {time.perf_counter() - t0:.0f} s")
+    else:
+        ref = json.loads(FIXTURE.read_text())["cells"]
+        print("beta, event times, same statuses/events:", compare(got, ref))
+    for c in got:
+        print(c["case"], c["L"], c["status"], [(round(e[0], 4), e[1], e[2]) for e in c["events"]][:8])
