@@ -104,15 +104,20 @@ or r_j = 0. Consequences, derived here (and checked in tests/test_reference_slid
 - A lone weight reaching 0 (some other weight of its column nonzero): near w_lj = 0,
   dw_lj/dt = r_j(W_hat) prod_{k != l} w_hat_kj -> r_j prod_{k != l} w_kj != 0 (the
   perturbations of the other weights vanish like |w_lj|^(q-1)): a TRANSVERSAL crossing
-  with a nonzero speed, unique. Event "cross", no capture, no exponent. Unequal
-  layers at depth 2: d(u^q - v^q)/dt -> 0 at leading order near a column at 0, so a
-  column with |u| != |v| does not arrive as a whole: one weight crosses first.
+  with a nonzero speed, unique. Event "cross", no capture, no exponent. But at depth 2
+  each weight also pushes itself to 0: du/dt = r_j(W_hat) (v - c sgn(u) |u|^(q-1)), so
+  when the partner v is small the weight relaxes to the point where v_hat = 0
+  (|u| = (|v| / c)^(1/(q-1))) and, as v decays, the column reaches 0 as a whole in finite
+  time with the smaller weight slaved ~ |v|^(1/(q-1)). The reference does not follow
+  that (two crossings of one column within 1e-6 (1 + t): status COLUMN_ARRIVAL); the
+  fixture's unequal cells end before it.
 - A column of equal weights w (|w_lj| = w for all l; equal layers stay equal): with
   c = rho |r_j|^(q-1) / ||G||_q^(q-1), w_hat = w - c sgn w^((L-1)(q-1)) and
   dw/dt = r_j(W_hat) w_hat^(L-1) ~ -C sgn |w|^e,   e = (L-1)^2 (q-1),
   when (L-1)(q-1) < 1 (the perturbation dominates w_hat). So the column reaches 0 in
-  finite time iff e < 1 (and the sign drives it to 0: always at L = 2; at odd L only
-  from the side where r_j w^(L-1)... drives it), like  w ~ (T - t)^(1/k),
+  finite time iff e < 1 and the sign drives it to 0 (always at L = 2; at odd L,
+  dw/dt ~ r_j c^(L-1) |w|^e > 0 for r_j > 0: only from negative equal layers), like
+  w ~ (T - t)^(1/k),
 
       k = 1 - (L - 1)^2 (q - 1)          (NOT 1 - (L - 1)(q - 1) as docs/theory.md s.4.3
                                            and samflow's `_arrival_power` say for L >= 3;
