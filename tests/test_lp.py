@@ -342,3 +342,29 @@ def test_switch_times_take_p():
     np.testing.assert_array_equal(np.asarray(b.to)[:n], np.asarray(a.to)[:n])
     with pytest.raises(ValueError, match="method 'l2' takes no p"):
         switches_of("l2", DATA, 0.5, 1.0, ts, clock="tau", p=2.0)
+
+
+@pytest.mark.parametrize("L, p", [(2, 3.0), (2, 4.0), (3, 8.0), (4, 20.0), (4, 40.0)])
+def test_arrival_exponent_measured_on_the_field(L, p):
+    """The exponent of an lp arrival at 0 (docs/theory.md s.4.3): with one weight
+    column small, |dw/dt| ~ |w|^m on the field itself, m = (L - 1)^2 (q - 1), so
+    `_arrival_power` k = 1 - m. Until issue 36 k was 1 - (L - 1)(q - 1), right at
+    depth 2 only (at depth 4, p = 20 it gave 0.84 for 0.53). At depth 3 the weight
+    moves away from 0 (the product of two perturbed weights is positive)."""
+    from samflow._engine.singular import _arrival_power
+    from samflow.flows import Method, velocity
+
+    q = p / (p - 1.0)
+    data = sf.single_sample(np.array([0.2, 0.4, 0.6, 0.8, 1.0]))
+    loss = sf.get_loss("logistic")
+
+    def rate(w):
+        W = jnp.full((L, 5), 0.3).at[:, 0].set(w)
+        dW, _ = velocity(W, jnp.asarray(0.5), Method.LP, data, loss, jnp.sign(W), p=jnp.asarray(p))
+        return float(dW[0, 0])
+
+    r1, r2 = rate(1e-8), rate(1e-10)
+    m = np.log(abs(r1) / abs(r2)) / np.log(1e-8 / 1e-10)
+    assert m == pytest.approx((L - 1) ** 2 * (q - 1.0), abs=1e-3)
+    assert float(_arrival_power(p, L)) == pytest.approx(max(0.0, 1.0 - m), abs=1e-3)
+    assert np.sign(r1) == (1.0 if L == 3 else -1.0)

@@ -222,7 +222,7 @@ def zero_time(R, dR):
 
 
 # lp with p > 2 (docs/theory.md s.4.3): a column of equal weights reaches 0 like
-# w ~ (T - t)^(1/k), k = 1 - (L - 1)(q - 1) (2 - q at depth 2), tangentially, so
+# w ~ (T - t)^(1/k), k = 1 - (L - 1)^2 (q - 1) (2 - q at depth 2), tangentially, so
 # the root of w on the solver's interpolant is off by ~(atol / c)^k. u = |w|^k
 # falls to 0 at a finite rate: the `cross` event fires when the time left at that
 # rate, |w| / (k |dw|), falls to ARRIVAL_CAPTURE x min(1, t) (clock units: the
@@ -232,10 +232,11 @@ ARRIVAL_CAPTURE = 1e-4
 
 
 def _arrival_power(p, depth):
-    """k = 1 - (L - 1)(q - 1): u = |w|^k falls to 0 at a finite rate where a
-    column of equal weights reaches 0 under lp with q < 1 + 1/(L - 1); 0 where
-    it does not (p <= 2 at depth 2)."""
-    return jnp.maximum(1.0 - (depth - 1) * (dual_exponent(p) - 1.0), 0.0)
+    """k = 1 - (L - 1)^2 (q - 1): u = |w|^k falls to 0 at a finite rate where a
+    column of equal weights reaches 0 under lp with q < 1 + 1/(L - 1)^2; 0 where
+    it does not (p <= 2 at depth 2). The perturbed weight is ~ |w|^((L-1)(q-1))
+    and the velocity carries L - 1 of them (docs/theory.md s.4.3)."""
+    return jnp.maximum(1.0 - (depth - 1) ** 2 * (dual_exponent(p) - 1.0), 0.0)
 
 
 def arrival_margin(W, dW, memory, p, capture, t):
