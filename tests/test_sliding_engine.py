@@ -1,0 +1,85 @@
+"""samflow's linf engine against the independent sliding reference (issue 36).
+
+`tests/reference_sliding.py` integrates linf-SAM on several samples with
+event-driven Filippov sliding in numpy + scipy, from no samflow code; its cells
+are in `tests/data/sliding_reference.json`. Here the engine runs the same cells:
+
+- the cells it follows (one surface at a time, proportional columns grouped as
+  one surface, exits, weights reaching 0 while sliding): beta at every save
+  within 1e-6 of the cell's size, every time a weight reaches 0 (`slide_time`)
+  within 1e-6 relative, status SLID or FINISHED;
+- the cells where two distinct surfaces hold at once (three samples), which the
+  engine does not follow yet: it must stop them with status SURFACE, agree with
+  the reference before the stop and write NaN after, never a wrong number.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import samflow as sf
+
+CELLS = json.loads((Path(__file__).parent / "data" / "sliding_reference.json").read_text())["cells"]
+#: Cells whose continuation the engine follows (a single surface at a time).
+FOLLOWED = [i for i, c in enumerate(CELLS) if c["case"] == "issue_one_surface"] + [8, 9, 10, 11, 18, 20, 21, 22, 23]
+#: Two distinct surfaces at once (three samples): stopped with SURFACE.
+STOPPED = [6, 7, 12, 13, 14, 15, 16, 17, 19]
+
+
+def _solve(c):
+    data = sf.Dataset.from_arrays(np.array(c["X"]), np.array(c["y"]))
+    tr = sf.solve("linf", data, alpha=np.array(c["W0"])[None], rho=np.array([c["rho"]]), ts=np.array(c["saves"]),
+                  depth=c["L"], alpha_batched=True)
+    return (np.asarray(tr.beta)[0], int(np.asarray(tr.status)[0]), np.asarray(tr.slide_time)[0],
+            float(np.asarray(tr.event_time)[0]))
+
+
+def _beta_error(b, ref):
+    return np.max(np.abs(b - ref), axis=1) / np.max(np.abs(ref), axis=1)
+
+
+def test_cell_lists_match_the_fixture():
+    assert all(CELLS[i]["method"] == "linf" and CELLS[i]["status"] == "FINISHED" for i in FOLLOWED + STOPPED)
+    assert len(FOLLOWED) == 15 and {CELLS[i]["case"] for i in STOPPED} == {"exit", "two_surfaces", "zero_while_sliding"}
+
+
+@pytest.mark.parametrize("i", FOLLOWED)
+def test_followed_cells_match_the_reference(i):
+    c = CELLS[i]
+    b, status, slide_time, _ = _solve(c)
+    assert status in (int(sf.Status.SLID), int(sf.Status.FINISHED)), (i, sf.Status(status).name)
+    err = _beta_error(b, np.array(c["beta"]))
+    assert np.all(err < 1e-6), (i, err)
+    # every time a weight reaches 0 and is held there (the reference's "hold" events)
+    holds = [(e[0], *e[2]) for e in c["events"] if e[1] == "hold"]
+    assert np.sum(np.isfinite(slide_time)) == len(holds), (i, slide_time, holds)
+    for t, layer, j in holds:
+        assert slide_time[layer, j] == pytest.approx(t, rel=1e-6), (i, layer, j)
+
+
+def _second_surface(events):
+    """When the reference starts sliding on a second surface while on one."""
+    on = set()
+    for t, kind, where in events:
+        if kind == "slide":
+            if on:
+                return t
+            on.add(where[0])
+        elif kind == "exit":
+            on.discard(where[0])
+    return None
+
+
+@pytest.mark.parametrize("i", STOPPED)
+def test_two_surfaces_at_once_are_stopped_not_guessed(i):
+    c = CELLS[i]
+    b, status, _, t_stop = _solve(c)
+    assert status == int(sf.Status.SURFACE), (i, sf.Status(status).name)
+    saves = np.array(c["saves"])
+    before = saves < t_stop
+    assert np.all(np.isnan(b[~before]))
+    assert np.all(_beta_error(b[before], np.array(c["beta"])[before]) < 1e-6)
+    # samflow stops where the reference starts sliding on a second surface
+    assert t_stop == pytest.approx(_second_surface(c["events"]), rel=1e-6)
