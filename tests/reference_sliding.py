@@ -157,6 +157,9 @@ import numpy as np
 import scipy.integrate
 from scipy.special import expit
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other scipy reference, also when imported from elsewhere
+from switch_reference import prod_excl  # noqa: E402  (q_lj = prod_{k != l} w_kj, by products)
+
 FIXTURE = Path(__file__).resolve().parent / "data" / "sliding_reference.json"
 
 ISSUE_X = np.array([[0.2, 0.4, 0.6, 0.8, 1.0], [0.1, -0.2, 0.3, -0.4, -0.05]])
@@ -174,17 +177,6 @@ def slope(z):
 def dslope(z):
     """ds/dz = -sigmoid(-z) sigmoid(z)."""
     return -expit(-z) * expit(z)
-
-
-def prod_excl(W):
-    """q_lj = prod_{k != l} w_kj, (L, d), by products (no division)."""
-    L = W.shape[0]
-    out = np.ones_like(W)
-    for l in range(L):
-        for k in range(L):
-            if k != l:
-                out[l] = out[l] * W[k]
-    return out
 
 
 def residual(W, X, y):
@@ -329,6 +321,20 @@ def _held_multipliers(fields, lone):
     return roots[0]
 
 
+def _bilinear(n):
+    """k = 2: the bilinear system c(a) = A + B a_1 + C a_2 + D a_1 a_2 (each (2,)) from
+    the normal rates n (v -> (2,)), and the quadratic al a_1^2 + be a_1 + ga = 0 that
+    eliminating a_2 leaves: (A, B, C, D, al, be, ga)."""
+    A = n[(-1.0, -1.0)]
+    B = n[(1.0, -1.0)] - A
+    C = n[(-1.0, 1.0)] - A
+    D = n[(1.0, 1.0)] - n[(1.0, -1.0)] - n[(-1.0, 1.0)] + A
+    al = B[1] * D[0] - D[1] * B[0]
+    be = A[1] * D[0] + B[1] * C[0] - C[1] * B[0] - D[1] * A[0]
+    ga = A[1] * C[0] - C[1] * A[0]
+    return A, B, C, D, al, be, ga
+
+
 def product_multipliers(n, k, box_tol=1e-12, box=True):
     """The roots a in [0, 1]^k of sum_v prod_i lam_i(v_i) n_v = 0 (k equations),
     n a dict v -> (k,) normal rates. k = 1: linear; k = 2: bilinear, reduced to one
@@ -344,13 +350,7 @@ def product_multipliers(n, k, box_tol=1e-12, box=True):
             return [np.array([a])]
         return [np.array([min(max(a, 0.0), 1.0)])] if -box_tol <= a <= 1 + box_tol else []
     if k == 2:
-        A = n[(-1.0, -1.0)]
-        B = n[(1.0, -1.0)] - A
-        C = n[(-1.0, 1.0)] - A
-        D = n[(1.0, 1.0)] - n[(1.0, -1.0)] - n[(-1.0, 1.0)] + A
-        al = B[1] * D[0] - D[1] * B[0]
-        be = A[1] * D[0] + B[1] * C[0] - C[1] * B[0] - D[1] * A[0]
-        ga = A[1] * C[0] - C[1] * A[0]
+        A, B, C, D, al, be, ga = _bilinear(n)
         scale = max(abs(al), abs(be), abs(ga), 1e-300)
         if abs(al) <= 1e-14 * scale:
             cands = [-ga / be] if be != 0 else []
@@ -389,13 +389,7 @@ def product_multipliers(n, k, box_tol=1e-12, box=True):
 
 def product_discriminant(n):
     """k = 2: the discriminant of the quadratic in a_1 (scaled); 0 where two roots merge."""
-    A = n[(-1.0, -1.0)]
-    B = n[(1.0, -1.0)] - A
-    C = n[(-1.0, 1.0)] - A
-    D = n[(1.0, 1.0)] - n[(1.0, -1.0)] - n[(-1.0, 1.0)] + A
-    al = B[1] * D[0] - D[1] * B[0]
-    be = A[1] * D[0] + B[1] * C[0] - C[1] * B[0] - D[1] * A[0]
-    ga = A[1] * C[0] - C[1] * A[0]
+    _, _, _, _, al, be, ga = _bilinear(n)
     return (be * be - 4 * al * ga) / max(be * be, abs(4 * al * ga), 1e-300)
 
 
@@ -952,7 +946,6 @@ def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
                 else:
                     # a lone weight: transversal, it crosses with its nonzero speed
                     l, j = divmod(ix, d)
-                    Wc = state.reshape(L, d)
                     if j in last_cross and t - last_cross[j] < 1e-6 * (1 + t):
                         # the other weight of the column crossed just before: both are near
                         # 0, the column arrives as a whole (not followed here)
