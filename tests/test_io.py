@@ -65,6 +65,53 @@ def test_savefig_gives_the_bytes_of_a_direct_save_and_nothing_on_failure(tmp_pat
     plt.close(fig)
 
 
+def test_a_figure_laid_out_by_tight_layout_is_drawn_once_per_file_with_the_same_bytes(tmp_path, monkeypatch):
+    # savefig laid out a tight_layout figure again (a draw of its own) for every file: the
+    # sweep's figures were drawn five times for a PNG and a PDF, four of them the same layout.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from samflow._util.io import figure_bytes
+    from samflow.plots._common import save_png_pdf
+
+    def figure():
+        fig, axes = plt.subplots(2, 2, figsize=(4, 3))
+        for k, ax in enumerate(axes.flat):
+            ax.plot([1, 10, 100], [k, 1, 2])
+            ax.set_xscale("log")
+            ax.set_title(f"panel {k}")
+            ax.twinx().plot([1, 100], [0, 1])
+        fig.tight_layout()
+        return fig
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")  # a PDF without the date it was made
+    fig = figure()
+    fig.set_dpi(50)
+    fig.draw_without_rendering()
+    direct = figure_bytes(fig, "png", dpi=50)  # savefig as it is, its layout pass included
+    draws = []
+    monkeypatch.setattr(Figure, "draw", lambda self, r, _draw=Figure.draw: draws.append(1) or _draw(self, r))
+    assert figure_bytes(fig, "png", laid_out=True, dpi=50) == direct
+    assert len(draws) == 1 and fig.get_layout_engine() is not None  # the engine is put back
+    plt.close(fig)
+
+    draws.clear()
+    save_png_pdf(fig := figure(), tmp_path / "f.png", dpi=40)  # the measure, the PNG, the PDF's pass and the PDF
+    assert len(draws) == 4
+    monkeypatch.setattr(Figure, "draw", Figure.draw.__defaults__[0])
+    plt.close(fig)
+    (tmp_path / "ref").mkdir()
+    fig = figure()
+    fig.savefig(tmp_path / "ref" / "f.png", dpi=40, bbox_inches="tight")
+    fig.savefig(tmp_path / "ref" / "f.pdf", bbox_inches="tight")
+    plt.close(fig)
+    assert (tmp_path / "f.png").read_bytes() == (tmp_path / "ref" / "f.png").read_bytes()
+    assert (tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"
+
+
 def test_no_module_writes_a_result_file_in_place():
     """Every file the package writes goes through samflow._util.io (its docstring's
     promise): a direct savefig / write_text / write_bytes / to_netcdf on a target

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["DiskFullError", "atomic_path", "atomic_savefig", "atomic_write_bytes", "atomic_write_netcdf",
-           "atomic_write_text", "free_bytes", "size_text"]
+           "atomic_write_text", "figure_bytes", "free_bytes", "size_text"]
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -137,12 +137,50 @@ def atomic_write_text(text: str, path: "str | Path") -> Path:
     return atomic_write_bytes(text.encode("utf-8"), path)
 
 
+def figure_bytes(fig, fmt: str, *, laid_out: bool = False, **kwargs) -> bytes:
+    """The bytes of `fig.savefig(file, format=fmt, **kwargs)` (`fmt` "png", "pdf", ...).
+
+    `savefig` draws a figure twice when it has a layout engine: a layout pass
+    (ticks, titles, labels placed), then the draw that renders. `fig.tight_layout()`
+    leaves matplotlib's placeholder engine, whose layout does nothing, yet the pass
+    is made for every file saved: a third of the time of a many-axes figure (the
+    sweep's trajectories). `laid_out=True` says the figure was just laid out at the
+    dpi of this file (`fig.set_dpi(dpi)` then `fig.draw_without_rendering()`, as
+    `samflow.plots._common.save_png_pdf` measures its box): then a placeholder's
+    pass is skipped (set aside while rendering, put back after) and the figure is
+    drawn once, with the bytes of `savefig`. A real engine (tight, constrained) and
+    `bbox_inches="tight"` keep their pass; so does any file of another dpi (its
+    pass moves text by the last bits of a coordinate).
+
+    **Returns:** the file's bytes (nothing is written)."""
+    buf = io.BytesIO()
+    engine = fig.get_layout_engine() if laid_out else None
+    idle = engine is not None and _placeholder(engine)
+    if idle:
+        fig.set_layout_engine(None)  # None, with the rcParams of an automatic layout off: no engine
+    try:
+        fig.savefig(buf, format=fmt, **kwargs)
+    finally:
+        if idle:
+            fig.set_layout_engine(engine)
+    return buf.getvalue()
+
+
+def _placeholder(engine) -> bool:
+    """Whether `engine` is matplotlib's placeholder layout engine (its layout does
+    nothing) and `set_layout_engine(None)` removes it (no automatic layout in rcParams)."""
+    from matplotlib import rcParams
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    return (isinstance(engine, PlaceHolderLayoutEngine)
+            and not rcParams["figure.autolayout"] and not rcParams["figure.constrained_layout.use"])
+
+
 def atomic_savefig(fig, path: "str | Path", **kwargs) -> Path:
     """`fig.savefig(path, **kwargs)` written atomically (`atomic_path`), in the
     format named by the suffix of `path` (".png", ".pdf", ...); returns the path.
-    The file's bytes are those of a direct `savefig(path, ...)`.
+    The file's bytes are those of a direct `savefig(path, ...)` (`figure_bytes`).
     **Raises:** `DiskFullError`."""
     path = Path(path)
-    buf = io.BytesIO()  # drawn first: its size is known before the disk is touched
-    fig.savefig(buf, format=path.suffix.lstrip(".").lower(), **kwargs)
-    return atomic_write_bytes(buf.getvalue(), path)
+    # drawn first: its size is known before the disk is touched
+    return atomic_write_bytes(figure_bytes(fig, path.suffix.lstrip(".").lower(), **kwargs), path)

@@ -11,7 +11,7 @@ from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
 
 from ..analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
-from .._util.io import atomic_savefig
+from .._util.io import atomic_savefig, atomic_write_bytes, figure_bytes
 from .._labels import method_label as _method_label
 from ..status import Status
 
@@ -411,9 +411,15 @@ def save_png_pdf(fig, path, dpi: float) -> None:
     `savefig.pad_inches`), with the box measured once, on the PNG's renderer:
     `bbox_inches="tight"` measures it again for each file, a layout pass over
     every axis, tick label and title (a third of the time of a many-axes
-    figure). The PNG is pixel for pixel what `savefig(path, dpi=dpi,
-    bbox_inches="tight")` writes; the PDF keeps its resolution (the figure's
-    own dpi for rasterized artists) and gets the PNG's box."""
+    figure). The PNG is rendered right after that measure, without the layout
+    pass of its own that savefig makes for a figure laid out by `tight_layout`
+    (`samflow._util.io.figure_bytes`); the PDF, at another dpi, keeps its pass.
+    The PNG is pixel for pixel what `savefig(path, dpi=dpi, bbox_inches="tight")`
+    writes; the PDF keeps its resolution (the figure's own dpi for rasterized
+    artists) and gets the PNG's box. Both are written whole or not at all
+    (`samflow._util.io.atomic_path`).
+
+    **Raises:** `samflow._util.io.DiskFullError` when a file does not fit."""
     from pathlib import Path
 
     import matplotlib
@@ -423,5 +429,6 @@ def save_png_pdf(fig, path, dpi: float) -> None:
     fig.set_dpi(dpi)
     fig.draw_without_rendering()  # places ticks, titles and labels, as savefig's own first pass
     bbox = fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
-    atomic_savefig(fig, path, dpi=dpi, bbox_inches=bbox)
+    # laid out at the PNG's dpi just now: its savefig need not lay it out again (`figure_bytes`)
+    atomic_write_bytes(figure_bytes(fig, "png", laid_out=True, dpi=dpi, bbox_inches=bbox), path)
     atomic_savefig(fig, path.with_suffix(".pdf"), dpi=pdf_dpi, bbox_inches=bbox)
