@@ -231,8 +231,8 @@ def _two_samples(data: dict, extra: dict, p=(1.5, 3, 4)) -> str:
 
 
 @pytest.mark.parametrize("data, extra, start", [
-    ({"X": [[1.0, 0.5], [0.3, 1.0]], "y": [1, 1]}, {}, "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
-    ({"file": "two.npz"}, {}, "lp.p: method 'lp' with p > 2 needs one sample (data.mu)"),
+    ({"X": [[1.0, 0.5], [0.3, 1.0]], "y": [1, 1]}, {"init": {"W0": [[1.0, 1.0], [0.5, 1.0]]}},
+     "lp.p: method 'lp' with p > 2 needs balanced inits"),
     ({"mu": [0.5, 1.0]}, {"init": {"W0": [[1.0, 1.0], [0.5, 1.0]]}}, "lp.p: method 'lp' with p > 2 needs balanced inits"),
     ({"mu": [0.5, 1.0]}, {"solver": {"coords": "log"}}, "solver.coords = 'log' does not apply to lp-SAM with p > 2"),
 ])
@@ -251,3 +251,15 @@ def test_cli_refuses_lp_p_above_2_where_the_engine_would(tmp_path, capsys, data,
     # The same config with every p <= 2 is accepted (the rule is lp's with p > 2 only).
     cfg.write_text(_two_samples(data, extra, p=[1.5]))
     load_config(cfg)
+
+
+def test_lp_p_above_2_on_two_samples_is_accepted(tmp_path):
+    """Issue 36: lp with p > 2 on several samples (equal layers) runs, so a config
+    with two samples is read without a problem (before: refused, "needs one sample");
+    unequal layers are still refused (the case above)."""
+    from samflow.config._sweep import rule_problems
+
+    import tomllib
+
+    cfg = parse_config(tomllib.loads(_two_samples({"X": [[1.0, 0.5], [0.3, 1.0]], "y": [1, -1]}, {})))
+    assert rule_problems(cfg, sf.Dataset.from_arrays(np.array([[1.0, 0.5], [0.3, 1.0]]), np.array([1.0, -1.0]))) == []

@@ -10,7 +10,9 @@ are in `tests/data/sliding_reference.json`. Here the engine runs the same cells:
   within 1e-6 relative, status SLID or FINISHED;
 - the cells where two distinct surfaces hold at once (three samples), which the
   engine does not follow yet: it must stop them with status SURFACE, agree with
-  the reference before the stop and write NaN after, never a wrong number.
+  the reference before the stop and write NaN after, never a wrong number;
+- lp-SAM with p = 3 and 4 from equal layers on two samples (refused before
+  issue 36): beta within 1e-6, arrivals at 0 and collapses within 1e-8 relative.
 """
 
 import json
@@ -83,3 +85,34 @@ def test_two_surfaces_at_once_are_stopped_not_guessed(i):
     assert np.all(_beta_error(b[before], np.array(c["beta"])[before]) < 1e-6)
     # samflow stops where the reference starts sliding on a second surface
     assert t_stop == pytest.approx(_second_surface(c["events"]), rel=1e-6)
+
+
+#: lp-SAM, p = 3 and 4, equal layers on two samples (depth 2 and 3): refused before issue 36.
+LP_TWO_SAMPLES = [i for i, c in enumerate(CELLS) if c["case"] in ("lp3_two_samples", "lp4_two_samples")]
+
+
+@pytest.mark.parametrize("i", LP_TWO_SAMPLES)
+def test_lp_on_two_samples_matches_the_reference(i):
+    """beta within 1e-6 of each save's size, and every arrival of a column at 0
+    (`slide_time`, every layer) and the collapse (`event_time`) within 1e-8
+    relative: at the default rtol 1e-8 they measure 4e-10 to 8e-9."""
+    c = CELLS[i]
+    assert len(LP_TWO_SAMPLES) == 12 and c["method"] == "lp"
+    data = sf.Dataset.from_arrays(np.array(c["X"]), np.array(c["y"]))
+    tr = sf.solve("lp", data, alpha=np.array(c["W0"])[None], rho=np.array([c["rho"]]), ts=np.array(c["saves"]),
+                  depth=c["L"], alpha_batched=True, p=c["p"])
+    b, ref = np.asarray(tr.beta)[0], np.array(c["beta"], float)
+    scale = np.max(np.abs(ref), axis=1, keepdims=True)
+    live = scale[:, 0] > 0  # after a collapse beta is 0 in both
+    assert np.all(np.abs(b - ref)[live] <= 1e-6 * scale[live]), (i, np.max(np.abs(b - ref)[live] / scale[live]))
+    np.testing.assert_array_equal(b[~live], 0.0)
+    slide_time, event_time = np.asarray(tr.slide_time)[0], float(np.asarray(tr.event_time)[0])
+    arrivals = [(t, w[0]) for t, kind, w in c["events"] if kind == "arrive"]
+    assert np.sum(np.isfinite(slide_time)) == c["L"] * len(arrivals), (i, slide_time)
+    for t, j in arrivals:
+        np.testing.assert_allclose(slide_time[:, j], t, rtol=1e-8)
+    collapse = [t for t, kind, _ in c["events"] if kind == "collapse"]
+    status = {"COLLAPSED": sf.Status.COLLAPSED, "FINISHED": sf.Status.SLID if arrivals else sf.Status.FINISHED}
+    assert int(np.asarray(tr.status)[0]) == int(status[c["status"]])
+    if collapse:
+        assert event_time == pytest.approx(collapse[0], rel=1e-8)

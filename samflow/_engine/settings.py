@@ -108,12 +108,6 @@ def stuck_inits(W0: np.ndarray) -> np.ndarray:
 
 
 
-LP_ONE_SAMPLE = (
-    "method 'lp' with p > 2 needs one sample (data.mu): on several samples its field is not Lipschitz on "
-    "the r_j = 0 surfaces too, which samflow follows for linf only; use p <= 2 or one sample"
-)
-
-
 LP_BALANCED = (
     "method 'lp' with p > 2 needs balanced inits, |w_lj(0)| the same in every layer (a scalar or (d,) alpha): "
     "from unequal layers a weight hovers near 0 on a non-Lipschitz field that samflow does not follow; "
@@ -126,7 +120,7 @@ def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str
     one line each (naming the key to change), in a fixed order; [] when none.
 
     The rules: the tau clock needs one sample (docs/theory.md s.3); lp with
-    p > 2 needs one sample and balanced inits (docs/theory.md s.2 (lp-SAM)); log
+    p > 2 needs balanced inits (docs/theory.md s.2 (lp-SAM)); log
     coordinates need gd/l2/usam on one sample with inits whose layer products
     have the signs of mu (`samflow.flows.log_coords_problem`). This is the one
     place they are checked: `solve`, `SolverSettings.resolved`, the sweep on a
@@ -138,8 +132,6 @@ def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str
     if Clock.parse(clock) is Clock.TAU and data is not None and data.X.shape[0] != 1:
         out.append(TAU_ONE_SAMPLE)
     lp = any(Method.parse(m) is Method.LP for m in methods)
-    if lp and p is not None and p > 2 and data is not None and data.X.shape[0] != 1:
-        out.append(LP_ONE_SAMPLE)
     if lp and p is not None and p > 2 and W0 is not None:
         A = np.abs(np.asarray(W0, dtype=np.float64))
         if A.ndim >= 2 and A.shape[-2] >= 2 and not np.all(A == A[..., :1, :]):

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._util.backend import backend_error
-from .._engine.settings import LP_BALANCED, LP_ONE_SAMPLE, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
+from .._engine.settings import LP_BALANCED, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
 from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
@@ -595,7 +595,7 @@ def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
     ps = sorted(float(p) for p in cfg.lp.ps()) if cfg.lp is not None and "lp" in cfg.flow_methods else []
     found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords, ps[-1] if ps else None)
     above = ", ".join(_short(p) for p in ps if p > 2)
-    return [f"lp.p: {line} (got p = {above})" if line in (LP_ONE_SAMPLE, LP_BALANCED) else line for line in found]
+    return [f"lp.p: {line} (got p = {above})" if line == LP_BALANCED else line for line in found]
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
