@@ -325,3 +325,27 @@ def test_depth1_two_coordinates_held_off_zero():
     assert int(tr.status) == int(sf.Status.SLID)
     np.testing.assert_allclose(np.asarray(tr.slide_time)[0], t_slide, rtol=5e-9)  # solver rtol 1e-8
     np.testing.assert_allclose(np.asarray(tr.beta)[-1], np.log(2.0), rtol=0, atol=1e-10)
+
+
+def test_surfaces_at_a_small_loss_are_not_all_at_zero():
+    """r shrinks with the loss, so an absolute threshold read every live r_j as 0 once
+    the loss was small: this two-sample cell (no proportional columns) stopped with
+    SURFACE at t = 19.9 ("another r_k at 0": r_4 = -6e-10 of max|X|, the loss 1e-7).
+    The surface events now read r on its own scale (`r_unit`, in [-1, 1] at any
+    loss): no surface is met twice, the cell finishes."""
+    from samflow._engine.singular import r_unit
+
+    X2 = np.array([[-0.16, 0.54, 0.21, 0.36], [-0.65, -0.13, 0.78, 1.49]])
+    data = sf.Dataset.from_arrays(X2, [1.0, -1.0])
+    tr = sf.solve("linf", data, alpha=np.array([5.539]), rho=np.array([0.5539]), ts=np.geomspace(1.0, 1e4, 9),
+                  alpha_batched=True)
+    assert int(np.asarray(tr.status)[0]) == int(sf.Status.FINISHED)
+    assert np.all(np.isfinite(np.asarray(tr.beta)))
+    # r_unit: the direction of r, the same at any size of the loss
+    lg = sf.get_loss("logistic")
+    W = jnp.asarray(np.asarray(tr.W)[0, -1])
+    u = np.asarray(r_unit(W, data, lg))
+    r = np.asarray(residual(W, data, lg))
+    assert float(sf.loss_value(W, data, lg)) < 1e-6 and np.max(np.abs(r)) < 1e-6
+    np.testing.assert_allclose(u / np.max(np.abs(u)), r / np.max(np.abs(r)), rtol=0, atol=1e-12)
+    assert 1e-3 < np.max(np.abs(u)) <= 1.0

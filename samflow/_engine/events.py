@@ -19,9 +19,8 @@ from jaxtyping import Array, Float, Int
 
 from ..flows import Clock, Method
 from ..diagonal_net import beta as beta_of
-from ..diagonal_net import residual
 from .field import SamField, _rsurface_parts
-from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
+from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin, r_unit
 
 
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX
@@ -88,11 +87,12 @@ def _cross_condition(ev, t, y, args):
 
 
 def _rcross_condition(ev, t, y, args):
-    """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j / max|X|
-    falls to -roff_j (just past it, so the next run starts on the new side)."""
-    r = residual(y[0], args.data, ev.field.loss)
+    """linf, multi-sample: an r_j = 0 surface is reached when r_j rmem_j, on the
+    surfaces' scale (`r_unit`: the same at any size of the loss), falls to
+    -roff_j (just past it, so the next run starts on the new side)."""
+    r = r_unit(y[0], args.data, ev.field.loss)
     active = _rsurface_active(args.rmem, args.rslide, args.frozen, args.data)
-    return jnp.min(jnp.where(active, r * args.rmem / ev.r_scale + args.roff, _BIG))
+    return jnp.min(jnp.where(active, r * args.rmem + args.roff, _BIG))
 
 
 def _rexit_condition(ev, t, y, args):

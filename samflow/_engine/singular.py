@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from ..datasets import Dataset
 from ..flows import Method
 from ..diagonal_net import beta as beta_of
-from ..diagonal_net import grad_loss, loss_value, residual
+from ..diagonal_net import grad_loss, loss_value, margins, residual
 from .cell_state import CellState
 from .._methods import dual_exponent
 from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity, surface_groups
@@ -152,15 +152,15 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     """
     d = W.shape[1]
     idx = jnp.arange(d)
-    r = residual(W, data, loss)
+    r = r_unit(W, data, loss)
     active = _rsurface_active(rmem, rslide, frozen, data)
-    j = jnp.argmin(jnp.where(active, r * rmem / r_scale + roff, _BIG))
+    j = jnp.argmin(jnp.where(active, r * rmem + roff, _BIG))
     _, _, n_p, n_m = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=j)
     side = _side_decision(n_p, n_m, rmem[j])
     on_j = idx == j
     starts = crossed & (side == 0)
     # Another r_k at 0 too (to 1e-9 of max|X|): two surfaces at once.
-    other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) / r_scale < 1e-9))
+    other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) < 1e-9))
     surface = crossed & (jnp.any(rslide) | (starts & other_zero))
     same, sign, _ = surface_groups(data)  # j's surface is that of its group: all flip together
     rmem_new = jnp.where(crossed & same[j] & (side != 0), side * sign[j], rmem)
@@ -422,9 +422,22 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     frozen = jnp.where(changed, frozen2, frozen)
     slide_time = jnp.where(changed & released, jnp.nan, slide_time)
     surface = surface | (changed & ambiguous)
-    r_next = residual(W_next, data, loss)
-    roff = _R_OFFSET + jnp.maximum(0.0, -r_next * rmem / r_scale)
+    roff = _R_OFFSET + jnp.maximum(0.0, -r_unit(W_next, data, loss) * rmem)
     return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface
+
+
+def r_unit(W, data: Dataset, loss):
+    """r(W) on the scale of the switching surfaces, (d,): r_j / (max|X| mean_i slope(z_i)),
+    in [-1, 1] whatever the size of the loss (docs/theory.md s.4.3).
+
+    r = X^T g with g_i = y_i slope(z_i) / n, so r_j = 0 exactly where this is 0,
+    but r itself shrinks with the loss: as the loss falls to 1e-9, 1e-20, ...
+    every r_j passes any fixed threshold, and the surface events (their
+    offsets, "another surface at 0") then read a live r_j as 0. The weights
+    slope(z_i) / sum slope are a softmax of -log(1 / slope) (`log_inv_slope`):
+    no underflow where the slopes do."""
+    w = jax.nn.softmax(-loss.log_inv_slope(margins(W, data)))
+    return jnp.sum(data.X * (data.y * w)[:, None], axis=0) / _r_scale(data)
 
 
 def _r_scale(data: Dataset):
