@@ -61,7 +61,7 @@ STATUS_MESSAGES = {
     ),
     Status.SURFACE: (
         "linf-SAM reached a surface r_j(W) = 0 where its direction flips (multi-sample data) "
-        "together with another such surface (of a column of X not proportional to j's: proportional "
+        "together with another such surface, or while sliding on one (of a column of X not proportional to j's: proportional "
         "columns are one surface), or with weights at 0 that have no unique way on; "
         "samflow does not follow this sliding mode: values after `event_time` are NaN."
     ),
