@@ -121,6 +121,8 @@ def test_byte_formula_bounds_xla_buffers():
 def test_chunk_cells_from_the_budget():
     out_b, tmp_b = cell_bytes(2, 5, 64)
     assert (out_b, tmp_b) == (9384, 17088)
+    # small n: the second fit (the hot loop's tried steps) bounds XLA's temporaries
+    assert cell_bytes(1, 5, 16) == (1792, 8 * (80 + 80 + 170 + 128))  # measured 3,652 (l2) against 3,168 before
     for budget, n_dev in [(1024, 1), (1024, 4), (64, 2), (1, 1)]:
         c = chunk_cells(budget, 128, n_dev, out_b, tmp_b)
         k = c // 128

@@ -108,20 +108,26 @@ def cell_bytes(L: int, d: int, n_save: int, *, summary: bool = False) -> tuple[i
     CPU, float64, tsit5, fitted over L in {1, 2, 3}, d in {2, 5, 50}, n_save in
     {16, 64, 256}, gd / l2 / linf, batch widths 16 and 64 (per-cell bytes do not
     depend on the width). The formula is an upper bound: outputs exact to a few
-    bytes, temporaries within 0-10% above the measurement for L >= 2 (up to 35%
-    above for L = 1). With Ld = L d and n = n_save:
+    bytes; the `Trajectory` temporaries the larger of two fits: the first (three
+    n x Ld buffers), and one refitted after the lane loop's hot inner loop
+    (which carries no copy of the outputs through a conditional) over L in
+    {1, 2, 3}, d in {5, 50}, n_save in {16, 64}, gd and l2, batches of 8, which
+    the first fell short of at small n (by up to 15% at L = 1, n = 16). With
+    Ld = L d and n = n_save:
 
     - outputs, `Trajectory`: 8 (n (Ld + d + 3) + Ld + d + 6): ts, t, W, beta
       and loss per save time, and the per-cell fields;
       `Summary`: 8 (3 n + Ld + d + 6) + 2 n: t, ||beta||, loss, and one byte
       each of dominant index and tie flag;
-    - temporaries, `Trajectory`: 8 (3 n Ld + 12 Ld + 96): three n x Ld buffers
-      (diffrax's save buffer, the carried output of the lane loop and its
-      masked copy), the solver stages and controller state;
+    - temporaries, `Trajectory`: 8 max(3 n Ld + 12 Ld + 96, n Ld + n d + 34 Ld
+      + 128): the carried output of the lane loop (W and beta per save time),
+      the tried steps (solver stages, dense output, controller state) in the
+      lanes and gathered for the saves; the first term is 2x the measurement
+      at large n;
       `Summary`: 8 (4 n (Ld + 1) + 12 Ld + 96) (beta and the sort of |beta| too).
 
     L = 2, d = 5, n = 64: outputs 9.4 kB (summary 1.8 kB), temporaries 17.1 kB
-    (summary 24.3 kB); measured 9.4 / 1.8 kB and 16.0 / 21.5 kB. The host keeps
+    (summary 24.3 kB); measured 9.4 / 1.8 kB and 9.3 (l2) / 21.5 kB. The host keeps
     the outputs of all B cells (less the `ts` field, one shared copy).
     """
     Ld = L * d
@@ -130,7 +136,7 @@ def cell_bytes(L: int, d: int, n_save: int, *, summary: bool = False) -> tuple[i
         tmp = 8 * (4 * n_save * (Ld + 1) + 12 * Ld + 96)
     else:
         out = 8 * (n_save * (Ld + d + 3) + Ld + d + 6)
-        tmp = 8 * (3 * n_save * Ld + 12 * Ld + 96)
+        tmp = 8 * max(3 * n_save * Ld + 12 * Ld + 96, n_save * Ld + n_save * d + 34 * Ld + 128)
     return int(out), int(tmp)
 
 
