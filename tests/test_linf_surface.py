@@ -333,7 +333,7 @@ def test_surfaces_at_a_small_loss_are_not_all_at_zero():
     SURFACE at t = 19.9 ("another r_k at 0": r_4 = -6e-10 of max|X|, the loss 1e-7).
     The surface events now read r on its own scale (`r_unit`, in [-1, 1] at any
     loss): no surface is met twice, the cell finishes."""
-    from samflow._engine.singular import r_unit
+    from samflow._engine.field import r_unit
 
     X2 = np.array([[-0.16, 0.54, 0.21, 0.36], [-0.65, -0.13, 0.78, 1.49]])
     data = sf.Dataset.from_arrays(X2, [1.0, -1.0])

@@ -19,8 +19,8 @@ from jaxtyping import Array, Float, Int
 
 from ..flows import Clock, Method
 from ..diagonal_net import beta as beta_of
-from .field import SamField, _rsurface_parts
-from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin, r_unit
+from .field import SamField, _rsurface_parts, r_unit
+from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
 
 
 # Real time in the tau clock is carried as s = log(1 + t) while t < e^_LOG_T_MAX

@@ -18,7 +18,7 @@ from jaxtyping import Array, Bool, Float
 from ..datasets import Dataset
 from ..flows import Clock, Method, log_velocity, perturbed_weights, velocity
 from ..losses import AbstractLoss
-from ..diagonal_net import prod_excl, residual
+from ..diagonal_net import margins, prod_excl, residual
 
 
 class RunArgs(eqx.Module):
@@ -211,3 +211,23 @@ def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
     ac = jnp.clip(a, 0.0, 1.0)
     f = jnp.where(sliding, ac * f_p + (1.0 - ac) * f_m, f_plain)
     return f, a, n_p, n_m
+
+
+def r_unit(W, data: Dataset, loss):
+    """r(W) on the scale of the switching surfaces, (d,): r_j / (max|X| mean_i slope(z_i)),
+    in [-1, 1] whatever the size of the loss (docs/theory.md s.4.3).
+
+    r = X^T g with g_i = y_i slope(z_i) / n, so r_j = 0 exactly where this is 0,
+    but r itself shrinks with the loss: as the loss falls to 1e-9, 1e-20, ...
+    every r_j passes any fixed threshold, and the surface events (their
+    offsets, "another surface at 0") then read a live r_j as 0. The weights
+    slope(z_i) / sum slope are a softmax of -log(1 / slope) (`log_inv_slope`):
+    no underflow where the slopes do."""
+    w = jax.nn.softmax(-loss.log_inv_slope(margins(W, data)))
+    return jnp.sum(data.X * (data.y * w)[:, None], axis=0) / _r_scale(data)
+
+
+def _r_scale(data: Dataset):
+    """max|X|: r_j / max|X| is dimensionless (|r_j| <= max|x_ij| max slope)."""
+    r_scale = jnp.max(jnp.abs(data.X))
+    return jnp.where(r_scale > 0, r_scale, 1.0)

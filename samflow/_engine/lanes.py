@@ -76,13 +76,13 @@ from .._util.cache import no_runtime_checks
 from .cell_state import CellState
 from .events import (_LOG_ZERO, BracketBisection, EventSet, _gap_rate, _lead_value, _leader, _log_abs_beta,
                       _no_event_value, _switch_time_err, _with_lead)
-from .field import SamField
+from .field import SamField, _r_scale
 from .loop import EndedRuns, LaneProblem, run_lanes, where_rows
 from .record import _after_event, _field_p, _finish, _initial_state
 from .reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
 from .rk import _Dense, _erk_step, _put, _take
 from .settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
-from .singular import _r_scale
+from .field import _r_scale
 from .solution import Trajectory
 from ..flows import LOG_NOT_LINF
 

@@ -12,10 +12,10 @@ import jax.numpy as jnp
 from ..datasets import Dataset
 from ..flows import Method
 from ..diagonal_net import beta as beta_of
-from ..diagonal_net import grad_loss, loss_value, margins, residual
+from ..diagonal_net import grad_loss, loss_value, residual
 from .cell_state import CellState
 from .._methods import dual_exponent
-from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity, surface_groups
+from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity, r_unit, surface_groups
 
 
 _BIG = 1e300
@@ -424,26 +424,6 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     surface = surface | (changed & ambiguous)
     roff = _R_OFFSET + jnp.maximum(0.0, -r_unit(W_next, data, loss) * rmem)
     return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface
-
-
-def r_unit(W, data: Dataset, loss):
-    """r(W) on the scale of the switching surfaces, (d,): r_j / (max|X| mean_i slope(z_i)),
-    in [-1, 1] whatever the size of the loss (docs/theory.md s.4.3).
-
-    r = X^T g with g_i = y_i slope(z_i) / n, so r_j = 0 exactly where this is 0,
-    but r itself shrinks with the loss: as the loss falls to 1e-9, 1e-20, ...
-    every r_j passes any fixed threshold, and the surface events (their
-    offsets, "another surface at 0") then read a live r_j as 0. The weights
-    slope(z_i) / sum slope are a softmax of -log(1 / slope) (`log_inv_slope`):
-    no underflow where the slopes do."""
-    w = jax.nn.softmax(-loss.log_inv_slope(margins(W, data)))
-    return jnp.sum(data.X * (data.y * w)[:, None], axis=0) / _r_scale(data)
-
-
-def _r_scale(data: Dataset):
-    """max|X|: r_j / max|X| is dimensionless (|r_j| <= max|x_ij| max slope)."""
-    r_scale = jnp.max(jnp.abs(data.X))
-    return jnp.where(r_scale > 0, r_scale, 1.0)
 
 
 def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
