@@ -82,7 +82,6 @@ from .record import _after_event, _field_p, _finish, _initial_state
 from .reduced import equal_layers_reducible, reducible, solve_equal_layers, solve_reduced
 from .rk import _Dense, _erk_step, _put, _take
 from .settings import _SOLVERS, TAU_ONE_SAMPLE, SolverSettings
-from .field import _r_scale
 from .solution import Trajectory
 from ..flows import LOG_NOT_LINF
 
