@@ -189,10 +189,19 @@ def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
 
     f+- are the fields with sign(r_j) = +-1 (f+ applies where r_j > 0; the
     columns proportional to j, `surface_groups`, take their sign with it); n+- =
-    d r_j / dt along them (a JVP of r_j(W)); a = n- / (n- - n+) is the weight of
-    f+ in the Filippov sliding field (in [0, 1] exactly when n+ and n- have
-    opposite signs, 0/0 guarded to 0). `field` is a f+ + (1 - a) f- where
-    `rslide[j]`, else the one-sided field of `rmem`. (L, d), (), (), ().
+    du_j/dt along them, u = `r_unit`(W) (r on the surfaces' scale: a JVP, with
+    the sign of d r_j/dt). The sliding field is a f+ + (1 - a) f- with
+
+        a = (n- + k u_j) / (n- - n+),   k = max(|n+|, |n-|),
+
+    so that du_j/dt = -k u_j along it: on the surface (u_j = 0) this is Filippov's
+    a = n- / (n- - n+) (in [0, 1] exactly when n+ and n- have opposite signs,
+    0/0 guarded to 0), and a cell that has drifted off it by the integration's
+    error is pulled back at the rate the one-sided fields cross it (docs/theory.md
+    s.4.3, "Staying on the surface"). Without the pull, d r_j/dt = 0 holds r_j at
+    its error while r's scale falls with the loss, and u_j drifts away (on three
+    samples it went from 3e-10 to 1e-2 in one slide). `field` is the sliding field
+    where `rslide[j]`, else the one-sided field of `rmem`. (L, d), (), (), ().
     """
     if j is None:
         j = jnp.argmax(rslide)
@@ -200,11 +209,12 @@ def _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=None):
     group = same[j]  # the columns of j's surface (`surface_groups`), each on its side
     f_p = _one_sided_r(W, rho, data, memory, frozen, jnp.where(group, sign[j], rmem), loss)
     f_m = _one_sided_r(W, rho, data, memory, frozen, jnp.where(group, -sign[j], rmem), loss)
-    r_j = lambda w: residual(w, data, loss)[j]
-    _, n_p = jax.jvp(r_j, (W,), (f_p,))
-    _, n_m = jax.jvp(r_j, (W,), (f_m,))
+    u_j = lambda w: r_unit(w, data, loss)[j]
+    u, n_p = jax.jvp(u_j, (W,), (f_p,))
+    _, n_m = jax.jvp(u_j, (W,), (f_m,))
     den = n_m - n_p
-    a = jnp.where(den != 0, n_m / jnp.where(den != 0, den, 1.0), 0.0)
+    pull = jnp.maximum(jnp.abs(n_p), jnp.abs(n_m)) * u
+    a = jnp.where(den != 0, (n_m + pull) / jnp.where(den != 0, den, 1.0), 0.0)
     sliding = rslide[j]
     f_plain = jnp.where(rmem[j] > 0, f_p, f_m)
     f_plain = jnp.where(rmem[j] == 0, _one_sided_r(W, rho, data, memory, frozen, rmem, loss), f_plain)
