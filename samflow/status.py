@@ -62,8 +62,9 @@ STATUS_MESSAGES = {
     Status.SURFACE: (
         "linf-SAM reached a surface r_j(W) = 0 where its direction flips (multi-sample data) "
         "together with another such surface, or while sliding on one (of a column of X not proportional to j's: proportional "
-        "columns are one surface), or with weights at 0 that have no unique way on; "
-        "samflow does not follow this sliding mode: values after `event_time` are NaN."
+        "columns are one surface), or with weights at 0 that have no unique way on; or, under lp-SAM with p > 2, "
+        "a column of X reached 0 as a whole from unequal layers (docs/theory.md s.4.3); "
+        "samflow does not follow these: values after `event_time` are NaN."
     ),
 }
 

@@ -138,7 +138,9 @@ or r_j = 0. Consequences, derived here (and checked in tests/test_reference_slid
 
 Cases of the fixture (`cells`): issue_one_surface, exit, two_surfaces,
 zero_while_sliding, nonunique (linf); lp3_two_samples, lp4_two_samples, lp_unequal
-(lp); long_slide (linf, three samples: a slide on one surface while the loss falls
+(lp); lp_column_arrival (lp from layers equal to 1e-6..1e-2: a column arrives at 0
+as a whole, its smaller weight hovering near 0, not followed: status COLUMN_ARRIVAL);
+long_slide (linf, three samples: a slide on one surface while the loss falls
 by orders of magnitude, saves inside it; an integrator that keeps only d r/dt = 0
 drifts off the surface there, as r's scale falls with the loss).
 
@@ -1061,6 +1063,12 @@ def cells():
             W0 = np.full((2, 5), a)
             W0[0] *= np.array([1.0, 0.5, 2.0, 1.5, 0.7])
             out.append(_cell("lp_unequal", "lp", IX, IY, 2, 1.0, W0, 12.0, p))
+    # lp from nearly equal layers: the column that reaches 0 from equal layers now
+    # arrives from unequal ones, its smaller weight hovering near 0 (COLUMN_ARRIVAL)
+    for p, delta in ((3.0, 1e-6), (3.0, 1e-3), (3.0, 1e-2), (4.0, 1e-3)):
+        W0 = np.full((2, 5), 0.5)
+        W0[0] *= 1 + delta * np.arange(1.0, 6.0)
+        out.append(_cell("lp_column_arrival", "lp", IX, IY, 2, 1.0, W0, 40.0, p))
     # long slides while the loss falls by orders of magnitude (three samples, columns 1
     # and 2 proportional: one surface); saves inside the slide
     X = [[0.2, -0.4, 0.5, 0.3], [0.1, -0.2, -0.3, 0.6], [0.3, -0.6, 0.2, -0.1]]

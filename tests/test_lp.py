@@ -285,18 +285,18 @@ def test_bad_p_refused_in_one_line(method, p, match):
         assert "\n" not in msg and "p" in msg
 
 
-def test_p_above_2_needs_balanced_inits():
-    """p > 2 runs on several samples (issue 36: against the scipy reference in
-    tests/test_sliding_engine.py); from unequal layers it is refused in one line."""
+def test_p_above_2_runs_on_several_samples_and_unequal_layers():
+    """p > 2 runs on several samples and from unequal layers (issue 36: against the
+    scipy reference in tests/test_sliding_engine.py); refused before, in one line."""
     data = sf.Dataset(X=jnp.asarray([[1.0, 0.5], [0.3, -1.0]]), y=jnp.asarray([1.0, -1.0]))
     for p in (1.5, 3.0):
         tr = sf.solve("lp", data, 0.5, 1.0, np.linspace(0, 1, 3), p=p)
         assert int(tr.status) == int(sf.Status.FINISHED)
-    # p > 2 from unequal layers (a weight hovers near 0: MAX_STEPS before) is refused in one line
     W0 = np.array([[0.5] * 5, [0.3, 0.6, 0.2, 0.7, 0.4]])
-    with pytest.raises(ValueError, match=r"method 'lp' with p > 2 needs balanced inits") as e:
-        sf.solve("lp", DATA, W0, 1.0, np.linspace(0, 1, 3), p=3.0)
-    assert "\n" not in str(e.value)
+    tr = sf.solve("lp", DATA, W0, 1.0, np.linspace(0, 1, 3), p=3.0)
+    assert int(tr.status) == int(sf.Status.FINISHED)
+    # the equal-layer weights stay where the unequal ones start: beta_j = w_1j w_2j
+    np.testing.assert_allclose(np.asarray(tr.beta)[0], W0[0] * W0[1], rtol=1e-15)
     assert check_p("lp", np.float32(3.0)) == 3.0
 
 

@@ -227,8 +227,10 @@ def test_lp_equal_layers_y_coordinates_agree_with_plain_w():
 def test_lp_arrivals_are_held_and_lone_crossings_transversal():
     cells = _fixture()
     for c in cells:
-        if c["case"].startswith("lp") and c["case"] != "lp_unequal":
+        if c["case"].startswith("lp") and c["case"] not in ("lp_unequal", "lp_column_arrival"):
             assert all(e[1] in ("arrive", "rcross", "collapse") for e in c["events"])
+        if c["case"] == "lp_column_arrival":  # the smaller weight, then the column: stopped
+            assert [e[1] for e in c["events"]][0] == "cross" and c["status"] == "COLUMN_ARRIVAL"
     # a lone weight crosses with a nonzero speed r_j prod_{k != l} w_kj
     c = [c for c in cells if c["case"] == "lp_unequal"][1]
     t_cross = c["events"][0][0]

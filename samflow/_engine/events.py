@@ -76,7 +76,7 @@ def _cross_condition(ev, t, y, args):
     scale = jnp.where(rho > 0, rho, 1.0)
     if ev.field.method is Method.LP:
         dW, _ = ev.field(t, y, args)
-        value = arrival_margin(y[0], dW, args.memory, ev.field.p, ev.capture_radius * rho, t) / scale
+        value = arrival_margin(y[0], dW, args.memory, ev.field.p, ev.capture_radius * rho, t, args.data, ev.field.loss) / scale
     else:
         value = y[0] * args.memory / scale
     if args.rmem is not None:

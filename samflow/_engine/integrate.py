@@ -213,9 +213,10 @@ def solve(
     - `p`: the exponent of "lp" (lp-SAM, ||eps||_p <= rho, docs/theory.md s.2
       (lp-SAM)): a real number in (1, inf), required for "lp" and refused for
       the other methods (`samflow._methods.check_p`). It is passed traced: every
-      p shares one compilation. For p > 2 weights reach 0 one by one (status
-      `SLID` with `slide_time`); this needs one sample and balanced inits
-      (|w_lj(0)| the same in every layer), refused in one line otherwise.
+      p shares one compilation. For p > 2 the columns of equal layers reach 0
+      one by one (status `SLID` with `slide_time`); from unequal layers a lone
+      weight crosses 0, and a column that reaches 0 as a whole stops the cell
+      with `SURFACE` (docs/theory.md s.4.3, "unequal layers").
     - `data`: a `samflow.Dataset` (one sample for `clock="tau"`), finite.
     - `alpha`: the init, float. By default ONE init shared by every cell: a
       scalar, a (d,) per-coordinate vector or a (L, d) per-layer array

@@ -215,6 +215,8 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
             field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
+    elif field.method is Method.LP:
+        surface = col_mixed  # a column of unequal layers arriving at 0 as a whole (`_cross_or_slide`)
 
     surface = surface & healthy
     status = jnp.select(

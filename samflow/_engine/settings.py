@@ -106,21 +106,11 @@ def stuck_inits(W0: np.ndarray) -> np.ndarray:
     return np.all(excl == 0, axis=(1, 2))
 
 
-
-
-LP_BALANCED = (
-    "method 'lp' with p > 2 needs balanced inits, |w_lj(0)| the same in every layer (a scalar or (d,) alpha): "
-    "from unequal layers a weight hovers near 0 on a non-Lipschitz field that samflow does not follow; "
-    "use equal layers or p <= 2"
-)
-
-
 def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str = "linear", p=None) -> list[str]:
     """Every rule between the parts of a solve that its parts alone cannot check,
     one line each (naming the key to change), in a fixed order; [] when none.
 
-    The rules: the tau clock needs one sample (docs/theory.md s.3); lp with
-    p > 2 needs balanced inits (docs/theory.md s.2 (lp-SAM)); log
+    The rules: the tau clock needs one sample (docs/theory.md s.3); log
     coordinates need gd/l2/usam on one sample with inits whose layer products
     have the signs of mu (`samflow.flows.log_coords_problem`). This is the one
     place they are checked: `solve`, `SolverSettings.resolved`, the sweep on a
@@ -131,11 +121,6 @@ def problems(methods, clock, data: "Dataset | None" = None, W0=None, coords: str
     out = []
     if Clock.parse(clock) is Clock.TAU and data is not None and data.X.shape[0] != 1:
         out.append(TAU_ONE_SAMPLE)
-    lp = any(Method.parse(m) is Method.LP for m in methods)
-    if lp and p is not None and p > 2 and W0 is not None:
-        A = np.abs(np.asarray(W0, dtype=np.float64))
-        if A.ndim >= 2 and A.shape[-2] >= 2 and not np.all(A == A[..., :1, :]):
-            out.append(LP_BALANCED)
     if coords == "log":
         for m in methods:
             why = log_coords_problem(W0, data, m, p if Method.parse(m) is Method.LP else None)

@@ -239,17 +239,46 @@ def _arrival_power(p, depth):
     return jnp.maximum(1.0 - (depth - 1) ** 2 * (dual_exponent(p) - 1.0), 0.0)
 
 
-def arrival_margin(W, dW, memory, p, capture, t):
+def arrival_margin(W, dW, memory, p, capture, t, data, loss):
     """(L, d): w m - min(h k (-dw m), capture / sqrt(L d)), m the sign memory,
     h = ARRIVAL_CAPTURE x min(1, |t|) at clock time `t`, `capture` =
     capture_radius x rho: positive until the weight's time left to 0 at
     u = |w|^k's rate (`_arrival_power`) falls to h and |w| to capture /
     sqrt(L d) (so that a cell's last weights reach the collapse capture
-    first); w m where k = 0 (a plain crossing of 0)."""
-    k = _arrival_power(p, W.shape[0])
+    first); w m where k = 0 (a plain crossing of 0).
+
+    In a column that is not balanced (`balanced_columns`) the weights reach 0
+    one at a time (docs/theory.md s.4.3, "lp-SAM with p > 2: unequal layers"):
+    where gradient flow alone would carry beta_j through 0 (r_j beta_j < 0) a
+    lone weight crosses at a nonzero speed, a plain root of w m; where it would
+    grow |beta_j| (r_j beta_j > 0) only the perturbation pulls the weight to 0,
+    and it hovers near 0 on a non-Lipschitz field: captured at |w| = capture /
+    sqrt(L d) (`_cross_or_slide` stops the cell there with SURFACE)."""
+    L, d = W.shape
+    k = _arrival_power(p, L)
     h = ARRIVAL_CAPTURE * jnp.minimum(1.0, jnp.abs(t))
     near = jnp.minimum(h * k * (-dW * memory), capture / jnp.sqrt(W.size))
-    return W * memory - jnp.where(k > 0, near, 0.0)
+    whole = W * memory - jnp.where(k > 0, near, 0.0)
+    lone = W * memory - jnp.where((k > 0) & hovers(W, memory, data, loss)[None, :], capture / jnp.sqrt(W.size), 0.0)
+    return jnp.where(balanced_columns(W)[None, :], whole, lone)
+
+
+def hovers(W, memory, data, loss):
+    """(d,) bool: r_j(W) sign(beta_j) > 0, gradient flow grows |beta_j| (lp's
+    lone weights near 0 hover there, `arrival_margin`). The sign of beta_j is
+    that of the sign memory (the sides the weights came from), so that a weight
+    a root-finder put a hair past 0 does not flip it."""
+    return residual(W, data, loss) * jnp.prod(memory, axis=0) > 0
+
+
+def balanced_columns(W):
+    """(d,) bool: every layer of column j has the same |w_lj|, bit for bit. Under
+    lp with p > 2 such a column reaches 0 as a whole, in finite time, at the
+    power `_arrival_power` (from equal layers the field keeps the layers equal
+    exactly: the same arithmetic on the same numbers); in any other column the
+    weights cross 0 one at a time, transversally."""
+    A = jnp.abs(W)
+    return jnp.all(A == A[:1], axis=0)
 
 
 def arrival_time(W, dW, ddW, memory, p):
@@ -349,13 +378,16 @@ def _cross_or_slide(
     whole column at 0 is decided jointly, `_column_decision`). Under lp the
     weights inside their arrival capture (`arrival_margin`, with `dW_end` =
     dW/dclock at the event time `t_end`, `capture` = capture_radius x rho) are
-    the ones set to 0. Returns
+    the ones set to 0; `col_mixed` is then True where a lone weight of a column
+    that is not balanced was captured where it hovers near 0 (a column of
+    unequal layers arriving: not followed, status SURFACE). Returns
     (W_next, memory, frozen, col_mixed); W_next is the next run's state."""
     method, clock, loss = field.method, field.clock, field.loss
     rho, data = args.rho, args.data
     L = W_end.shape[0]
     active = ~c.frozen & (c.memory != 0)
-    dist = arrival_margin(W_end, dW_end, c.memory, field.p, capture, t_end) if method is Method.LP else W_end * c.memory
+    dist = (arrival_margin(W_end, dW_end, c.memory, field.p, capture, t_end, data, loss) if method is Method.LP
+            else W_end * c.memory)
     at_zero = crossed & active & (dist <= 1e-9 * rho)
     W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
     col_mixed = jnp.asarray(False)
@@ -371,6 +403,10 @@ def _cross_or_slide(
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf, p=field.p
         )
+        if method is Method.LP:
+            # A lone weight captured near 0 where it hovers (`arrival_margin`): its
+            # column reaches 0 from unequal layers, which samflow does not follow.
+            col_mixed = jnp.any(at_zero & ~balanced_columns(W_end)[None, :] & hovers(W_end, c.memory, data, loss)[None, :])
     else:
         memory, frozen = c.memory, c.frozen
     return W_next, memory, frozen, col_mixed

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from .._util.backend import backend_error
-from .._engine.settings import LP_BALANCED, SETTING_BOUNDS, SolverSettings, problems, stuck_inits
+from .._engine.settings import SETTING_BOUNDS, SolverSettings, problems, stuck_inits
 from ..datasets import Dataset
 from ..flows import Method
 from ._base import ConfigError, ConfigModel, RunConfig, distinct, field_check
@@ -576,11 +576,9 @@ def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
     whole grid of `cfg`, one line each naming the key to change; `data` None (a
     data file not read yet) skips the rules that need it.
 
-    "lp" runs once per `[lp] p` and the rules of lp are those of p > 2 (one sample,
-    balanced inits, linear coordinates), so they are checked once, at the largest p,
-    and the line says which exponents break them ("(got p = 3, 4)"). The inits
-    matter for log coordinates (every cell's W(0)) and for lp's balance (the
-    `[init]` pattern alone: alpha scales every layer alike).
+    "lp" runs once per `[lp] p` and its rule (log coordinates need p <= 2) is that
+    of its largest p, so it is checked once, there. The inits matter for log
+    coordinates (every cell's W(0), the `[init]` pattern scaled by alpha).
     """
     pattern = cfg.init_pattern(data.d) if data is not None and cfg.init is not None else None
     W0 = None
@@ -590,12 +588,8 @@ def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
         W0 = np.broadcast_to(scales[:, None, None], (scales.size, cfg.depth, data.d if data else 1))
         if pattern is not None:
             W0 = W0 * pattern[None]
-    elif pattern is not None:
-        W0 = pattern[None]
     ps = sorted(float(p) for p in cfg.lp.ps()) if cfg.lp is not None and "lp" in cfg.flow_methods else []
-    found = problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords, ps[-1] if ps else None)
-    above = ", ".join(_short(p) for p in ps if p > 2)
-    return [f"lp.p: {line} (got p = {above})" if line == LP_BALANCED else line for line in found]
+    return problems(cfg.flow_methods, cfg.clock, data, W0, cfg.solver.coords, ps[-1] if ps else None)
 
 
 def _init_scales(alphas: np.ndarray, rhos: np.ndarray, relative: bool) -> np.ndarray:
