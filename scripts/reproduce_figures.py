@@ -8,7 +8,7 @@ measurement, pass/fail). Prints the report and the time per figure. Exit code 0
 when every check passes, 1 when one fails, 2 for bad arguments.
 
 Figures (names for --only): depth1_directions, linf_limit, regime_chart, staircase,
-trajectories, usam_ablation, discrete_gap, banded, generic_models, lp_family. Their parameters: configs/figures/*.toml
+trajectories, usam_ablation, discrete_gap, banded, generic_models, lp_family, lp_family_multi. Their parameters: configs/figures/*.toml
 (each with a [quick] table for --quick, the small version the tests run).
 The logic lives in the samflow/figures/ package.
 """

@@ -65,7 +65,8 @@ IMPORT_PATHS = {
     "samflow.experiments.train": ["NonFiniteError", "evaluate", "make_epoch", "make_optimizer", "normalize_safe"],
     "samflow.figures": [
         "BandedConfig", "CommonConfig", "DirectionsConfig", "DiscreteGapConfig", "FIGURES",
-        "FIGURE_CONFIGS", "GenericModelsConfig", "LinfConfig", "LpFamilyConfig", "RegimeChartConfig",
+        "FIGURE_CONFIGS", "GenericModelsConfig", "LinfConfig", "LpFamilyConfig", "LpFamilyMultiConfig",
+        "RegimeChartConfig",
         "StaircaseConfig", "TrajectoriesConfig", "UsamConfig", "check_figure_configs",
         "load_figure_config", "report_table", "run_all", "staircase_ok",
     ],

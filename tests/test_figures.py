@@ -27,7 +27,8 @@ CONFIG_DIR = ROOT / "configs" / "figures"
 
 # Every figure of the issue, by file stem: 1 directions, 2 linf rule, 3 regime chart,
 # 4 staircases (one and four samples), 5 trajectories, 6 USAM ablation, 7 discrete gap,
-# 8 banded data (three models), 9 generic (autodiff) models, 10 the lp-SAM family.
+# 8 banded data (three models), 9 generic (autodiff) models, 10 the lp-SAM family, 11 the
+# lp-SAM family on four samples.
 PNG_STEMS = [
     "depth1_directions",
     "linf_limit",
@@ -40,6 +41,7 @@ PNG_STEMS = [
     "banded",
     "generic_models",
     "lp_family",
+    "lp_family_multi",
 ]
 CONFIG_MODELS = {
     "common": figures.CommonConfig,
@@ -53,6 +55,7 @@ CONFIG_MODELS = {
     "banded": figures.BandedConfig,
     "generic_models": figures.GenericModelsConfig,
     "lp_family": figures.LpFamilyConfig,
+    "lp_family_multi": figures.LpFamilyMultiConfig,
 }
 
 

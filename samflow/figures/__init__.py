@@ -18,13 +18,14 @@ and a theory-vs-simulation report that checks each claim numerically:
 | `banded` | dominant band over (t, alpha) on banded data, GD / l2-SAM, diagonal, two-layer and conv nets | GD flat at the major band; the diagonal net climbs bands; what the other nets do |
 | `generic_models` | autodiff flows (`samflow.models`) against the hand-written diagonal net; two-layer and conv trajectories | same trajectories and collapse times; the two-layer collapse point |
 | `lp_family` | lp-SAM regimes over (alpha/rho, p), depth 2, with the collapse, major-first and major-death edges as curves in p | major-first edge = closed form; p = 2 is l2; p -> inf tends to linf's a = 1 |
+| `lp_family_multi` | the same chart on the 4-sample data, real time at one rho, with l2-SAM and linf-SAM columns beside it | major-first edge = closed form with mu = mean y_i x_i; the p = 2 column is l2-SAM's cells and edges; the largest p tends to linf's |
 
 Data flow: config (configs/figures/*.toml) -> batched solves (`samflow.sweep.solve_grid`)
 -> measurements (`samflow.analysis`) and predictions (`samflow.theory`) -> figures
 and `Check`s. Each figure function can be called on its own from Python.
 
-Six figures (regime_chart, linf_limit, trajectories, banded, generic_models,
-lp_family) read their config once, where they start: a plan function of the figure
+Seven figures (regime_chart, linf_limit, trajectories, banded, generic_models,
+lp_family, lp_family_multi) read their config once, where they start: a plan function of the figure
 resolves the config into a frozen plan (the grids, save times, data and tolerances
 it uses); `measure` takes the plan and returns a frozen run (the measured numbers
 and the plan), and the checks, the drawing and the caption take that run
@@ -113,6 +114,10 @@ from ._lp_family import (
     LpFamilyConfig as LpFamilyConfig,
     lp_family as lp_family,
 )
+from ._lp_family_multi import (
+    LpFamilyMultiConfig as LpFamilyMultiConfig,
+    lp_family_multi as lp_family_multi,
+)
 from ._runner import (
     FIGURES as FIGURES,
     GROUPS as GROUPS,
@@ -136,6 +141,7 @@ __all__ = [
     "banded_heatmaps",
     "generic_models",
     "lp_family",
+    "lp_family_multi",
     "run_all",
     "report_table",
     "write_index",

@@ -20,6 +20,7 @@ from ._discrete_gap import DiscreteGapConfig, discrete_gap
 from ._banded import BandedConfig, banded_heatmaps
 from ._generic_models import GenericModelsConfig, generic_models
 from ._lp_family import LpFamilyConfig, lp_family
+from ._lp_family_multi import LpFamilyMultiConfig, lp_family_multi
 
 
 # --- running everything: groups, report, index ------------------------------------
@@ -35,6 +36,7 @@ FIGURES: dict[str, Callable[..., FigureResult]] = {
     "banded": banded_heatmaps,
     "generic_models": generic_models,
     "lp_family": lp_family,
+    "lp_family_multi": lp_family_multi,
 }
 
 # Figures that share compilations run in one process, in this order (the real-time
@@ -46,6 +48,7 @@ GROUPS: list[list[str]] = [
     ["regime_chart"],
     ["discrete_gap"],
     ["lp_family"],
+    ["lp_family_multi"],  # real time on 4 samples: lp, l2, linf and their edge solves
 ]
 
 
@@ -70,6 +73,7 @@ FIGURE_CONFIGS: dict[str, type[BaseModel]] = {
     "banded": BandedConfig,
     "generic_models": GenericModelsConfig,
     "lp_family": LpFamilyConfig,
+    "lp_family_multi": LpFamilyMultiConfig,
 }
 
 
