@@ -14,7 +14,6 @@ from .. import theory
 from ..analysis import regime_label
 from ..edges import EdgeResult, EdgeSearch, collapse_edge, major_death_edge, major_first_edge
 from ..plots import BLEW_UP_COLOR, MISSING_COLOR, REGIME_COLORS, REGIME_NAMES, blow_up_label, regime_image, with_blow_up
-from ..status import Status
 from ._context import SETTINGS, Context, _LogAxis, _Strict, _init, _solve
 from ._draw import _log_edges, _save
 from ._report import Check, FigureResult, _planned_figure, mu_text
@@ -50,11 +49,19 @@ class LpFamilyConfig(_Strict):
     @field_validator("p")
     @classmethod
     def _exponents(cls, v):
-        if any(not 1 < x < float("inf") for x in v) or any(b <= a for a, b in zip(v, v[1:])):
-            raise ValueError(f"p must be increasing exponents in (1, inf), got {v}")
-        if 2.0 not in v:
-            raise ValueError(f"p must contain 2 (the l2 column the chart checks against l2-SAM), got {v}")
-        return v
+        return chart_exponents(v)
+
+
+def chart_exponents(v: list[float]) -> list[float]:
+    """The p axis of an lp family chart (`lp_family`, `lp_family_multi`), checked:
+    increasing exponents in (1, inf) containing 2 (the column checked against l2-SAM).
+
+    **Raises:** `ValueError` (pydantic's message for the config key `p`)."""
+    if any(not 1 < x < float("inf") for x in v) or any(b <= a for a, b in zip(v, v[1:])):
+        raise ValueError(f"p must be increasing exponents in (1, inf), got {v}")
+    if 2.0 not in v:
+        raise ValueError(f"p must contain 2 (the l2 column the chart checks against l2-SAM), got {v}")
+    return v
 
 
 def lp_family(out_dir, *, quick: bool = False, config_dir=None) -> FigureResult:
