@@ -19,6 +19,7 @@ class Status(enum.IntEnum):
     FAILED = 6
     CRITICAL = 7
     SURFACE = 8
+    NONUNIQUE = 9
 
     @property
     def message(self) -> str:
@@ -29,12 +30,13 @@ class Status(enum.IntEnum):
 STATUS_MESSAGES = {
     Status.FINISHED: "Integrated to the final time.",
     Status.COLLAPSED: (
-        "The weights reached 0 in finite time (l2-SAM collapse, regime 1); "
+        "The weights reached 0 in finite time (the collapse of l2-SAM or lp-SAM, regime 1); "
         "`event_time` is the collapse time and the state is 0 from then on."
     ),
     Status.SLID: (
         "Integrated to the final time; some weights reached 0 and stayed there "
-        "(Filippov sliding of the linf-SAM sign switch); `slide_time` says which and when."
+        "(Filippov sliding of the linf-SAM sign switch, or a column arriving at 0 under lp-SAM with p > 2); "
+        "`slide_time` says which and when."
     ),
     Status.BLEW_UP: (
         "|beta| passed the blow-up threshold at `event_time` (finite-time blow-up of a "
@@ -62,13 +64,20 @@ STATUS_MESSAGES = {
     Status.SURFACE: (
         "linf-SAM reached a surface r_j(W) = 0 where its direction flips (multi-sample data) "
         "together with another such surface, or while sliding on one (of a column of X not proportional to j's: proportional "
-        "columns are one surface), or with weights at 0 that have no unique way on; or, under lp-SAM with p > 2, "
-        "a column of X reached 0 as a whole from unequal layers (docs/theory.md s.4.3); "
+        "columns are one surface); or, under lp-SAM with p > 2, "
+        "a column of W reached 0 as a whole from unequal layers (docs/theory.md s.4.3); "
         "samflow does not follow these: values after `event_time` are NaN."
+    ),
+    Status.NONUNIQUE: (
+        "Integrated to the final time, but at `event_time` the continuation was not unique (linf-SAM on "
+        "multi-sample data): weights at 0 (a whole column at even depth, or a weight repelled from both "
+        "sides) could stay there or leave. samflow held them there (the rule: stay at 0, a Filippov "
+        "solution) and went on, so the values after `event_time` are one of the solutions "
+        "(docs/theory.md s.4.3, \"Whole columns at 0\")."
     ),
 }
 
 
 #: The statuses of a cell that did not end normally (no valid value past its
-#: `event_time`): everything but FINISHED, COLLAPSED, SLID and CRITICAL.
+#: `event_time`): everything but FINISHED, COLLAPSED, SLID, CRITICAL and NONUNIQUE.
 FAILED_STATUSES = (Status.BLEW_UP, Status.MAX_STEPS, Status.NONFINITE_INPUT, Status.FAILED, Status.SURFACE)

@@ -195,7 +195,7 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
     else:
         dt_crit, W_crit = jnp.zeros((), W_end.dtype), W_end
 
-    W_next, memory, frozen, col_mixed = _cross_or_slide(
+    W_next, memory, frozen, col_mixed, nonunique = _cross_or_slide(
         field, c, args, W_end, Y_end, s_end, hit.get("cross", false), multi, dW_end, events.capture_radius * rho, t_end
     )
     # lp: a weight captured before reaching 0 arrives a little later (`arrival_time`).
@@ -211,10 +211,11 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
     slide_time = jnp.where(held, t_arrive, c.slide_time)
     rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
     if multi:
-        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface = _rsurface_step(
+        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface, ambiguous = _rsurface_step(
             field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
+        nonunique = nonunique | ambiguous
     elif field.method is Method.LP:
         surface = col_mixed  # a column of unequal layers arriving at 0 as a whole (`_cross_or_slide`)
 
@@ -232,6 +233,9 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
         c.status,
     )
     stops = collapsed | critical | blew_up | ~healthy | surface
+    # held where the continuation was not unique, and going on: said in the status, from the first time
+    flagged = healthy & nonunique & ~stops & (status == int(Status.FINISHED))
+    status = jnp.where(flagged, int(Status.NONUNIQUE), status)
     dt_stop = jnp.where(collapsed, dt_rem, jnp.where(critical, dt_crit, 0.0))
     t_stop = jnp.where(max_steps, t_stall, t_end)
     done = ok | stops
@@ -250,7 +254,7 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
         out_Y=c.out_Y,
         out_s=c.out_s,
         status=status,
-        event_time=jnp.where(stops, t_stop + dt_stop, c.event_time),
+        event_time=jnp.where(stops, t_stop + dt_stop, jnp.where(flagged, t_end, c.event_time)),
         event_s=jnp.where(stops, s_end + jnp.where(collapsed | critical, ds_end * dt_stop, 0.0), c.event_s),
         collapse_direction=coll_dir,
         W_detect=jnp.where(collapsed | critical, W_end, c.W_detect),

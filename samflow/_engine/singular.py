@@ -6,6 +6,8 @@ the capture radius) and its arrival at another critical point of the loss.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 
@@ -73,14 +75,15 @@ def _side_decision(n_plus, n_minus, came_from):
     )
 
 
-def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss):
+def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None):
     """Re-decide the weights held at 0 (`frozen`) after the sign of some r_j
     changed (linf, multi-sample): the field at 0 jumps with it. From the new
     one-sided limits (as `_slide_decision`): both into 0, it stays held; one
     side pointing away, it leaves to that side (memory set, no longer frozen);
     both away (repelling from rest, no unique Filippov continuation):
     `ambiguous`. At even depth a whole column at 0 is decided jointly
-    (`_column_decision`; mixed: `ambiguous`).
+    (`_column_decision`, with `joint` (d,): the column was held by one joint
+    arrival; it is never released: no unique continuation is `ambiguous`).
     Returns (memory, frozen, released, ambiguous): (L, d), (L, d), (L, d), ().
     """
     L, d = W.shape
@@ -104,33 +107,53 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss):
     memory_new = jnp.where(one_way, jnp.where(out_plus, 1.0, -1.0), memory)
     ambiguous = both
     if L % 2 == 0:  # whole columns at 0: jointly (`_column_decision`)
-        whole, hold, leave, mixed = _column_decision(W, rho, data, memory, frozen, rmem, rslide, loss)
-        released = jnp.where(whole[None], leave[None], released)
+        whole = jnp.all(frozen, axis=0) & jnp.all(memory != 0, axis=0)
+        joint = jnp.zeros((d,), bool) if joint is None else joint
+        _, mixed = _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss)
+        released = jnp.where(whole[None], False, released)
         memory_new = jnp.where(whole[None], memory, memory_new)
         ambiguous = jnp.where(whole[None], mixed[None], ambiguous)
     return memory_new, frozen & ~released, released, jnp.any(ambiguous)
 
 
-def _column_decision(W, rho, data, memory, cand, rmem, rslide, loss):
-    """linf on multi-sample data, even depth: a whole column j at 0 (all L
-    weights in `cand`, with a sign memory), decided jointly.
+def _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss):
+    """linf on multi-sample data, even depth: decide the columns j that are wholly
+    at 0 (`whole` (d,): all L weights at 0, each with a sign memory), jointly
+    (docs/theory.md s.4.3, "Whole columns at 0").
 
-    Flipping the sign pattern of a whole column flips each eps_lj (L - 1 factors)
-    and keeps beta_hat_j (L factors, even), hence r(W_hat): the column's field
-    is f(-m) = -f(m). So the column is attracted to 0 from both sides exactly
-    when f(m) . m < 0 for all its weights (it stays: Filippov), and repelled
-    when f(m) . m > 0 for all (it leaves with its pattern m; -m gives the same
-    beta). Deciding weight by weight instead mixes in the patterns with
-    beta_hat_j of the other sign, which on multi-sample data (r(W_hat) can
-    change sign) can send a pair across 0 against its field. Returns
-    (whole, hold, leave, mixed), each (d,) bool.
+    A sign pattern m of a column sets eps_lj; flipping the whole pattern flips
+    every eps_lj (L - 1 factors) and keeps beta_hat_j (L factors, even), hence
+    r(W_hat): the field satisfies f(-m) = -f(m), and c(m) = F_lj(m) m_l is the same
+    for m and -m. The patterns fall into two classes by P = prod_l m_l (the sign of
+    beta_hat_j). A class attracts where c(m) < 0 for all l and every pattern of
+    it, repels where c(m) > 0 for all. With P0 the class of the memory (the side
+    the column came from) and P1 the other: the column is held (Filippov) when P0
+    attracts and so does P1, or when P1 repels but the column arrived as a whole
+    at once (`joint` (d,): the equal-layer rule, the pattern it came in keeps it).
+    Any other case has no unique continuation: P0 attracts but P1 repels after a
+    weight-by-weight arrival (it could stay or leave into P1), or P0 repels (it
+    could stay or leave; NONUNIQUE_REPEL of the scipy reference), or neither
+    class decides (NONUNIQUE_COLUMN): `mixed`, and the cell stops with SURFACE.
+    Returns (hold, mixed), each (d,) bool.
     """
-    whole = jnp.all(cand, axis=0) & jnp.all(memory != 0, axis=0)
-    f0 = _linf_multi_field(W, rho, data, memory, jnp.zeros_like(cand), rmem, rslide, loss)
-    sm = f0 * memory
-    hold = whole & jnp.all(sm < 0, axis=0)
-    leave = whole & jnp.all(sm > 0, axis=0)
-    return whole, hold, leave, whole & ~hold & ~leave
+    L, d = W.shape
+    patterns = jnp.asarray(list(itertools.product((1.0, -1.0), repeat=L)), W.dtype)  # (2^L, L)
+    free = jnp.zeros(memory.shape, bool)
+
+    def classes(j):
+        def c(m):
+            mem = memory.at[:, j].set(m)
+            return _linf_multi_field(W, rho, data, mem, free, rmem, rslide, loss)[:, j] * m
+
+        cm = jax.vmap(c)(patterns)  # (2^L, L)
+        att, rep = jnp.all(cm < 0, axis=1), jnp.all(cm > 0, axis=1)
+        P = jnp.prod(patterns, axis=1)
+        P0 = jnp.prod(memory[:, j])
+        return (jnp.all(att | (P != P0)), jnp.all(att | (P == P0)), jnp.all(rep | (P == P0)))
+
+    att0, att1, rep1 = jax.vmap(classes)(jnp.arange(d))
+    hold = whole & att0 & (att1 | (rep1 & joint))
+    return hold, whole & ~hold
 
 
 def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, exited, r_scale, loss):
@@ -380,8 +403,10 @@ def _cross_or_slide(
     dW/dclock at the event time `t_end`, `capture` = capture_radius x rho) are
     the ones set to 0; `col_mixed` is then True where a lone weight of a column
     that is not balanced was captured where it hovers near 0 (a column of
-    unequal layers arriving: not followed, status SURFACE). Returns
-    (W_next, memory, frozen, col_mixed); W_next is the next run's state."""
+    unequal layers arriving: not followed, status SURFACE). `nonunique`: a
+    whole column at 0 whose continuation is not unique (`_column_decision`),
+    held at 0 all the same (status NONUNIQUE). Returns
+    (W_next, memory, frozen, col_mixed, nonunique); W_next is the next run's state."""
     method, clock, loss = field.method, field.clock, field.loss
     rho, data = args.rho, args.data
     L = W_end.shape[0]
@@ -390,15 +415,19 @@ def _cross_or_slide(
             else W_end * c.memory)
     at_zero = crossed & active & (dist <= 1e-9 * rho)
     W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
-    col_mixed = jnp.asarray(False)
+    col_mixed = nonunique = jnp.asarray(False)
     if multi and L % 2 == 0:
-        whole, hold, leave, mixed = _column_decision(W_next, rho, data, c.memory, at_zero, c.rmem, c.rslide, loss)
+        # a column wholly at 0 now (its last weights arriving, the others held) is decided jointly
+        whole = jnp.all(at_zero | c.frozen, axis=0) & jnp.any(at_zero, axis=0) & jnp.all(c.memory != 0, axis=0)
+        hold, mixed = _column_decision(W_next, rho, data, c.memory, whole, jnp.all(at_zero, axis=0), c.rmem,
+                                       c.rslide, loss)
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
             rsurf=args.rsurf, p=field.p,
         )
-        frozen = frozen | (hold[None] & at_zero)
-        col_mixed = jnp.any(mixed)
+        # not unique (`_column_decision`): held all the same (the rule: stay at 0), and said so
+        frozen = frozen | ((hold | mixed)[None] & at_zero)
+        nonunique = jnp.any(mixed)
     elif method.spec.slides or "cross" in method.spec.events_at(L):
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero, method, clock, loss, rsurf=args.rsurf, p=field.p
@@ -409,7 +438,7 @@ def _cross_or_slide(
             col_mixed = jnp.any(at_zero & ~balanced_columns(W_end)[None, :] & hovers(W_end, c.memory, data, loss)[None, :])
     else:
         memory, frozen = c.memory, c.frozen
-    return W_next, memory, frozen, col_mixed
+    return W_next, memory, frozen, col_mixed, nonunique
 
 
 def _separable(data: Dataset):
@@ -444,8 +473,9 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     """linf on multi-sample data, after a run: the r_j = 0 surface decision
     (`_rsurface_event`, a depth-1 hold included: the weight frozen from `t_end`,
     `_hold_point`) and the re-decision of the weights held at 0 when a sign of r
-    changed (`_rehold`). Returns (W_next, memory, frozen, slide_time, rmem,
-    rslide, roff, surface)."""
+    changed (`_rehold`; weights with no unique way on stay held: `nonunique`).
+    Returns (W_next, memory, frozen, slide_time, rmem, rslide, roff, surface,
+    nonunique)."""
     rho, data, loss = args.rho, args.data, field.loss
     rmem, rslide, surface, changed, hold = _rsurface_event(
         W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff, hit["rcross"], hit["rexit"], r_scale, loss
@@ -453,13 +483,16 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     W_next = _hold_point(W_next, data, loss, hold)
     slide_time = jnp.where(hold[None] & ~frozen, t_end, slide_time)
     frozen = frozen | hold[None]
-    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss)
+    # a column held by one joint arrival: its weights' hold times are equal
+    joint = jnp.all(frozen, axis=0) & jnp.all(slide_time == slide_time[:1], axis=0)
+    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss, joint)
     memory = jnp.where(changed, mem2, memory)
     frozen = jnp.where(changed, frozen2, frozen)
     slide_time = jnp.where(changed & released, jnp.nan, slide_time)
-    surface = surface | (changed & ambiguous)
+    # weights at 0 with no unique way on stay held (the rule): status NONUNIQUE
+    nonunique = changed & ambiguous
     roff = _R_OFFSET + jnp.maximum(0.0, -r_unit(W_next, data, loss) * rmem)
-    return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface
+    return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface, nonunique
 
 
 def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):

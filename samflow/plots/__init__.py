@@ -217,6 +217,8 @@ def _end_text(m: str, status: int, t_ev: float) -> str:
         return f"collapsed to 0 at t = {t_ev:.3g}"
     if status == int(Status.SLID):
         return "slid to 0" if m == "linf" else "some weights slid to 0"
+    if status == int(Status.NONUNIQUE):
+        return f"held at 0 (not unique) from t = {t_ev:.3g}"
     if status in _COMPLETED:
         return "at a critical point" if status == int(Status.CRITICAL) else ""
     word = _STATUS_WORDS.get(_status_name(status), _status_name(status).lower())

@@ -43,8 +43,10 @@ BLOWN_UP = -2  # the same, for a cell that blew up (`with_blow_up`)
 # label 0 there means "undetermined". Any other status (a failure, or one this
 # module does not know) leaves the cell without a value.
 # Cells that ended normally (their saved values are valid to the horizon); a CRITICAL
-# cell is held at a critical point of the loss and keeps its values.
-_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID), int(Status.CRITICAL)})
+# cell is held at a critical point of the loss and keeps its values; a NONUNIQUE one
+# holds weights at 0 where it could also have left (one of the Filippov solutions).
+_COMPLETED = frozenset({int(Status.FINISHED), int(Status.COLLAPSED), int(Status.SLID), int(Status.CRITICAL),
+                        int(Status.NONUNIQUE)})
 
 
 _STATUS_WORDS = {
@@ -52,7 +54,7 @@ _STATUS_WORDS = {
     "MAX_STEPS": "step limit, solver.max_steps",
     "NONFINITE_INPUT": "non-finite input",
     "FAILED": "solver failed",
-    "SURFACE": "linf slid on two switching surfaces (not followed)",
+    "SURFACE": "a singular set not followed",
 }
 
 
