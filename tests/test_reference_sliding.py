@@ -39,9 +39,28 @@ def test_fixture_small_and_complete():
     assert sum(c["case"] == "long_slide" for c in cells) == 4 and "slide" in kinds("long_slide")
 
 
+#: Cases whose rebuild is slow (DOP853 on a hovering weight: most of the fixture's build
+#: time), rebuilt by the slow test below; the default test rebuilds the others.
+SLOW_CASES = ("lp_column_arrival",)
+
+
+def _rebuilt(cases_slow: bool):
+    ref = [c for c in _fixture() if (c["case"] in SLOW_CASES) == cases_slow]
+    got = [{**c, **R.solve_cell(c)} for c in R.cells() if (c["case"] in SLOW_CASES) == cases_slow]
+    return R.compare(got, ref)
+
+
 def test_fixture_reproduced_by_write():
-    """`--write` rebuilds the same numbers (within 1e-10), statuses and event lists."""
-    b, t, same = R.compare(R.build(), _fixture())
+    """`--write` rebuilds the same numbers (within 1e-10), statuses and event lists
+    (every case but `SLOW_CASES`: `test_slow_cases_reproduced_by_write`)."""
+    b, t, same = _rebuilt(False)
+    assert same and b <= 1e-10 and t <= 1e-10
+
+
+@pytest.mark.slow
+def test_slow_cases_reproduced_by_write():
+    """`test_fixture_reproduced_by_write` for the cases of `SLOW_CASES` (about 2 minutes)."""
+    b, t, same = _rebuilt(True)
     assert same and b <= 1e-10 and t <= 1e-10
 
 
