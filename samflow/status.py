@@ -62,18 +62,19 @@ STATUS_MESSAGES = {
         "so they stay there from `event_time` on (Filippov solution)."
     ),
     Status.SURFACE: (
-        "linf-SAM reached a surface r_j(W) = 0 where its direction flips (multi-sample data) "
-        "together with another such surface, or while sliding on one (of a column of X not proportional to j's: proportional "
-        "columns are one surface); or, under lp-SAM with p > 2, "
+        "linf-SAM reached a third surface r_j(W) = 0 where its direction flips (multi-sample data) "
+        "while sliding on two (or three at once; surfaces of columns of X that are not proportional: "
+        "proportional columns are one surface), or two with no consistent continuation; or, under lp-SAM with p > 2, "
         "a column of W reached 0 as a whole from unequal layers (docs/theory.md s.4.3); "
         "samflow does not follow these: values after `event_time` are NaN."
     ),
     Status.NONUNIQUE: (
         "Integrated to the final time, but at `event_time` the continuation was not unique (linf-SAM on "
         "multi-sample data): weights at 0 (a whole column at even depth, or a weight repelled from both "
-        "sides) could stay there or leave. samflow held them there (the rule: stay at 0, a Filippov "
-        "solution) and went on, so the values after `event_time` are one of the solutions "
-        "(docs/theory.md s.4.3, \"Whole columns at 0\")."
+        "sides) could stay there or leave, and samflow held them there (the rule: stay at 0, a Filippov "
+        "solution); or two switching surfaces r_j = 0 had several consistent continuations, and samflow "
+        "took the one that keeps the most surfaces. It went on, so the values after `event_time` are one "
+        "of the solutions (docs/theory.md s.4.3, \"Whole columns at 0\", \"Two surfaces at once\")."
     ),
 }
 

@@ -8,9 +8,10 @@ are in `tests/data/sliding_reference.json`. Here the engine runs the same cells:
   one surface, exits, weights reaching 0 while sliding): beta at every save
   within 1e-6 of the cell's size, every time a weight reaches 0 (`slide_time`)
   within 1e-6 relative, status SLID or FINISHED;
-- the cells where two distinct surfaces hold at once (three samples), which the
-  engine does not follow yet: it must stop them with status SURFACE, agree with
-  the reference before the stop and write NaN after, never a wrong number;
+- the cells where two distinct surfaces hold at once (three samples: exits,
+  slides on two surfaces, weights reaching 0 while on two): followed the same
+  way, and r on its own scale within 1e-6 of 0 on both surfaces at every save
+  inside the reference's slides on two;
 - lp-SAM with p = 3 and 4 from equal layers on two samples (refused before
   issue 36): beta within 1e-6, arrivals at 0 and collapses within 1e-8 relative.
 """
@@ -24,12 +25,13 @@ import pytest
 import samflow as sf
 
 CELLS = json.loads((Path(__file__).parent / "data" / "sliding_reference.json").read_text())["cells"]
-#: Cells whose continuation the engine follows (a single surface at a time).
-FOLLOWED = [i for i, c in enumerate(CELLS) if c["case"] == "issue_one_surface"] + [8, 9, 10, 11, 18, 20, 21, 22, 23]
+#: Two distinct surfaces at once (three samples), followed since issue 36's second round.
+TWO_SURFACES = [6, 7, 12, 13, 14, 15, 16, 17, 19]
+#: Cells whose continuation the engine follows.
+FOLLOWED = [i for i, c in enumerate(CELLS) if c["case"] == "issue_one_surface"] + [8, 9, 10, 11, 18, 20, 21, 22, 23] \
+    + TWO_SURFACES
 #: Long slides while the loss falls by orders of magnitude (three samples).
 LONG_SLIDES = [i for i, c in enumerate(CELLS) if c["case"] == "long_slide"]
-#: Two distinct surfaces at once (three samples): stopped with SURFACE.
-STOPPED = [6, 7, 12, 13, 14, 15, 16, 17, 19]
 
 
 def _solve(c):
@@ -45,8 +47,9 @@ def _beta_error(b, ref):
 
 
 def test_cell_lists_match_the_fixture():
-    assert all(CELLS[i]["method"] == "linf" and CELLS[i]["status"] == "FINISHED" for i in FOLLOWED + STOPPED)
-    assert len(FOLLOWED) == 15 and {CELLS[i]["case"] for i in STOPPED} == {"exit", "two_surfaces", "zero_while_sliding"}
+    assert all(CELLS[i]["method"] == "linf" and CELLS[i]["status"] == "FINISHED" for i in FOLLOWED)
+    assert len(FOLLOWED) == 24 and {CELLS[i]["case"] for i in TWO_SURFACES} == {"exit", "two_surfaces", "zero_while_sliding"}
+    assert all(_two_surface_spans(CELLS[i]["events"]) for i in TWO_SURFACES)
     assert len(LONG_SLIDES) == 4 and all(CELLS[i]["status"] == "FINISHED" for i in LONG_SLIDES)
 
 
@@ -92,30 +95,45 @@ def test_long_slides_stay_on_their_surface(i):
         assert abs(u[0]) < 1e-6, (c["saves"][k], u)
 
 
-def _second_surface(events):
-    """When the reference starts sliding on a second surface while on one."""
-    on = set()
-    for t, kind, where in events:
+def _two_surface_spans(events):
+    """[(t0, t1, (j, k))]: when the reference slides on two surfaces at once (the
+    first column of each)."""
+    on, spans, start = [], [], None
+    for t, kind, where in events + [[np.inf, "end", [None]]]:
+        if len(on) == 2 and kind in ("exit", "slide", "end", "stop"):
+            spans.append((start, t, tuple(on)))
         if kind == "slide":
-            if on:
-                return t
-            on.add(where[0])
+            on.append(where[0])
         elif kind == "exit":
-            on.discard(where[0])
-    return None
+            on.remove(where[0])
+        if len(on) == 2:
+            start = t
+    return spans
 
 
-@pytest.mark.parametrize("i", STOPPED)
-def test_two_surfaces_at_once_are_stopped_not_guessed(i):
+@pytest.mark.parametrize("i", TWO_SURFACES)
+def test_two_surface_cells_slide_on_two(i):
+    """Where the reference slides on two surfaces at once (the product-form
+    multipliers, docs/theory.md s.4.3 "Two surfaces at once"), so does samflow: r
+    on its own scale (`r_unit`) within 1e-6 of 0 on both at every save inside
+    (measured <= 1e-9), status SLID or FINISHED (before issue 36's second round these
+    cells stopped with SURFACE where the second slide starts, NaN after)."""
+    import jax.numpy as jnp
+    from samflow._engine.field import r_unit
+
     c = CELLS[i]
-    b, status, _, t_stop = _solve(c)
-    assert status == int(sf.Status.SURFACE), (i, sf.Status(status).name)
-    saves = np.array(c["saves"])
-    before = saves < t_stop
-    assert np.all(np.isnan(b[~before]))
-    assert np.all(_beta_error(b[before], np.array(c["beta"])[before]) < 1e-6)
-    # samflow stops where the reference starts sliding on a second surface
-    assert t_stop == pytest.approx(_second_surface(c["events"]), rel=1e-6)
+    data = sf.Dataset.from_arrays(np.array(c["X"]), np.array(c["y"]))
+    tr = sf.solve("linf", data, alpha=np.array(c["W0"])[None], rho=np.array([c["rho"]]), ts=np.array(c["saves"]),
+                  depth=c["L"], alpha_batched=True)
+    assert int(np.asarray(tr.status)[0]) in (int(sf.Status.SLID), int(sf.Status.FINISHED))
+    inside = 0
+    for t0, t1, (j, k) in _two_surface_spans(c["events"]):
+        for n, t in enumerate(c["saves"]):
+            if t0 < t < t1:
+                u = np.asarray(r_unit(jnp.asarray(np.asarray(tr.W)[0, n]), data, sf.get_loss("logistic")))
+                assert abs(u[j]) < 1e-6 and abs(u[k]) < 1e-6, (t, u)
+                inside += 1
+    assert inside > 0
 
 
 #: lp-SAM, p = 3 and 4, equal layers on two samples (depth 2 and 3): refused before issue 36.
@@ -220,7 +238,7 @@ def test_nonunique_continuations_are_held_and_named(i):
     relative; measured 3e-8); beta within 1e-6 of the reference before, finite after,
     and a held column's beta_j is 0 from its hold on. Before, the first cell held the
     column without a word (SLID). The third meets its REPEL while sliding on another
-    surface, which samflow stops (SURFACE) at the same time."""
+    surface (stopped with SURFACE there until samflow followed two surfaces at once)."""
     c = CELLS[i]
     assert len(NONUNIQUE) == 3 and c["status"] in ("NONUNIQUE_COLUMN", "NONUNIQUE_REPEL")
     b, status, slide_time, event_time = _solve(c)
@@ -230,13 +248,38 @@ def test_nonunique_continuations_are_held_and_named(i):
     before = np.isfinite(ref).all(axis=1)
     assert before.any() and not before.all()
     assert np.all(_beta_error(b[before], ref[before]) < 1e-6)
-    if i == NONUNIQUE[2]:
-        # the reference's REPEL comes at an r_j crossing while the cell slides on another
-        # surface, which samflow does not follow yet (two surfaces): stopped, NaN after
-        assert status == int(sf.Status.SURFACE) and np.all(np.isnan(b[~before]))
-        return
     assert status == int(sf.Status.NONUNIQUE), sf.Status(status).name
     assert np.all(np.isfinite(b))
     ts = np.array(c["saves"])
     for j in np.nonzero(np.all(np.isfinite(slide_time), axis=0))[0]:  # the columns wholly held
         np.testing.assert_array_equal(b[ts > np.max(slide_time[:, j]), j], 0.0)
+
+
+def test_product_roots_match_the_reference():
+    """`product_roots` (the multipliers of a slide on two surfaces) against the scipy
+    reference's `product_multipliers` (box=False: every real root) on random vertex
+    rates, bilinear and, with D = 0, linear: the same number of roots, each within
+    1e-9, each keeping both surfaces (the combined rates below 1e-12 of the
+    rates), and a negative discriminant exactly where there is no root."""
+    import jax.numpy as jnp
+    import reference_sliding as R
+    from samflow._engine.field import VERTICES, combine, product_roots
+
+    rng = np.random.default_rng(36)
+    seen = {0: 0, 1: 0, 2: 0}
+    for trial in range(240):
+        n = rng.normal(size=(4, 2))
+        if trial % 6 == 0:  # D = 0: the system is linear in each multiplier
+            n[0] = n[1] + n[2] - n[3]
+        roots, valid, disc = product_roots(jnp.asarray(n))
+        ours = [np.asarray(r) for r, ok in zip(roots, np.asarray(valid)) if ok]
+        ref = R.product_multipliers({v: n[k] for k, v in enumerate(VERTICES)}, 2, box=False)
+        assert len(ours) == len(ref), (trial, ours, ref)
+        seen[len(ref)] += 1
+        for r in ref:
+            assert min(np.max(np.abs(r - o)) for o in ours) < 1e-9, (trial, r, ours)
+        for o in ours:
+            rates = np.asarray(combine(jnp.asarray(n), jnp.asarray(o)))
+            assert np.max(np.abs(rates)) < 1e-12 * np.max(np.abs(n)) * max(1.0, np.max(np.abs(o))) ** 2
+        assert (float(disc) < 0) == (len(ref) == 0), (trial, float(disc))
+    assert all(v > 0 for v in seen.values()), seen

@@ -30,6 +30,7 @@ class CellState(eqx.Module):
     rmem: Float[Array, " d"]
     rslide: Bool[Array, " d"]
     roff: Float[Array, " d"]
+    ra: Float[Array, " 2"]
     # Saved output.
     out_Y: Float[Array, "n L d"]
     out_s: Float[Array, " n"]
@@ -51,5 +52,5 @@ class CellState(eqx.Module):
     done: Bool[Array, ""]
 
     def run_args(self, rho, data, multi: bool) -> RunArgs:
-        extra = (self.rmem, self.rslide, self.roff) if multi else (None, None, None)
+        extra = (self.rmem, self.rslide, self.roff, self.ra) if multi else (None,) * 4
         return RunArgs(rho, data, self.memory, self.frozen, self.track, *extra)

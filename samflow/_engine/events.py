@@ -19,7 +19,7 @@ from jaxtyping import Array, Float, Int
 
 from ..flows import Clock, Method
 from ..diagonal_net import beta as beta_of
-from .field import SamField, _rsurface_parts, r_unit
+from .field import SamField, _sliding_parts, r_unit
 from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
 
 
@@ -97,11 +97,13 @@ def _rcross_condition(ev, t, y, args):
 
 def _rexit_condition(ev, t, y, args):
     """linf, multi-sample: sliding on r_j = 0 ends where a = n- / (n- - n+)
-    leaves [0, 1] (`_rsurface_parts`)."""
-    _, a, _, _ = _rsurface_parts(
-        y[0], args.rho, args.data, args.memory, args.frozen, args.rmem, args.rslide, ev.field.loss
+    leaves [0, 1]; on two surfaces at once, where a_1 or a_2 leaves it or the
+    product system folds (its scaled discriminant reaches 0: the root followed
+    merges with the other one) (`_sliding_parts`, docs/theory.md s.4.3)."""
+    _, a, disc = _sliding_parts(
+        y[0], args.rho, args.data, args.memory, args.frozen, args.rmem, args.rslide, ev.field.loss, args.ra
     )
-    return jnp.where(jnp.any(args.rslide), jnp.minimum(a, 1.0 - a), _BIG)
+    return jnp.where(jnp.any(args.rslide), jnp.minimum(jnp.min(jnp.minimum(a, 1.0 - a)), disc), _BIG)
 
 
 def _blowup_condition(ev, t, y, args):

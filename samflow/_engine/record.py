@@ -103,6 +103,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     rmem0 = jnp.zeros((d,), dtype)
     rslide0 = jnp.zeros((d,), bool)
     roff0 = jnp.zeros((d,), dtype)
+    ra0 = jnp.full((2,), 0.5, dtype)
     surface0 = jnp.asarray(False)
     if multi:
         rmem0, rslide0, roff0, hold0 = _initial_rsurface(field, W0, rho, data, memory0, frozen0)
@@ -110,11 +111,11 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     if "cross" in events.names:  # linf, and lp at depth >= 2: a weight that starts at 0
         memory0, frozen0 = _slide_decision(
             W0, s0, rho, data, memory0, frozen0, W0 == 0, method, clock, loss,
-            rsurf=(rmem0, rslide0) if multi else None, p=field.p,
+            rsurf=(rmem0, rslide0, ra0) if multi else None, p=field.p,
         )
     if multi:
-        # Sliding on two surfaces at once (two r_j, or an r_j and a weight at 0)
-        # is not followed: the cell stops there (status SURFACE).
+        # Starting exactly on two surfaces at once (two r_j, or an r_j and a weight
+        # at 0) is not followed: the cell stops there (status SURFACE).
         surface0 = finite & ((jnp.sum(rslide0) > 1) | (jnp.any(rslide0) & jnp.any(frozen0)))
     if clock is Clock.TAU:
         # A cell whose loss is already below ~1e-30 starts beyond the t range.
@@ -124,7 +125,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
     Y0 = jnp.log(jnp.where(W0 != 0, jnp.abs(W0), 1.0)) if field.log_coords else W0
     capture = events.capture_radius * rho
     start_collapsed = jnp.sqrt(jnp.sum(W0**2)) <= capture if "collapse" in events.names else jnp.asarray(False)
-    args0 = RunArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0) if multi else (None,) * 3))
+    args0 = RunArgs(rho, data, memory0, frozen0, track0, *((rmem0, rslide0, roff0, ra0) if multi else (None,) * 4))
     values0 = events.values(0.0, (Y0, s0), args0) if events.names else []
     start_collapsed, start_blown, start_critical = _start_events(
         dict(zip(events.names, values0)), start_collapsed & finite, finite
@@ -143,6 +144,7 @@ def _initial_state(field: SamField, events: EventSet, W0, rho, data, ts, finite,
         rmem=rmem0,
         rslide=rslide0,
         roff=roff0,
+        ra=ra0,
         out_Y=jnp.where(at_start[:, None, None], Y0, jnp.full((n_save, L, d), jnp.nan, dtype)),
         out_s=jnp.where(at_start, 0.0, jnp.full((n_save,), jnp.nan, dtype)),
         status=jnp.select(
@@ -209,9 +211,9 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
     else:
         t_arrive = t_end
     slide_time = jnp.where(held, t_arrive, c.slide_time)
-    rmem, rslide, roff, surface = c.rmem, c.rslide, c.roff, false
+    rmem, rslide, roff, ra, surface = c.rmem, c.rslide, c.roff, c.ra, false
     if multi:
-        W_next, memory, frozen, slide_time, rmem, rslide, roff, surface, ambiguous = _rsurface_step(
+        W_next, memory, frozen, slide_time, rmem, rslide, roff, ra, surface, ambiguous = _rsurface_step(
             field, c, args, W_next, memory, frozen, slide_time, hit, events.r_scale, t_end
         )
         surface = surface | col_mixed
@@ -251,6 +253,7 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
         rmem=rmem,
         rslide=rslide,
         roff=roff,
+        ra=ra,
         out_Y=c.out_Y,
         out_s=c.out_s,
         status=status,

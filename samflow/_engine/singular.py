@@ -17,7 +17,10 @@ from ..diagonal_net import beta as beta_of
 from ..diagonal_net import grad_loss, loss_value, residual
 from .cell_state import CellState
 from .._methods import dual_exponent
-from .field import SamField, RunArgs, _linf_multi_field, _rsurface_parts, _velocity, r_unit, surface_groups
+from .field import (
+    SamField, RunArgs, _linf_multi_field, _rsurface_parts, _sliding_parts, _velocity, product_roots, r_unit,
+    sliding_pair, surface_groups, vertex_parts,
+)
 
 
 _BIG = 1e300
@@ -75,7 +78,7 @@ def _side_decision(n_plus, n_minus, came_from):
     )
 
 
-def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None):
+def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None, ra=None):
     """Re-decide the weights held at 0 (`frozen`) after the sign of some r_j
     changed (linf, multi-sample): the field at 0 jumps with it. From the new
     one-sided limits (as `_slide_decision`): both into 0, it stays held; one
@@ -92,7 +95,7 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None):
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
         # dW at c does not depend on which weights are frozen (only zeroed there)
-        dW = _linf_multi_field(W, rho, data, mem, jnp.zeros_like(frozen), rmem, rslide, loss)
+        dW = _linf_multi_field(W, rho, data, mem, jnp.zeros_like(frozen), rmem, rslide, loss, ra)
         return dW.reshape(-1)[c]
 
     f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
@@ -109,14 +112,14 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None):
     if L % 2 == 0:  # whole columns at 0: jointly (`_column_decision`)
         whole = jnp.all(frozen, axis=0) & jnp.all(memory != 0, axis=0)
         joint = jnp.zeros((d,), bool) if joint is None else joint
-        _, mixed = _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss)
+        _, mixed = _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss, ra)
         released = jnp.where(whole[None], False, released)
         memory_new = jnp.where(whole[None], memory, memory_new)
         ambiguous = jnp.where(whole[None], mixed[None], ambiguous)
     return memory_new, frozen & ~released, released, jnp.any(ambiguous)
 
 
-def _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss):
+def _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss, ra=None):
     """linf on multi-sample data, even depth: decide the columns j that are wholly
     at 0 (`whole` (d,): all L weights at 0, each with a sign memory), jointly
     (docs/theory.md s.4.3, "Whole columns at 0").
@@ -143,7 +146,7 @@ def _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss):
     def classes(j):
         def c(m):
             mem = memory.at[:, j].set(m)
-            return _linf_multi_field(W, rho, data, mem, free, rmem, rslide, loss)[:, j] * m
+            return _linf_multi_field(W, rho, data, mem, free, rmem, rslide, loss, ra)[:, j] * m
 
         cm = jax.vmap(c)(patterns)  # (2^L, L)
         att, rep = jnp.all(cm < 0, axis=1), jnp.all(cm > 0, axis=1)
@@ -156,24 +159,32 @@ def _column_decision(W, rho, data, memory, whole, joint, rmem, rslide, loss):
     return hold, whole & ~hold
 
 
-def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, exited, r_scale, loss):
+def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, ra, roff, crossed, exited, weights, r_scale, loss):
     """After an r_j = 0 event of linf on multi-sample data (Filippov, as
-    `_slide_decision` for a weight): returns (rmem, rslide, surface).
+    `_slide_decision` for a weight; docs/theory.md s.4.3).
 
-    `crossed`: some r_j reached 0 (the one nearest its event, j). The one-sided
-    rates n+- = d r_j/dt of f+- decide: both the same way, it crosses (rmem_j
-    flips); both into the surface (n+ < 0 < n-), it slides along it (rslide_j).
-    `exited`: the sliding coordinate's a left [0, 1]; it leaves to the side
-    whose field now points away (a -> 1: +, a -> 0: -). `surface` is True where
-    the cell must stop with status SURFACE: a second r_k surface while sliding
-    on one, or two at once (not followed). `changed`: the r-sign state changed,
-    so the weights held at 0 must be re-decided (`_rehold`). `hold` (d,): at
-    depth 1, a coordinate of its own (`_separable`) that slides is held instead
-    (its weight frozen, `_rsurface_step`): r_j depends on w_1j alone, so the
-    sliding mode is w_1j constant, and such holds are independent of each other
-    and of other surfaces. Returns (rmem, rslide, surface, changed, hold).
+    `crossed`: some r_j reached 0 (the one nearest its event, j). Sliding on no
+    other surface and no other r_k at 0 with it, the one-sided rates n+- = d r_j/dt
+    of f+- decide: both the same way, it crosses (rmem_j flips); both into the
+    surface (n+ < 0 < n-), it slides along it (rslide_j). While the cell slides on
+    one surface, or where two reach 0 together, the pair is decided by
+    `decide_pair` (slide on both, on one, or on neither); a third surface
+    (sliding on two, or three at once) is not followed: `surface`.
+    `exited`: a sliding multiplier left [0, 1]; that surface is left to the side
+    whose field now points away (a -> 1: +, a -> 0: -), and the other one of a
+    pair goes on sliding alone (its multiplier is continuous there). Or the
+    two-surface system folded (its roots merged): the pair is decided again.
+    `weights`: a weight reached 0 in the same event; on a pair, the continuation
+    is decided again under the new holds (`decide_pair`).
+    `hold` (d,): at depth 1, a coordinate of its own (`_separable`) that slides is
+    held instead (its weight frozen, `_rsurface_step`): r_j depends on w_1j alone,
+    so the sliding mode is w_1j constant, and such holds are independent of each
+    other and of other surfaces. `nonunique`: `decide_pair` found several
+    continuations and took the first (its rule). `changed`: the r-sign state
+    changed, so the weights held at 0 must be re-decided (`_rehold`).
+    Returns (rmem, rslide, ra, surface, nonunique, changed, hold).
     """
-    d = W.shape[1]
+    L, d = W.shape
     idx = jnp.arange(d)
     r = r_unit(W, data, loss)
     active = _rsurface_active(rmem, rslide, frozen, data)
@@ -181,23 +192,112 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, roff, crossed, e
     _, _, n_p, n_m = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=j)
     side = _side_decision(n_p, n_m, rmem[j])
     on_j = idx == j
-    starts = crossed & (side == 0)
-    # Another r_k at 0 too (to 1e-9 of max|X|): two surfaces at once.
-    other_zero = jnp.any(active & (idx != j) & (jnp.abs(r) < 1e-9))
-    surface = crossed & (jnp.any(rslide) | (starts & other_zero))
+    # Other r_k at 0 with it (to 1e-9 on r's scale): surfaces reached together.
+    others = active & ~on_j & (jnp.abs(r) < 1e-9)
+    s1, s2, two = sliding_pair(rslide)
+    sliding = jnp.any(rslide)
+    separate = (_separable(data)[j] & (L == 1))  # depth 1, a coordinate of its own: a hold
+    three = crossed & (two | (sliding & jnp.any(others)) | (jnp.sum(others) > 1))
+    pair = crossed & ~three & (sliding | jnp.any(others)) & ~separate
+    single = crossed & ~three & ~pair
     same, sign, _ = surface_groups(data)  # j's surface is that of its group: all flip together
-    rmem_new = jnp.where(crossed & same[j] & (side != 0), side * sign[j], rmem)
+    starts = single & (side == 0)
+    rmem_new = jnp.where(single & same[j] & (side != 0), side * sign[j], rmem)
     # Depth 1, a coordinate of its own (`_separable`): r_j depends on w_1j alone,
     # so sliding on r_j = 0 is holding w_1j where it is (Filippov: d r_j/dt = 0).
-    hold = starts & on_j & _separable(data) if W.shape[0] == 1 else jnp.zeros((d,), bool)
+    hold = starts & on_j & _separable(data) if L == 1 else jnp.zeros((d,), bool)
     rslide_new = rslide | (starts & on_j & ~hold)
-    k = jnp.argmax(rslide)
-    _, a, _, _ = _rsurface_parts(W, rho, data, memory, frozen, rmem, rslide, loss, j=k)
-    on_k = idx == k
-    rmem_new = jnp.where(exited & same[k], jnp.where(a > 0.5, 1.0, -1.0) * sign[k], rmem_new)
-    rslide_new = jnp.where(exited & on_k, False, rslide_new)
-    changed = (crossed & (side != rmem[j])) | exited
-    return rmem_new, rslide_new, surface, changed, hold
+    # an exit: the multiplier nearest the edge of [0, 1] leaves it; on two surfaces the
+    # run also ends at a fold (the scaled discriminant below every margin): decided again
+    _, a, disc = _sliding_parts(W, rho, data, memory, frozen, rmem, rslide, loss, ra)
+    margin = jnp.minimum(a, 1.0 - a)
+    fold = exited & two & (disc < jnp.min(margin))
+    leaves = exited & ~fold
+    i = jnp.argmin(margin)
+    k = jnp.where(two & (i == 1), s2, s1)
+    rmem_new = jnp.where(leaves & same[k], jnp.where(a[i] > 0.5, 1.0, -1.0) * sign[k], rmem_new)
+    rslide_new = jnp.where(leaves & (idx == k), False, rslide_new)
+    # a pair: an arrival while sliding on one, two arrivals at once, a fold, or new holds while on two
+    u1 = jnp.where(pair, jnp.where(sliding, s1, j), s1)
+    u2 = jnp.where(pair, jnp.where(sliding, j, jnp.argmax(others)), s2)
+    redecide = pair | fold | (weights & two & ~exited & ~crossed)
+    m1, m2, ra_new, several, none = decide_pair(W, rho, data, memory, frozen, rmem_new, loss, u1, u2)
+    rmem_new = jnp.where(redecide & same[u1] & (m1 != 0), m1 * sign[u1], rmem_new)
+    rmem_new = jnp.where(redecide & same[u2] & (m2 != 0), m2 * sign[u2], rmem_new)
+    rslide_new = jnp.where(redecide & (idx == u1), m1 == 0, rslide_new)
+    rslide_new = jnp.where(redecide & (idx == u2), m2 == 0, rslide_new)
+    ra_new = jnp.where(redecide, ra_new, ra)
+    surface = three | (redecide & none)
+    nonunique = redecide & several & ~none
+    changed = (single & (side != rmem[j])) | exited | redecide
+    return rmem_new, rslide_new, ra_new, surface, nonunique, changed, hold
+
+
+#: The continuations of a pair of surfaces (`decide_pair`), in the order its rule
+#: takes them where several are consistent: each surface slides (0) or sits on a side.
+PAIR_MODES = ((0, 0), (0, 1), (0, -1), (1, 0), (-1, 0), (1, 1), (1, -1), (-1, 1), (-1, -1))
+#: A multiplier within this of [0, 1] is in it (as the scipy reference's `box_tol`).
+BOX_TOL = 1e-12
+
+
+def decide_pair(W, rho, data, memory, frozen, rmem, loss, j1, j2):
+    """The continuation of linf-SAM at two r = 0 surfaces (columns j1 != j2 of
+    different groups, `surface_groups`), from the four vertex fields
+    (`vertex_parts`; docs/theory.md s.4.3, "Two surfaces at once").
+
+    Each of the nine `PAIR_MODES` is a candidate: both slide (a root of
+    `product_roots` in [0, 1]^2); one slides (its multiplier, pulled as in
+    `_sliding_parts`, in [0, 1]) while the other sits on a side s, where the
+    velocity must carry it into that side (s du/dt > 1e-10 max|n|); or both sit
+    on sides. Exactly one consistent: it is taken. Several (or two roots in the
+    box): the first in `PAIR_MODES` order is taken (the rule: keep the most
+    surfaces, the first surface first, + before -), `several`. None: `none` (the
+    cell stops with SURFACE). Returns (m1, m2, ra, several, none): the modes of
+    j1 and j2 (0 slide, +-1 a side), the multipliers of a slide on both (else
+    (0.5, 0.5)), two () bools.
+    """
+    f, n, u = vertex_parts(W, rho, data, memory, frozen, rmem, loss, j1, j2, True, True)
+    tol = 1e-10 * jnp.max(jnp.abs(n))
+    k = jnp.max(jnp.abs(n), axis=0)
+
+    def in_box(a):
+        return jnp.all((a >= -BOX_TOL) & (a <= 1.0 + BOX_TOL))
+
+    roots, valid, _ = product_roots(n + k[None, :] * u[None, :])
+    box = valid & jax.vmap(in_box)(roots)
+    dup = box[0] & box[1] & (jnp.max(jnp.abs(roots[0] - roots[1])) < 1e-10)
+    n_both = jnp.sum(box) - dup
+    a_both = jnp.clip(roots[jnp.argmax(box)], 0.0, 1.0)
+
+    def vertex(v1, v2):
+        return 2 * (v1 < 0) + (v2 < 0)
+
+    def one_slides(slide, side):
+        """Surface `slide` (0 or 1) slides, the other sits on `side`."""
+        other = 1 - slide
+        p, m = (vertex(1, side), vertex(-1, side)) if slide == 0 else (vertex(side, 1), vertex(side, -1))
+        ks = jnp.maximum(jnp.abs(n[p, slide]), jnp.abs(n[m, slide]))
+        den = n[m, slide] - n[p, slide]
+        a = jnp.where(den != 0, (n[m, slide] + ks * u[slide]) / jnp.where(den != 0, den, 1.0), jnp.nan)
+        ac = jnp.clip(a, 0.0, 1.0)
+        rate = ac * n[p, other] + (1.0 - ac) * n[m, other]
+        return in_box(a) & (side * rate > tol)
+
+    ok = [n_both >= 1]
+    for m1, m2 in PAIR_MODES[1:]:
+        if m1 == 0:
+            ok.append(one_slides(0, m2))
+        elif m2 == 0:
+            ok.append(one_slides(1, m1))
+        else:
+            v = vertex(m1, m2)
+            ok.append((m1 * n[v, 0] > tol) & (m2 * n[v, 1] > tol))
+    ok = jnp.stack(ok)
+    count = jnp.sum(ok[1:]) + n_both
+    first = jnp.argmax(ok)
+    modes = jnp.asarray(PAIR_MODES, W.dtype)[first]
+    ra = jnp.where(first == 0, a_both, 0.5)
+    return modes[0], modes[1], ra, count > 1, count == 0
 
 
 def _critical_ratio(W, rho, data, loss, method=Method.L2, p=None):
@@ -420,7 +520,7 @@ def _cross_or_slide(
         # a column wholly at 0 now (its last weights arriving, the others held) is decided jointly
         whole = jnp.all(at_zero | c.frozen, axis=0) & jnp.any(at_zero, axis=0) & jnp.all(c.memory != 0, axis=0)
         hold, mixed = _column_decision(W_next, rho, data, c.memory, whole, jnp.all(at_zero, axis=0), c.rmem,
-                                       c.rslide, loss)
+                                       c.rslide, loss, c.ra)
         memory, frozen = _slide_decision(
             W_next, s_end, rho, data, c.memory, c.frozen, at_zero & ~whole[None], method, clock, loss,
             rsurf=args.rsurf, p=field.p,
@@ -473,26 +573,28 @@ def _rsurface_step(field, c, args, W_next, memory, frozen, slide_time, hit, r_sc
     """linf on multi-sample data, after a run: the r_j = 0 surface decision
     (`_rsurface_event`, a depth-1 hold included: the weight frozen from `t_end`,
     `_hold_point`) and the re-decision of the weights held at 0 when a sign of r
-    changed (`_rehold`; weights with no unique way on stay held: `nonunique`).
-    Returns (W_next, memory, frozen, slide_time, rmem, rslide, roff, surface,
-    nonunique)."""
+    changed (`_rehold`; weights with no unique way on stay held: `nonunique`, as
+    a pair of surfaces with several continuations). Returns (W_next, memory,
+    frozen, slide_time, rmem, rslide, roff, ra, surface, nonunique)."""
     rho, data, loss = args.rho, args.data, field.loss
-    rmem, rslide, surface, changed, hold = _rsurface_event(
-        W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.roff, hit["rcross"], hit["rexit"], r_scale, loss
+    weights = hit.get("cross", jnp.asarray(False))
+    rmem, rslide, ra, surface, several, changed, hold = _rsurface_event(
+        W_next, rho, data, memory, frozen, c.rmem, c.rslide, c.ra, c.roff, hit["rcross"], hit["rexit"], weights,
+        r_scale, loss,
     )
     W_next = _hold_point(W_next, data, loss, hold)
     slide_time = jnp.where(hold[None] & ~frozen, t_end, slide_time)
     frozen = frozen | hold[None]
     # a column held by one joint arrival: its weights' hold times are equal
     joint = jnp.all(frozen, axis=0) & jnp.all(slide_time == slide_time[:1], axis=0)
-    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss, joint)
+    mem2, frozen2, released, ambiguous = _rehold(W_next, rho, data, memory, frozen, rmem, rslide, loss, joint, ra)
     memory = jnp.where(changed, mem2, memory)
     frozen = jnp.where(changed, frozen2, frozen)
     slide_time = jnp.where(changed & released, jnp.nan, slide_time)
     # weights at 0 with no unique way on stay held (the rule): status NONUNIQUE
-    nonunique = changed & ambiguous
+    nonunique = (changed & ambiguous) | several
     roff = _R_OFFSET + jnp.maximum(0.0, -r_unit(W_next, data, loss) * rmem)
-    return W_next, memory, frozen, slide_time, rmem, rslide, roff, surface, nonunique
+    return W_next, memory, frozen, slide_time, rmem, rslide, roff, ra, surface, nonunique
 
 
 def _initial_rsurface(field: SamField, W0, rho, data, memory0, frozen0):
