@@ -361,9 +361,26 @@ def test_every_float_key_of_every_schema_refuses_non_finite(model, bases):
                 raw, key = edited
                 with pytest.raises(ConfigError) as info:
                     validate(model, raw, "c.toml")
-                assert str(info.value) == f"c.toml: {key}: {NON_FINITE_MESSAGE} (got {bad!r})", path
+                hint = LP_INF_HINT if bad == float("inf") and re.fullmatch(r"(lp\.)?p(\.\d+)?", key) else ""
+                assert str(info.value) == f"c.toml: {key}: {NON_FINITE_MESSAGE}{hint} (got {bad!r})", path
                 tried += 1
         assert tried, f"no base config of {model.__name__} has a place for {path}"
+
+
+#: What an lp exponent of inf adds to the non-finite message: the method that is p = inf.
+LP_INF_HINT = '; lp-SAM with p = inf is the method "linf": list "linf" in methods'
+
+
+def test_lp_p_inf_points_to_linf():
+    """`[lp] p = inf` said only "non-finite value" (the session of 2026-12-07 noticed it):
+    the line now names the method that is p = inf; nan and -inf keep the plain message."""
+    raw = tomllib.loads((ROOT / "configs" / "lp_family.toml").read_text())
+    for p, line in ((float("inf"), f"c.toml: lp.p.1: {NON_FINITE_MESSAGE}{LP_INF_HINT} (got inf)"),
+                    (float("nan"), f"c.toml: lp.p.1: {NON_FINITE_MESSAGE} (got nan)")):
+        raw["lp"] = {"p": [3.0, p]}
+        with pytest.raises(ConfigError) as info:
+            validate(SweepConfig, raw, "c.toml")
+        assert str(info.value) == line
 
 
 def test_float_walk_finds_the_keys_of_the_issue():

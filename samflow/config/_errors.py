@@ -111,6 +111,8 @@ def format_errors(err: ValidationError, source: str, model: type[BaseModel]) -> 
         value = e.get("input")
         if e["type"] == "finite_number":
             msg = NON_FINITE_MESSAGE
+            if value == float("inf") and loc[-2:-1] == ("p",) and loc[:1] in (("lp",), ("p",)):
+                msg += '; lp-SAM with p = inf is the method "linf": list "linf" in methods'
         elif e["type"] == "bool_type":
             msg = "must be true or false (TOML booleans, no quotes)"
         elif isinstance(value, str) and e["type"] in ("float_type", "int_type", "list_type", "float_parsing", "int_parsing"):
