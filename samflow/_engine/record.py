@@ -235,6 +235,9 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
         c.status,
     )
     stops = collapsed | critical | blew_up | ~healthy | surface
+    # lp: a weight captured in the event that stops the cell with SURFACE never arrives in
+    # what samflow follows (NaN after): no arrival time past the stop
+    slide_time = jnp.where(surface & held & (slide_time > t_end), jnp.nan, slide_time)
     # held where the continuation was not unique, and going on: said in the status, from the first time
     flagged = healthy & nonunique & ~stops & (status == int(Status.FINISHED))
     status = jnp.where(flagged, int(Status.NONUNIQUE), status)
