@@ -347,7 +347,7 @@ class LpSam(AbstractSam):
     of G_lj comes from the sign memory between events). For p <= 2 the field is
     C^1 there and the cross events only restart a run where a weight
     changes sign (the memory then follows the sign). Log coordinates apply for
-    p <= 2 (`log_factor`)."""
+    every p (`log_factor`; for p > 2 a column at 0 is held at `samflow.flows.LOG_ZERO`)."""
 
     method: ClassVar[Method] = Method.LP
     label: ClassVar[str] = r"$\ell_p$-SAM"

@@ -189,7 +189,7 @@ def log_velocity(
     p: Float[Array, ""] | None = None,
     layers: int | None = None,
 ) -> tuple[Float[Array, "L d"], Float[Array, ""]]:
-    """The gd, l2, usam and lp (p <= 2) flows of one sample in log coordinates, x = log|W|.
+    """The gd, l2, usam and lp flows of one sample in log coordinates, x = log|W|.
 
     With W = sign * exp(x) (the signs fixed), dx/dc = (dW/dc) / W for the clock
     c = t (`rescaled` False, the field of `real_time_velocity`) or c = tau
@@ -210,13 +210,16 @@ def log_velocity(
     The flows are the same as in linear coordinates: the tests check
     dx = dW / W against `real_time_velocity` and `rescaled_velocity`.
 
-    Valid while no weight reaches 0; `samflow.solve` uses it only where that
-    cannot happen (one sample, sign(prod_l w_lj(0)) = sign(mu_j), see
-    `log_coords_eligible`).
+    Valid while no weight reaches 0 but by an event: `samflow.solve` uses it
+    on one sample with sign(prod_l w_lj(0)) = sign(mu_j) (`log_coords_eligible`),
+    where only the l2 collapse (all weights at once) and, under lp with p > 2,
+    a column arriving at 0 as a whole reach 0. Such a column is held at x =
+    `LOG_ZERO` (exp underflows to 0) with factor 1 (w_hat = 0); its own dx is
+    not meaningful and the engine holds it (`samflow._engine.field._velocity`).
 
     **Arguments:** `x` (L, d) log|W|; `sign` (L, d) the signs of W (+-1); `rho`
     >= 0; `method` gd, l2, usam or lp; `data` one sample; `loss`; `rescaled`;
-    `p` lp's exponent (p <= 2: the host-side check `log_coords_problem`);
+    `p` lp's exponent (any p > 1);
     `layers`, None or an int L >= 2: `x` and `sign` are `(1, d)`, one row
     standing for L equal layers (X = L x, sigma = sign^L, the products over the
     other layers a^(L-1); the norms of l2 and lp through
@@ -242,6 +245,10 @@ def log_velocity(
     beta_abs_log = X
     z = jnp.sum(mu * sigma * jnp.exp(beta_abs_log))
     a = spec.log_factor(x, X, E, rho, mu, sigma, z, loss, p)  # ValueError for linf
+    if spec.method is Method.LP:
+        # A column held at 0 (p > 2: every x_lj at LOG_ZERO) has w_hat = 0 (its G is 0):
+        # factor 1, so that exp(X_j) a = 0 and not 0 x inf.
+        a = jnp.where(jnp.all(x <= 0.5 * LOG_ZERO, axis=0)[None, :], 1.0, a)
     prod_a = jnp.prod(a, axis=0) if layers is None else jax.lax.integer_pow(a[0], layers)
     z_hat = jnp.sum(mu * sigma * jnp.exp(beta_abs_log) * prod_a)
     log_rate = loss.log_inv_slope(z_hat)
@@ -255,10 +262,9 @@ LOG_NOT_LINF = (
     "solver.coords = 'log' does not apply to linf-SAM (its weights slide at 0); "
     "use coords = 'linear' or drop 'linf' from methods"
 )
-LOG_NOT_LP = (
-    "solver.coords = 'log' does not apply to lp-SAM with p > 2 (its weights reach 0 one by one); "
-    "use coords = 'linear' or p <= 2"
-)
+#: log|w| of a weight held at exactly 0 in log coordinates (and in `_log_abs_beta`):
+#: exp(LOG_ZERO) is 0 in float64, and sums of L of them stay finite.
+LOG_ZERO = -1.0e4
 LOG_ONE_SAMPLE = "solver.coords = 'log' needs one sample (data.mu); use coords = 'linear'"
 LOG_NONZERO = (
     "solver.coords = 'log' needs every init alpha > 0 (the log of a weight at 0 is -inf); "
@@ -274,11 +280,13 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method", p=Non
     """Why a cell (or a batch of cells) may not be solved in log coordinates, in
     one line naming `solver.coords`; None when it may.
 
-    Allowed: gd, l2, usam and lp with p <= 2 (`p`, lp's exponent) on one sample {(mu, +1)} when no initial weight is 0
-    and sign(prod_l w_lj(0)) = sign(mu_j) for every j with mu_j != 0. By the
-    sign symmetries of the diagonal network this is the all-positive case, in
-    which the flows keep every weight away from 0 (it can only reach 0 by the
-    l2 collapse of all weights at once, an event of the solver). Host-side
+    Allowed: gd, l2, usam and lp (any p; `p`, lp's exponent, is not needed) on one
+    sample {(mu, +1)} when no initial weight is 0 and sign(prod_l w_lj(0)) =
+    sign(mu_j) for every j with mu_j != 0. By the sign symmetries of the diagonal
+    network this is the all-positive case, in which the flows keep every weight
+    away from 0 but by the solver's events: the collapse of all weights at once
+    (l2, lp), and under lp with p > 2 a column arriving at 0 as a whole, captured
+    as in linear coordinates and held at `LOG_ZERO` (docs/theory.md s.4.3). Host-side
     check on NumPy arrays `W0` of shape (L, d) or (B, L, d); `W0` or `data`
     None skips the checks that need it (a config before its data are read).
     """
@@ -286,8 +294,6 @@ def log_coords_problem(W0, data: "Dataset | None", method: "str | Method", p=Non
 
     if not Method.parse(method).spec.log_coords:
         return LOG_NOT_LINF
-    if Method.parse(method) is Method.LP and p is not None and p > 2:
-        return LOG_NOT_LP
     if data is not None and data.X.shape[0] != 1:
         return LOG_ONE_SAMPLE
     if W0 is None:

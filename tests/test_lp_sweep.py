@@ -47,8 +47,8 @@ def test_flow_entries_and_labels():
                          "got 1.0"),
     ({"lp": {"p": [3, 0.5]}}, "config: lp.p: must be a number with 1 < p < inf (the lp ball's exponent; \"linf\" is "
                               "p = inf), got 0.5"),
-    ({"lp": {"p": float("inf")}}, "config: lp.p.0: non-finite value: give a finite number (nan and inf are not allowed) "
-                                  "(got inf)"),
+    ({"lp": {"p": float("inf")}}, "config: lp.p.0: non-finite value: give a finite number (nan and inf are not allowed); "
+                                  "lp-SAM with p = inf is the method \"linf\": list \"linf\" in methods (got inf)"),
     ({"lp": {"p": float("nan")}}, "config: lp.p.0: non-finite value"),
     ({"lp": {"p": "3"}}, "config: lp.p: Input should be a valid list; a number is written without quotes (got '3')"),
     ({"lp": {"p": True}}, "config: lp.p: Input should be a valid list (got True)"),
@@ -230,23 +230,19 @@ def _two_samples(data: dict, extra: dict, p=(1.5, 3, 4)) -> str:
                       "output": {"figures": False}})
 
 
-@pytest.mark.parametrize("data, extra, start", [
-    ({"mu": [0.5, 1.0]}, {"solver": {"coords": "log"}}, "solver.coords = 'log' does not apply to lp-SAM with p > 2"),
-])
-def test_cli_refuses_lp_p_above_2_where_the_engine_would(tmp_path, capsys, data, extra, start):
-    np.savez(tmp_path / "two.npz", X=np.array([[1.0, 0.5], [0.3, 1.0]]), y=np.array([1.0, 1.0]))
+def test_cli_reads_lp_p_above_2_in_log_coordinates(tmp_path):
+    """Issue 36: log coordinates with p > 2 were the last refusal of lp's exponent
+    ("solver.coords = 'log' does not apply to lp-SAM with p > 2"); such a config is
+    read now and the engine's rule finds nothing against it, while a cell that log
+    coordinates cannot hold (signs against mu) is still refused in one line."""
+    from samflow.config._sweep import rule_problems
+
     cfg = tmp_path / "lp3.toml"
-    cfg.write_text(_two_samples(data, extra))
-    out = tmp_path / "out"
-    assert main([str(cfg), "--out", str(out), "--quiet"]) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, captured.err
-    assert lines[0].startswith(f"error: {cfg}: {start}"), lines[0]
-    assert not out.exists()  # no folder, no .partial/: the rerun is not asked for --resume
-    # The same config with every p <= 2 is accepted (the rule is lp's with p > 2 only).
-    cfg.write_text(_two_samples(data, extra, p=[1.5]))
-    load_config(cfg)
+    cfg.write_text(_two_samples({"mu": [0.5, 1.0]}, {"solver": {"coords": "log"}}))
+    loaded = load_config(cfg)
+    assert rule_problems(loaded, sf.single_sample(np.array([0.5, 1.0]))) == []
+    bad = rule_problems(loaded, sf.single_sample(np.array([0.5, -1.0])))
+    assert bad and all("sign(prod_l w_lj(0)) = sign(mu_j)" in line for line in bad), bad
 
 
 def test_lp_p_above_2_on_two_samples_is_accepted(tmp_path):

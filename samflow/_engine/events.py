@@ -17,7 +17,7 @@ import numpy as np
 import optimistix as optx
 from jaxtyping import Array, Float, Int
 
-from ..flows import Clock, Method
+from ..flows import LOG_ZERO, Clock, Method
 from ..diagonal_net import beta as beta_of
 from .field import SamField, _sliding_parts, r_unit
 from .singular import _BIG, _R_OFFSET, _critical_cond, _rsurface_active, arrival_margin
@@ -75,8 +75,9 @@ def _cross_condition(ev, t, y, args):
     rho = args.rho
     scale = jnp.where(rho > 0, rho, 1.0)
     if ev.field.method is Method.LP:
-        dW, _ = ev.field(t, y, args)
-        value = arrival_margin(y[0], dW, args.memory, ev.field.p, ev.capture_radius * rho, t, args.data, ev.field.loss) / scale
+        dW, _ = ev.field.velocity_W(y[0], y[1], args)  # in linear coordinates, also from log ones
+        W = ev.field.to_W(y[0])
+        value = arrival_margin(W, dW, args.memory, ev.field.p, ev.capture_radius * rho, t, args.data, ev.field.loss) / scale
     else:
         value = y[0] * args.memory / scale
     if args.rmem is not None:
@@ -179,7 +180,7 @@ class EventSet(eqx.Module):
         """The events of a cell of `field` at this depth (`multi`: linf on
         multi-sample data; `r_scale` = max|X| there, else None)."""
         names = list(field.method.spec.events_at(depth))
-        if field.log_coords:  # no weight reaches 0 there (lp with p <= 2: `log_coords_problem`)
+        if field.log_coords and field.method is not Method.LP:  # no weight reaches 0 there (`log_coords_problem`)
             names = [k for k in names if k != "cross"]
         if multi:
             names += ["rcross", "rexit"]
@@ -222,7 +223,7 @@ def _start_events(values, start_collapsed, finite):
 # The lead condition of the switch times (docs/theory.md s.5, `samflow.switches`).
 _OFFSET = 1e-12  # the lead condition's offset (module docstring)
 _TIE = 1e-9  # relative tie of |beta| (as `samflow.analysis.tied`)
-_LOG_ZERO = -1.0e4  # log|w| of a weight that is exactly 0
+_LOG_ZERO = LOG_ZERO  # log|w| of a weight that is exactly 0
 
 
 def _log_abs_beta(field: SamField, Y) -> Float[Array, " d"]:

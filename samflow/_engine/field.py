@@ -115,6 +115,8 @@ def _velocity(W, s, rho, data, memory, frozen, track, method, clock, loss, sign=
     """
     if sign is not None:
         dW, log_rate = log_velocity(W, sign, rho, method, data, loss, clock is Clock.TAU, p, layers)
+        if method is Method.LP:  # p > 2: a column held at 0 (x = LOG_ZERO)
+            dW = jnp.where(frozen, 0.0, dW)
     elif rsurf is not None:
         return _linf_multi_field(W, rho, data, memory, frozen, *rsurf[:2], loss, rsurf[2]), jnp.zeros_like(s)
     else:

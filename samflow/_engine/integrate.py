@@ -236,7 +236,7 @@ def solve(
 
     **Raises:** `ValueError` (one line, before anything is compiled) for an
     unknown method or clock, a bad or missing p (or p with a method other than
-    "lp"), log coordinates with lp and p > 2, a depth < 1, a rho that is negative, non-finite,
+    "lp"), a depth < 1, a rho that is negative, non-finite,
     empty or not 1-D, an alpha of a wrong shape or (shared) not finite, bad
     save times, data that is not a finite `Dataset`, or the tau clock on
     multi-sample data. A cell that fails raises nothing: see its `status`.

@@ -204,7 +204,10 @@ def _after_event(c: CellState, *, field, events, args, rho, data, multi, t_final
     held = frozen & ~c.frozen
     t_capture, W_capture = c.t_arrive_capture, c.W_arrive_capture
     if field.method is Method.LP:
-        ddW_end = jax.jvp(lambda Y, s: field.velocity_W(Y, s, args)[0], (Y_end, s_end), (dW_end, ds_end))[1]
+        # d/dclock of dW/dclock along the flow: the tangent is the state's own velocity
+        # (dY = dW in linear coordinates, dx = dW / W in log ones)
+        dY_end = field(t_end, (Y_end, s_end), args)[0]
+        ddW_end = jax.jvp(lambda Y, s: field.velocity_W(Y, s, args)[0], (Y_end, s_end), (dY_end, ds_end))[1]
         t_arrive = t_end + arrival_time(W_end, dW_end, ddW_end, c.memory, field.p)
         t_capture = jnp.where(held, t_end, t_capture)
         W_capture = jnp.where(held, W_end, W_capture)

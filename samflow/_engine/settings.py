@@ -199,7 +199,7 @@ class SolverSettings:
       read that name, with a FutureWarning naming `max_runs`.)
     - `loss`: "logistic" or "exponential".
     - `coords`: the state the solver integrates: "linear" (default; the weights
-      W) or "log" (x = log|W| with the signs held fixed; gd, l2 and usam on one
+      W) or "log" (x = log|W| with the signs held fixed; gd, l2, usam and lp on one
       sample with sign(prod_l w_lj(0)) = sign(mu_j) only, see
       `samflow.flows.log_coords_eligible`). In log coordinates a suppressed
       coordinate never underflows to 0 (docs/theory.md s.4: in linear coordinates

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ..datasets import Dataset
-from ..flows import Method
+from ..flows import LOG_ZERO, Method
 from ..diagonal_net import beta as beta_of
 from ..diagonal_net import grad_loss, loss_value, residual
 from .cell_state import CellState
@@ -506,7 +506,9 @@ def _cross_or_slide(
     unequal layers arriving: not followed, status SURFACE). `nonunique`: a
     whole column at 0 whose continuation is not unique (`_column_decision`),
     held at 0 all the same (status NONUNIQUE). Returns
-    (W_next, memory, frozen, col_mixed, nonunique); W_next is the next run's state."""
+    (Y_next, memory, frozen, col_mixed, nonunique): Y_next is the next run's state,
+    the weights, or in log coordinates x = log|W| with a weight at 0 held at
+    `LOG_ZERO` (lp with p > 2: a column arriving at 0 as a whole)."""
     method, clock, loss = field.method, field.clock, field.loss
     rho, data = args.rho, args.data
     L = W_end.shape[0]
@@ -514,7 +516,10 @@ def _cross_or_slide(
     dist = (arrival_margin(W_end, dW_end, c.memory, field.p, capture, t_end, data, loss) if method is Method.LP
             else W_end * c.memory)
     at_zero = crossed & active & (dist <= 1e-9 * rho)
-    W_next = jnp.where(at_zero, 0.0, W_end) if not field.log_coords else Y_end
+    W_zero = jnp.where(at_zero, 0.0, W_end)
+    # in log coordinates (lp) a weight at 0 is held at x = LOG_ZERO (exp underflows to 0)
+    Y_next = jnp.where(at_zero, LOG_ZERO, Y_end) if field.log_coords else W_zero
+    W_next = W_zero
     col_mixed = nonunique = jnp.asarray(False)
     if multi and L % 2 == 0:
         # a column wholly at 0 now (its last weights arriving, the others held) is decided jointly
@@ -538,7 +543,7 @@ def _cross_or_slide(
             col_mixed = jnp.any(at_zero & ~balanced_columns(W_end)[None, :] & hovers(W_end, c.memory, data, loss)[None, :])
     else:
         memory, frozen = c.memory, c.frozen
-    return W_next, memory, frozen, col_mixed, nonunique
+    return Y_next, memory, frozen, col_mixed, nonunique
 
 
 def _separable(data: Dataset):

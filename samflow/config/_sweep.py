@@ -352,7 +352,7 @@ class SolverConfig(_Strict):
     """Most runs of steps per cell (a run ends at an event: slide, switch); unset: the engine's
     default. `max_segments`, its name before 0.3, is read as this key with a FutureWarning."""
     coords: Literal["linear", "log"] = SolverSettings.coords
-    """Values: "linear": integrate W; "log": integrate x = log|W| (gd, l2, usam on one sample): no underflow of
+    """Values: "linear": integrate W; "log": integrate x = log|W| (gd, l2, usam, lp on one sample): no underflow of
     suppressed coordinates, and the fast choice for l2 charts at d >= 50 (with rtol = 1e-10 and batch_size
     = 16)."""
     reduce: Literal["auto", "all", "off"] = SolverSettings.reduce
@@ -576,8 +576,8 @@ def rule_problems(cfg: "SweepConfig", data: "Dataset | None") -> list[str]:
     whole grid of `cfg`, one line each naming the key to change; `data` None (a
     data file not read yet) skips the rules that need it.
 
-    "lp" runs once per `[lp] p` and its rule (log coordinates need p <= 2) is that
-    of its largest p, so it is checked once, there. The inits matter for log
+    "lp" runs once per `[lp] p`, and no rule depends on p any more (issue 36: log
+    coordinates apply to every p), so it is checked once, at its largest p. The inits matter for log
     coordinates (every cell's W(0), the `[init]` pattern scaled by alpha).
     """
     pattern = cfg.init_pattern(data.d) if data is not None and cfg.init is not None else None
