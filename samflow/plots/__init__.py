@@ -218,7 +218,7 @@ def _end_text(m: str, status: int, t_ev: float) -> str:
     if status == int(Status.SLID):
         return "slid to 0" if m == "linf" else "some weights slid to 0"
     if status == int(Status.NONUNIQUE):
-        return f"held at 0 (not unique) from t = {t_ev:.3g}"
+        return f"not unique at t = {t_ev:.3g}: one solution followed"
     if status in _COMPLETED:
         return "at a critical point" if status == int(Status.CRITICAL) else ""
     word = _STATUS_WORDS.get(_status_name(status), _status_name(status).lower())
@@ -271,8 +271,8 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
     start equal, as with w(0) = alpha 1, separate visibly), a dotted line with
     "a->b" at every switch of the dominant feature argmax_j |beta_j| (leads tied
     to 1e-9 are not switches; at its exact time where the file has `switch_time`,
-    else at the first save time after it), a dashed line at a collapse / blow-up / stall
-    (`event_time`), and the loss on a second, linear axis (grey, dashed). Its
+    else at the first save time after it), a dashed line at an event (a collapse,
+    blow-up, stall, or a decision that is not unique; `event_time`), and the loss on a second, linear axis (grey, dashed). Its
     title names the method and alpha, the order of the dominant features
     (docs/theory.md s.5) and how the trajectory ended; only l2-SAM panels name a
     regime (regimes 1/2/3 are defined for l2-SAM, docs/theory.md s.3).
@@ -323,7 +323,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
         labels.append(f"the other {d - len(named)} features (thin; colour by index)")
     handles += [plt.Line2D([], [], color="0.45", ls="--"), plt.Line2D([], [], color="0.55", ls=":"),
                 plt.Line2D([], [], color="k", ls="--")]
-    labels += ["loss", r"switch of the dominant feature $a \to b$", "collapse / blow-up / stall"]
+    labels += ["loss", r"switch of the dominant feature $a \to b$", "event: collapse, blow-up, stall, a decision not unique"]
     fig.suptitle(
         rf"$|\beta_j(t)|$ at $\rho={rho_v:g}$, depth {ds.attrs.get('depth', '?')}: feature {minor_feature(ds)} is the "
         f"most minor, {major_feature(ds)} the major one\n(linear time, each panel up to 1.6 x the time of its last change: "
