@@ -199,6 +199,11 @@ def _rsurface_event(W, rho, data, memory, frozen, rmem, rslide, ra, roff, crosse
     separate = (_separable(data)[j] & (L == 1))  # depth 1, a coordinate of its own: a hold
     three = crossed & (two | (sliding & jnp.any(others)) | (jnp.sum(others) > 1))
     pair = crossed & ~three & (sliding | jnp.any(others)) & ~separate
+    if data.X.shape[0] <= 2:
+        # One or two samples: the field has no two-surface form (`_sliding_parts`), since two
+        # distinct surfaces meet only where g = 0. A meeting read as one (columns proportional
+        # to just above PROPORTIONAL_TOL) is not followed: SURFACE, never a half-kept pair.
+        three, pair = three | pair, jnp.zeros_like(pair)
     single = crossed & ~three & ~pair
     same, sign, _ = surface_groups(data)  # j's surface is that of its group: all flip together
     starts = single & (side == 0)
