@@ -917,6 +917,7 @@ def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
             return Y.reshape(L, d)
 
     last_cross = {}
+    r_side = {}  # the side of r_c = 0 a residual crossed to in the run just ended
     t = 0.0
     for _ in range(max_runs):
         if equal:
@@ -926,6 +927,13 @@ def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
         sgn = np.sign(state)
         phi0 = residual(W, X, y)
         rs = np.sign(phi0)
+        # A run that starts at an r crossing starts where the root finder put it, within
+        # its tolerance on either side of r_c = 0: the side is the one r crossed to (its
+        # sign at the root is the last bits of the machine's arithmetic; read from them,
+        # the same crossing could fire again at once, run after run).
+        for c, side in r_side.items():
+            rs[c] = side
+        r_side = {}
         fns, tags = [], []
         for i in range(state.size):
             if sgn[i] != 0 and not (equal and held[i]):
@@ -988,6 +996,7 @@ def lp_solve(X, y, L, rho, p, W0, t_end, saves, rtol=1e-12, max_runs=200):
                     last_cross[j] = t
                     events.append((t, "cross", [int(l), int(j)]))
             else:
+                r_side[groups[ix][0]] = -rs[groups[ix][0]]
                 events.append((t, "rcross", list(groups[ix])))
         if equal:
             wrow = to_w(state)

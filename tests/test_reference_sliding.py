@@ -57,6 +57,24 @@ def test_fixture_reproduced_by_write():
     assert same and b <= 1e-10 and t <= 1e-10
 
 
+def test_an_r_crossing_fires_once_whichever_side_its_root_lands():
+    """lp's r_c = 0 crossing (kind "rcross") restarts the run on the side r crossed to,
+    not on the sign of r at the located root (its last bits): the fixture's lp3 cell
+    with one rcross, its rows scaled by 1 + k 2e-16 j (still equal layers), crosses once
+    and finishes every time. Read from the root's sign, 4 of these 6 fired the same
+    crossing again at once, run after run, to MAX_RUNS (the fixture test failed that
+    way on an AVX-512 machine, whose numpy rounds otherwise)."""
+    (c,) = [c for c in _fixture() if c["case"] == "lp3_two_samples"
+            and sum(e[1] == "rcross" for e in c["events"]) == 1]
+    ref = np.array([[np.nan if v is None else v for v in row] for row in c["beta"]], float)
+    for k in range(6):
+        W0 = np.array(c["W0"]) * (1 + k * 2e-16 * np.arange(1, len(c["W0"][0]) + 1))[None, :]
+        r = R.lp_solve(np.array(c["X"]), np.array(c["y"]), c["L"], c["rho"], c["p"], W0, c["horizon"], c["saves"])
+        assert r["status"] == "FINISHED", (k, r["status"])
+        assert [e[1] for e in r["events"]] == ["rcross"], k
+        assert np.nanmax(np.abs(r["beta"] - ref)) <= 1e-8 * np.nanmax(np.abs(ref)), k
+
+
 @pytest.mark.slow
 def test_slow_cases_reproduced_by_write():
     """`test_fixture_reproduced_by_write` for the cases of `SLOW_CASES` (about 2 minutes)."""
