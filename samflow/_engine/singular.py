@@ -32,6 +32,17 @@ _BIG = 1e300
 _R_OFFSET = 1e-12
 
 
+def _both_sides(one_sided, L, d):
+    """`one_sided(c, side)` at every weight c (flat index) and side +1, -1: (f_plus,
+    f_minus), each (L, d), from ONE vmap over the 2 L d pairs, so that the program
+    holds one traced copy of the field where two vmaps held two."""
+    n = L * d
+    c = jnp.tile(jnp.arange(n), 2)
+    side = jnp.repeat(jnp.asarray([1.0, -1.0]), n)
+    f = jax.vmap(one_sided)(c, side)
+    return f[:n].reshape(L, d), f[n:].reshape(L, d)
+
+
 def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, loss, rsurf=None, p=None):
     """For weights at exactly 0 (`candidates`), decide slide or leave, from the
     one-sided limits of the field (Filippov): returns (memory, frozen) updated.
@@ -40,15 +51,13 @@ def _slide_decision(W, s, rho, data, memory, frozen, candidates, method, clock, 
     equal layers its whole column is 0 and so is eps there, docs/theory.md s.2
     (lp-SAM)), any other leaves to the side its velocity points to."""
     L, d = W.shape
-    flat = jnp.arange(L * d)
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
         dW, _ = _velocity(W, s, rho, data, mem, frozen, True, method, clock, loss, rsurf=rsurf, p=p)
         return dW.reshape(-1)[c]
 
-    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
-    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    f_plus, f_minus = _both_sides(one_sided, L, d)
     out_plus = f_plus > 0
     out_minus = f_minus < 0
     came_from = memory
@@ -90,7 +99,6 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None, ra=Non
     Returns (memory, frozen, released, ambiguous): (L, d), (L, d), (L, d), ().
     """
     L, d = W.shape
-    flat = jnp.arange(L * d)
 
     def one_sided(c, side):
         mem = memory.reshape(-1).at[c].set(side).reshape(L, d)
@@ -98,8 +106,7 @@ def _rehold(W, rho, data, memory, frozen, rmem, rslide, loss, joint=None, ra=Non
         dW = _linf_multi_field(W, rho, data, mem, jnp.zeros_like(frozen), rmem, rslide, loss, ra)
         return dW.reshape(-1)[c]
 
-    f_plus = jax.vmap(lambda c: one_sided(c, 1.0))(flat).reshape(L, d)
-    f_minus = jax.vmap(lambda c: one_sided(c, -1.0))(flat).reshape(L, d)
+    f_plus, f_minus = _both_sides(one_sided, L, d)
     out_plus = frozen & (f_plus > 0)
     out_minus = frozen & (f_minus < 0)
     one_way = out_plus ^ out_minus
