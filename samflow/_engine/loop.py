@@ -228,12 +228,19 @@ def _steps_until_ends(problem, state: LoopState, ts, n_queue, n, width, slots):
     Returns (lanes, outs, iters, tried, ends, handle): the state after the
     iterations taken, and the tried steps and ending runs of the iteration that
     must hand them over (`handle`; False: no lane is busy), not taken."""
-    tried0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(problem.try_steps, state.lanes))
+    # try_steps traced ONCE: its jaxpr gives the carry's shapes and is the loop's step (tracing
+    # it again for the shapes alone took a fifth of a program's tracing time)
+    step, shapes = jax.make_jaxpr(problem.try_steps, return_shape=True)(state.lanes)
+    tried0 = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+    out_tree = jax.tree.structure(shapes)
+
+    def try_steps(lanes):
+        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(step.jaxpr, step.consts, *jax.tree.leaves(lanes)))
 
     def body(c):
         lanes, outs, iters = c[:3]
         busy = lanes.cell < n
-        tried = problem.try_steps(lanes)
+        tried = try_steps(lanes)
         ends = busy & problem.run_ends(tried)
         handle = _handle_ends(ends, busy, state.nxt, n_queue, slots)
         moving = busy & ~ends & ~handle
