@@ -240,7 +240,6 @@ class _Engine(eqx.Module):
         t0, t1 = rec.t0, lane.tnext
         y0 = (rec.Y, rec.s)
         y1, y_err, dense, f1 = _erk_step(type(solver).tableau, field, t0, t1, y0, args, lane.f0)
-        sres = diffrax.RESULTS.successful
         y_err = jax.tree.map(lambda x: jnp.where(jnp.isnan(x), jnp.inf, x), y_err)
         keep, t_new, tnext, _, pid, cres = self.controller(field, lane.w_scale).adapt_step_size(
             t0, t1, y0, y1, args, y_err, solver.error_order(term), lane.pid
@@ -251,7 +250,7 @@ class _Engine(eqx.Module):
         v1 = _no_event_value(self.events(field, lane.w_scale, lane.lead), t_new, y1, args)
         v1 = jnp.where(keep, v1, lane.v)
         event = keep & (lane.v > 0) & (v1 <= 0)
-        failed = (sres != diffrax.RESULTS.successful) | (cres != diffrax.RESULTS.successful)
+        failed = cres != diffrax.RESULTS.successful  # the step itself (`_erk_step`) cannot fail
         horizon = keep & ~event & (t_new >= t_final)
         out_of_steps = (lane.run_steps + 1 >= self.settings.max_steps) & ~event & ~horizon
         return _Tried(
@@ -534,10 +533,8 @@ def _reductions(engines, family, index, settings, c0, sw0, W0, rho, sign, w_scal
         if len(family) == 1:
             red, red_ok, red_sw = reduce()
         else:
-            def skip():
-                shape = jax.eval_shape(reduce)
-                red, red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape)
-                return c0, red_ok, red_sw
+            def skip():  # no cell reduced: the records stay c0's (without tracing the reduction again for its shapes)
+                return c0, jnp.zeros(W0.shape[:1], bool), sw0
             red, red_ok, red_sw = jax.lax.cond(jnp.asarray(index) == l2, reduce, skip)
         c0 = _where_rows(red_ok, red, c0)
         sw0 = None if sw0 is None else _where_rows(red_ok, red_sw, sw0)
@@ -550,11 +547,8 @@ def _reductions(engines, family, index, settings, c0, sw0, W0, rho, sign, w_scal
         def equal_of(e):
             return lambda: solve_equal_layers(e, c0, W0, rho, sign, w_scale, lead0, t1_floor)
 
-        shape = jax.eval_shape(equal_of(engines[equal.index(True)]))
-
-        def skip():
-            red_ok, red_sw = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shape[1:])
-            return c0, red_ok, red_sw
+        def skip():  # no cell reduced: the records stay c0's (without tracing the reduction again for its shapes)
+            return c0, jnp.zeros(W0.shape[:1], bool), sw0
 
         red, red_ok, red_sw = _switch(index, [equal_of(e) if ok else skip for e, ok in zip(engines, equal)])
         c0 = _where_rows(red_ok, red, c0)
