@@ -204,9 +204,9 @@ def check_p(method, p) -> "float | None":
 def p_array(method, p):
     """The p of a batch program: a float64 scalar (NaN for methods without p),
     passed traced so that one compilation serves every p."""
-    import numpy as np
+    from ._util.arrays import device_array
 
-    return jnp.asarray(np.nan if p is None else p, jnp.float64)
+    return device_array(float("nan") if p is None else p, jnp.float64)
 
 
 def dual_exponent(p):

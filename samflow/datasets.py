@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from ._util.arrays import device_array
 from ._util.checks import check_count
 from ._margin import max_margin_beta
 from ._util.x64 import float64
@@ -83,7 +84,7 @@ class Dataset(eqx.Module):
         if not np.all(np.isin(y, (-1.0, 1.0))):
             raise ValueError("y must contain only the labels -1 and +1")
         with float64():  # float64 arrays even in a float32 program
-            return cls(X=jnp.asarray(X), y=jnp.asarray(y))
+            return cls(X=device_array(X), y=device_array(y))
 
     @property
     def n(self) -> int:

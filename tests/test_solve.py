@@ -314,6 +314,25 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     np.testing.assert_allclose(np.asarray(b.beta), np.asarray(full.beta)[:7, :13], rtol=1e-5, atol=1e-9)
 
 
+def test_a_solve_compiles_no_program_but_its_own():
+    """A call's data and cells reach the device, and a single cell's outputs leave the
+    batch axis, through the host (`samflow._util.arrays.device_array`): `jnp.asarray`
+    of host data and `x[0]` of a device array each compile a one-op program at every
+    new shape (`stage`, `convert_element_type`, `squeeze`, ...: 10-40 ms each in a fresh
+    process, a dozen of them in a first `samflow.solve`). On shapes no other test uses
+    (d = 11, three save times), the solver's program is the only one compiled, with one
+    constant of its trace (`convert_element_type`)."""
+    import re
+
+    with compilations("") as seen:
+        data = sf.Dataset.from_arrays(np.linspace(0.1, 1.1, 11)[None], np.array([1.0]))
+        tr = sf.solve("gd", data, alpha=0.2, rho=0.0, ts=np.array([0.5, 1.0, 2.0]), depth=1)
+    names = {re.search(r"jit\((\w+)\)", m).group(1) for m in seen}
+    assert "_solve_batch_program" in names and names <= {"_solve_batch_program", "convert_element_type"}, names
+    assert tr.beta.shape == (3, 11) and tr.W.shape == (3, 1, 11)
+    np.testing.assert_array_equal(np.asarray(tr.beta[0]), np.asarray(tr.W[0, 0]))  # depth 1: beta = w
+
+
 def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12):
     """rtol and atol reach the lane engine traced (`SolverSettings.program_key`): solves at
     three tolerances compile one program, and each has the bits of the program made for its

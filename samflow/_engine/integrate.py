@@ -19,11 +19,11 @@ from jaxtyping import Array, ArrayLike, Float
 from ..datasets import Dataset
 from ..flows import Clock, Method
 from .._methods import check_p, p_array
-from ..diagonal_net import init_weights
 from .._util.cache import StoredProgram
 from .lanes import DEFAULT_LANES, program_family, solve_lanes
 from .settings import STUCK_INIT, SolverSettings, stuck_inits, _float_array, _brief, check_data, check_depth, check_rho, check_save_times
 from .solution import Trajectory
+from .._util.arrays import device_array
 from .._util.x64 import compile_options, in_float64, require_float64
 
 __all__ = ["solve", "solve_cell", "batch_cells"]
@@ -86,23 +86,25 @@ def canonical_shapes(W0, rho, ts):
     is). A cell's numbers do not depend on the number of cells or on save times
     after its own (docs/theory.md s.4: the same bits at any batching); `unpad`
     drops the padding."""
+    W0, rho, ts = np.asarray(W0), np.asarray(rho), np.asarray(ts)  # padded on the host: nothing compiled
     n, n_save = W0.shape[0], ts.shape[0]
     pad_n, pad_s = bucket(n) - n, bucket(n_save) - n_save
     if pad_n:
-        W0 = jnp.concatenate([W0, jnp.full((pad_n,) + W0.shape[1:], jnp.nan, W0.dtype)])
-        rho = jnp.concatenate([rho, jnp.zeros((pad_n,), rho.dtype)])
+        W0 = np.concatenate([W0, np.full((pad_n,) + W0.shape[1:], np.nan, W0.dtype)])
+        rho = np.concatenate([rho, np.zeros((pad_n,), rho.dtype)])
     if pad_s:
-        ts = jnp.concatenate([ts, jnp.full((pad_s,), ts[-1], ts.dtype)])
-    return W0, rho, ts
+        ts = np.concatenate([ts, np.full((pad_s,), ts[-1], ts.dtype)])
+    return device_array(W0), device_array(rho), device_array(ts)
 
 
 def unpad(traj: Trajectory, n: int, n_save: int) -> Trajectory:
     """The first `n` cells and `n_save` save times of a `Trajectory` solved at
-    `canonical_shapes`."""
+    `canonical_shapes`, cut on the host (`device_array`: slicing a device array
+    compiles a one-op program at every new shape)."""
     if traj.ts.shape[-1] == n_save and traj.status.shape[0] == n:
         return traj
     return Trajectory(**{
-        f.name: (lambda x: x[:n, :n_save] if f.name in _PER_SAVE else x[:n])(getattr(traj, f.name))
+        f.name: device_array((lambda x: x[:n, :n_save] if f.name in _PER_SAVE else x[:n])(np.asarray(getattr(traj, f.name))))
         for f in dataclasses.fields(traj)
     })
 
@@ -182,13 +184,13 @@ def batch_cells(alpha: ArrayLike, rho: ArrayLike, depth: int, d: int, *, alpha_b
                 f"alpha must be finite, got {_brief(alpha)} (per-cell inits with alpha_batched=True "
                 "may hold NaN: those cells get status NONFINITE_INPUT)"
             )
-        W0 = np.broadcast_to(np.asarray(init_weights(a, depth, d)), (B, depth, d))
+        W0 = np.broadcast_to(a, (B, depth, d))  # `init_weights` (its shapes checked above), on the host
     stuck = stuck_inits(np.asarray(W0))
     if stuck.any():
         i = int(np.argmax(stuck))
         where = f"alpha[{i}] (cell {i})" if alpha_batched else "alpha"
         raise ValueError(f"{where}: {STUCK_INIT.format(depth=depth)}")
-    return jnp.asarray(W0), jnp.asarray(rho_b), batched
+    return device_array(W0, np.float64), device_array(rho_b, np.float64), batched
 
 
 @in_float64
@@ -258,18 +260,18 @@ def solve(
     if not isinstance(settings, SolverSettings):
         raise ValueError(f"settings must be a samflow.SolverSettings, got {type(settings).__name__}")
     check_data(data)
-    ts = jnp.asarray(check_save_times(ts))
+    ts = check_save_times(ts)
     W0, rho_b, batched = batch_cells(alpha, rho, depth, data.d, alpha_batched=alpha_batched)
     settings = settings.resolved(method, np.asarray(W0), data, clock, p)
     family = program_family(method, data.X.shape[0], settings.coords, among=(method,))  # the method alone
-    index = jnp.asarray(family.index(method), jnp.int32)
+    index = device_array(family.index(method), np.int32)
     n, n_save = W0.shape[0], ts.shape[0]
     W0, rho_b, ts = canonical_shapes(W0, rho_b, ts)
     # rtol and atol traced (`SolverSettings.program_key`): one program for every tolerance.
-    key, tol = settings.program_key(), jnp.asarray(settings.tolerances())
+    key, tol = settings.program_key(), device_array(settings.tolerances())
     # A stored program (samflow._util.cache): loaded, not traced, when a session has made it before.
     out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)
     out = unpad(out, n, n_save)
-    if not batched:
-        out = jax.tree_util.tree_map(lambda x: x[0], out)
+    if not batched:  # through the host: x[0] of a device array compiles two one-op programs per shape
+        out = jax.tree_util.tree_map(lambda x: device_array(np.asarray(x)[0]), out)
     return out

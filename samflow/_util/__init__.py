@@ -9,4 +9,5 @@
 - `lock`: one run per results folder.
 - `progress`: progress bars on a terminal, plain lines in a log.
 - `checks`: one rule and one message for counts, sizes and float64 inputs.
+- `arrays`: host data onto the device without compiling anything (`device_array`).
 """
