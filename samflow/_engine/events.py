@@ -155,6 +155,14 @@ _CONDITIONS = {
 }
 
 
+
+@eqx.filter_jit
+def _event_values(events, t, y, args):
+    """`EventSet.values` as a nested jit (as `samflow._engine.field._velocity`): the calls
+    of a program with the same shapes (a step's end, a run's start, the root finder)
+    trace the conditions once."""
+    return jnp.stack([_CONDITIONS[k](events, t, y, args) for k in events.names])
+
 class EventSet(eqx.Module):
     """The event conditions of a cell, as ONE scalar event: `value` is the
     smallest condition (each positive until its event), so that bisection
@@ -190,7 +198,7 @@ class EventSet(eqx.Module):
         return cls(field, tuple(names), settings.capture_radius, gate, settings.blowup_log10, w_scale, r_scale)
 
     def values(self, t, y, args) -> Float[Array, " n_events"]:
-        return jnp.stack([_CONDITIONS[k](self, t, y, args) for k in self.names])
+        return _event_values(self, t, y, args)
 
     def value(self, t, y, args, **kwargs) -> Float[Array, ""]:
         return jnp.min(self.values(t, y, args))
