@@ -155,13 +155,13 @@ _CONDITIONS = {
 }
 
 
-
 @eqx.filter_jit
 def _event_values(events, t, y, args):
     """`EventSet.values` as a nested jit (as `samflow._engine.field._velocity`): the calls
     of a program with the same shapes (a step's end, a run's start, the root finder)
     trace the conditions once."""
     return jnp.stack([_CONDITIONS[k](events, t, y, args) for k in events.names])
+
 
 class EventSet(eqx.Module):
     """The event conditions of a cell, as ONE scalar event: `value` is the

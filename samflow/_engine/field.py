@@ -127,12 +127,13 @@ def _velocity_impl(W, s, rho, data, memory, frozen, track, method, clock, loss, 
     return dW, jnp.where(track, jnp.exp(jnp.minimum(log_rate - s, 700.0)), 0.0)
 
 
-
 #: The field as a nested jit: the calls of a program with the same shapes and static
 #: arguments (the six stages of a step, each at its own time) trace `_velocity_impl` once
 #: and lower to calls of one function, which XLA inlines: the same program and bits,
 #: traced and lowered in less time (a linf program on four samples: 5.5 -> 4.3 s).
 _velocity = eqx.filter_jit(_velocity_impl)
+
+
 def _linf_multi_field(W, rho, data, memory, frozen, rmem, rslide, loss, ra=None):
     """Real-time linf-SAM field on multi-sample data with the sign memory of r.
 
