@@ -341,6 +341,59 @@ def test_trajectories_draw_beta_up_to_5e177_on_a_log_axis(tmp_path, kept_figures
     assert ax.get_ylim()[1] >= 5e177
 
 
+def test_log_axes_are_labelled_in_plain_text_with_matplotlibs_ticks_and_numbers(tmp_path, kept_figures):
+    """`plain_log_labels`: the saved figures' log axes label the ticks matplotlib's
+    default labels (the same ticks, the same numbers), written with Unicode
+    superscripts, not mathtext (whose parse was a tenth of a warm sweep's time)."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    from samflow.plots._common import PlainLogFormatter, plain_log_labels
+
+    fig, ax = plt.subplots()
+    ax.loglog([1e-3, 1e3], [0.02, 0.09])
+    fig.canvas.draw()
+    default = [[t.get_text() for t in axis.get_majorticklabels() + axis.get_minorticklabels()]
+               for axis in (ax.xaxis, ax.yaxis)]
+    plain_log_labels(fig)
+    assert isinstance(ax.xaxis.get_major_formatter(), PlainLogFormatter)
+    assert isinstance(ax.yaxis.get_minor_formatter(), PlainLogFormatter)
+    fig.canvas.draw()
+    plain = [[t.get_text() for t in axis.get_majorticklabels() + axis.get_minorticklabels()]
+             for axis in (ax.xaxis, ax.yaxis)]
+    plt.close(fig)
+    sup = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+    assert default[0][:3] == ["$\\mathdefault{10^{-4}}$", "$\\mathdefault{10^{-3}}$", "$\\mathdefault{10^{-2}}$"]
+    assert plain[0][:3] == ["10\u207b\u2074", "10\u207b\u00b3", "10\u207b\u00b2"]
+    for d_axis, p_axis in zip(default, plain):  # label for label: the same ticks labelled, the same number
+        assert len(d_axis) == len(p_axis)
+        for d_label, p_label in zip(d_axis, p_axis):
+            expect = (d_label.replace("$\\mathdefault{", "").replace("}$", "").replace("\\times", "\u00d7"))
+            if "^{" in expect:
+                base, exponent = expect.split("^{")
+                expect = base + exponent.rstrip("}").translate(sup)
+            assert p_label == expect
+    assert "2\u00d710\u207b\u00b2" in plain[1]  # a minor label with its coefficient
+    # a formatter the figure chose itself is left alone
+    fig, ax = plt.subplots()
+    ax.set_xscale("log")
+    own = LogFormatterSciNotation(labelOnlyBase=True)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.yaxis.set_major_formatter(own)
+    plain_log_labels(fig)
+    assert not isinstance(ax.xaxis.get_major_formatter(), LogFormatterSciNotation)
+    assert isinstance(ax.yaxis.get_major_formatter(), PlainLogFormatter)
+    plt.close(fig)
+    # the sweep's figures: no mathtext left on a log axis' ticks
+    T, d = 6, 5
+    times = np.logspace(-2, 2, T)
+    beta = np.broadcast_to(np.logspace(-3, 1, T)[:, None] * np.arange(1.0, d + 1), (1, 1, 1, T, d)).copy()
+    ds = make_ds(beta, np.zeros((1, 1, 1)), alpha=[1.0], rho=[1.0], times=times, flows=("gd",))
+    plots.plot_trajectories(ds, tmp_path / "traj.png", alphas=[1.0])
+    log_axis = kept_figures[-1].axes[0].yaxis
+    labels = [t.get_text() for t in log_axis.get_majorticklabels() if t.get_text()]
+    assert labels and not any("$" in t for t in labels)
+
+
 def test_trajectories_with_t0_keep_it(tmp_path, kept_figures):
     times = np.r_[0.0, np.logspace(-2, 1, 4)]
     beta = major_first_beta(1, 1, 1, times.size)

@@ -10,6 +10,7 @@ import xarray as xr
 
 from .._util.io import atomic_savefig
 from .._labels import method_text
+from ..plots._common import plain_log_labels
 
 __all__ = ["draw_atlas", "tables"]
 
@@ -19,6 +20,7 @@ _MARKERS = {"linear": "o", "geometric": "s", "random": "^"}
 def _save(fig, out: Path, name: str, dpi: int) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.png"
+    plain_log_labels(fig)
     atomic_savefig(fig, path, dpi=dpi, bbox_inches="tight")
     plt.close(fig)
     return path

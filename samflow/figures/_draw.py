@@ -22,6 +22,7 @@ from ..plots import (
     regime_image,
     with_blow_up,
 )
+from ..plots._common import plain_log_labels
 from ._context import SETTINGS, Context
 
 
@@ -33,6 +34,7 @@ DPI = 130
 
 def _save(fig, ctx: Context, stem: str) -> str:
     png = ctx.out_dir / f"{stem}.png"
+    plain_log_labels(fig)
     atomic_savefig(fig, png, dpi=DPI, bbox_inches="tight")
     atomic_savefig(fig, png.with_suffix(".pdf"), bbox_inches="tight")
     plt.close(fig)
@@ -104,6 +106,7 @@ def _regime_handles(missing=(), *, blew_up: bool = False, missing_prefix: str = 
 def _layout_with_legend(fig, handles, *, ncol, title=None, inches=0.75, top=0.95, labels=None):
     """tight_layout leaving `inches` at the bottom for a legend below the panels."""
     frac = inches / fig.get_figheight()
+    plain_log_labels(fig)  # before the layout: it lays out the tick labels
     fig.tight_layout(rect=(0, frac, 1, top))
     kw = dict(loc="lower center", ncol=ncol, frameon=False, fontsize=9, title=title, title_fontsize=9,
               bbox_to_anchor=(0.5, 0.0))

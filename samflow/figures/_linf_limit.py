@@ -15,6 +15,7 @@ from pydantic import Field
 from .. import theory
 from ..analysis import dominant_index, limit_direction
 from ..plots import BLEW_UP_COLOR, BLOWN_UP, MISSING_COLOR, feature_colors, no_value_label, with_blow_up
+from ..plots._common import plain_log_labels
 from ..solver import Trajectory
 from ..status import Status
 from ._context import Context, _Strict, _init, _solve
@@ -322,6 +323,7 @@ def _draw_linf(ctx: Context, run: _LinfRun) -> str:
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.04))
     fig.suptitle(r"$\ell_\infty$-SAM: limit direction $e_{j^*}$, $j^* = \arg\max_{\alpha_j > \rho}\, \mu_j (\alpha_j - \rho)^{L-2}$"
                  f", $\\mu = ({', '.join(f'{m:g}' for m in mu)})$", fontsize=12)
+    plain_log_labels(fig)  # before the layout: it lays out the tick labels
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     png = _save(fig, ctx, "linf_limit")
     return png

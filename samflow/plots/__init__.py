@@ -82,6 +82,7 @@ from ._common import (  # noqa: F401  (moved there; this module keeps the names)
     major_feature as major_feature,
     minor_feature as minor_feature,
     save_png_pdf,
+    plain_log_labels,
     feature_ticks,
     legend_features,
     sequence_text,
@@ -330,6 +331,7 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
         "switch, collapse, slide or the fall of the loss)",
         y=1.02, fontsize=11,
     )
+    plain_log_labels(fig)  # before the layout: it lays out the tick labels
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 5), frameon=False,
                bbox_to_anchor=(0.5, 0.0), fontsize=8.5)
@@ -489,6 +491,7 @@ def plot_regime_chart(ds, path: "str | Path", methods=None) -> Path:
     if all(all_missing):
         title += f": every cell failed, no regime ({no_value_label(failed)[len('no value ('):-1]})"
     fig.suptitle(title)
+    plain_log_labels(fig)  # before the layout: it lays out the tick labels
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save_png_pdf(fig, path, dpi=130)
     plt.close(fig)

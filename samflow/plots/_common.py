@@ -5,10 +5,13 @@ edges of a heat map; the dominant feature and the regime of a results Dataset.
 
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.scale import LogTransform, SymmetricalLogTransform
+from matplotlib.ticker import LogFormatterSciNotation
 
 from ..analysis import _unit, dominant_index, regime_label, regime_label_from_dominant
 from .._util.io import atomic_savefig, atomic_write_bytes, figure_bytes
@@ -407,6 +410,48 @@ def _regimes(ds, m) -> np.ndarray:
     return regime_label(ds["beta"].sel(flow=m).values, status, major_feature(ds))
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+_POWER = re.compile(r"^\$\\mathdefault\{(-?)(?:([0-9.]+)\\times)?10\^\{(-?\d+)\}\}\$$")
+
+
+class PlainLogFormatter(LogFormatterSciNotation):
+    """matplotlib's labels of a log axis (`LogFormatterSciNotation`: the same ticks
+    labelled, the same numbers) written in plain text with Unicode superscripts,
+    "10⁻²", "2×10⁻²", "−10³", instead of mathtext ("$\\mathdefault{10^{-2}}$");
+    a label of another form (another base) keeps its mathtext.
+
+    Why: laying out a mathtext label parses it with pyparsing, about 6 ms a label
+    per font size and dpi, and matplotlib keeps only the last 50 parses: the
+    sweep's two figures made 218 parses, 1.3-1.5 s of a warm sweep's 10-12 s; with
+    plain tick labels 125, 0.8-1.0 s (docs/benchmarks.md, "Issue 34, seventh
+    round"). Plain text is laid out from the font's metrics, cached."""
+
+    def __call__(self, x, pos=None):
+        label = super().__call__(x, pos)
+        power = _POWER.match(label)
+        if power is None:
+            return label
+        sign, coeff, exponent = power.groups()
+        return ("\u2212" if sign else "") + (f"{coeff}\u00d7" if coeff else "") + "10" + exponent.translate(_SUPERSCRIPT)
+
+
+def plain_log_labels(fig) -> None:
+    """Give every log axis of `fig` whose labels are matplotlib's default
+    (`LogFormatterSciNotation`, major and minor) a `PlainLogFormatter` with the
+    same settings; other formatters are left as they are. samflow calls it before
+    a figure is laid out (`tight_layout`) and again before it is saved
+    (`save_png_pdf`, the paper's figures, the atlas)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                old = get()
+                if type(old) is LogFormatterSciNotation:
+                    new = PlainLogFormatter.__new__(PlainLogFormatter)
+                    new.__dict__.update(old.__dict__)
+                    put(new)
+
+
 def save_png_pdf(fig, path, dpi: float) -> None:
     """Save `fig` as the PNG `path` at `dpi` and as a PDF beside it, both cropped to
     the figure's tight bounding box (`bbox_inches="tight"`, padded by
@@ -427,6 +472,7 @@ def save_png_pdf(fig, path, dpi: float) -> None:
     import matplotlib
 
     path = Path(path)
+    plain_log_labels(fig)
     pdf_dpi = getattr(fig, "_original_dpi", fig.dpi)  # what savefig(dpi="figure") would use
     fig.set_dpi(dpi)
     fig.draw_without_rendering()  # places ticks, titles and labels, as savefig's own first pass
