@@ -31,6 +31,24 @@ TARGETS = {"speedup_vs_numba": ">= 1x", "grid256_s": "<= 1.1 s", "speedup_vs_sci
 NUMBER = r"([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan)"
 
 
+def test_bench_compiles_its_charts_itself_and_its_children_keep_the_stored_programs(tmp_path):
+    """The bench process turns samflow's stored programs off (a second run loaded the
+    first run's charts from the user's cache folder: its `first_compile_s` was 0.60 s
+    instead of 8 s), and its child processes (the sweeps, the first Python solve) get
+    them back, in the fresh folder each is given."""
+    probe = "import os; print(os.environ.get('SAMFLOW_STORED_PROGRAMS'))"
+    code = ("import sys, pathlib; sys.path.insert(0, 'scripts'); import bench; "
+            "from samflow._util.cache import programs_dir; "
+            f"_, out = bench._process([sys.executable, '-c', {probe!r}], pathlib.Path({str(tmp_path)!r}), bench.ROOT); "
+            "print('BENCH_PROCESS', programs_dir() is None, out.strip())")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SAMFLOW_STORED_PROGRAMS"}
+    env["SAMFLOW_COMPILATION_CACHE"] = str(tmp_path / "user")  # a user's folder: the stored programs on by default
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("BENCH_PROCESS"))
+    assert line.split()[1:] == ["True", "None"]
+
+
 @pytest.mark.slow
 def test_bench_tiny_prints_a_bench_line_with_positive_numbers():
     proc = subprocess.run(
