@@ -178,6 +178,7 @@ def plot_dominant_heatmap(ds, path: "str | Path", rho: float | None = None, meth
     depth = ds.attrs.get("depth", "?")
     fig.suptitle(rf"Dominant feature over time, depth $L={depth}$, $\rho={rho_v:g}$, $d={d}$")
     fig.subplots_adjust(bottom=0.2, top=0.85, right=0.86)
+    plain_log_labels(fig)
     save_png_pdf(fig, path, dpi=130)
     plt.close(fig)
     return path

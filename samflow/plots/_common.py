@@ -438,9 +438,9 @@ class PlainLogFormatter(LogFormatterSciNotation):
 def plain_log_labels(fig) -> None:
     """Give every log axis of `fig` whose labels are matplotlib's default
     (`LogFormatterSciNotation`, major and minor) a `PlainLogFormatter` with the
-    same settings; other formatters are left as they are. samflow calls it before
-    a figure is laid out (`tight_layout`) and again before it is saved
-    (`save_png_pdf`, the paper's figures, the atlas)."""
+    same settings; other formatters are left as they are. samflow's figures call
+    it once they are drawn, before their layout (`tight_layout`) and save (the
+    sweep's, the paper's and the atlas's; `save_png_pdf` itself only saves)."""
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
@@ -472,7 +472,6 @@ def save_png_pdf(fig, path, dpi: float) -> None:
     import matplotlib
 
     path = Path(path)
-    plain_log_labels(fig)
     pdf_dpi = getattr(fig, "_original_dpi", fig.dpi)  # what savefig(dpi="figure") would use
     fig.set_dpi(dpi)
     fig.draw_without_rendering()  # places ticks, titles and labels, as savefig's own first pass
