@@ -8,11 +8,12 @@ context when the program has not turned it on (`samflow._util.x64`); the command
 turn it on for their process.
 """
 
-from ._util.startup import command_start as _command_start
+from ._util.startup import command_start as _command_start, paused_gc as _paused_gc
 
 # `python -m samflow.<command>` imports this package first: a Ctrl-C during these
-# imports (JAX, diffrax) is the command's one line and exit 130, not a traceback.
-with _command_start():
+# imports (JAX, diffrax) is the command's one line and exit 130, not a traceback; the
+# garbage collector waits until they are done (`paused_gc`).
+with _command_start(), _paused_gc():
     from .datasets import Dataset, single_sample
     from .flows import Method, perturbation, real_time_velocity, rescaled_velocity, unit_l2, velocity
     from .losses import Exponential, Logistic, get_loss
@@ -20,7 +21,7 @@ with _command_start():
     from .solver import Clock, SolverSettings, Summary, Trajectory, solve, solve_cell, summarize
     from .status import STATUS_MESSAGES, Status
 
-del _command_start
+del _command_start, _paused_gc
 
 __version__ = "0.3.0"
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._util.startup import command_start
+from ._util.startup import command_start, paused_gc
 
-with command_start(always=__name__ == "__main__"):  # python -m samflow.plot: a Ctrl-C here is one line, exit 130
+with command_start(always=__name__ == "__main__"), paused_gc():  # python -m samflow.plot: a Ctrl-C here is one line, exit 130
     from ._util.cli_common import EXIT_SIGINT, command_parser, fail, print_figures, run_command, writable_folder
 
 __all__ = ["draw_missing", "interrupted_line", "main", "read_sweep_results", "resume_figures"]

@@ -60,6 +60,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from .startup import paused_gc
+
 __all__ = ["CACHE_ENV", "PROGRAMS_ENV", "StoredProgram", "cache_dir", "enable_compilation_cache",
            "no_runtime_checks", "program_key", "programs_dir"]
 
@@ -274,6 +276,12 @@ class StoredProgram:
         return getattr(self.jitted, name)
 
     def __call__(self, *args):
+        # Tracing and lowering a program allocate millions of objects that live until
+        # it is compiled: the garbage collector waits (`paused_gc`; a warm call is a run).
+        with paused_gc():
+            return self._call(*args)
+
+    def _call(self, *args):
         folder = programs_dir()
         if folder is None or jax.process_count() > 1:
             return self.jitted(*args)

@@ -8,6 +8,10 @@ printed a KeyboardInterrupt traceback from inside JAX. `command_start` turns it
 into the one line and exit code that a Ctrl-C later in the run gives (130;
 `samflow._util.cli_common.run_command`, `samflow.sweep.main`).
 
+`paused_gc` pauses Python's cyclic garbage collector for a block that allocates
+millions of short-lived objects and frees few: those imports, and tracing a
+program (`samflow._util.cache.StoredProgram`).
+
 This module imports only the standard library, so that the packages can use it
 before their heavy imports.
 """
@@ -15,12 +19,13 @@ before their heavy imports.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
 from typing import Iterator
 
-__all__ = ["STARTING_LINE", "command_start", "launching_command"]
+__all__ = ["STARTING_LINE", "command_start", "launching_command", "paused_gc"]
 
 #: The line a Ctrl-C (or SIGTERM raised as KeyboardInterrupt) while starting prints; nothing was read or written yet.
 STARTING_LINE = "interrupted ({signal}) while starting (importing); nothing was done: rerun the command"
@@ -69,3 +74,25 @@ def command_start(always: bool = False) -> Iterator[None]:
             print(STARTING_LINE.format(signal=signal.Signals(signum).name), file=sys.stderr, flush=True)
         finally:
             os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off within the block, and on again after it
+    when it was on before (a block inside another leaves it to the outer one).
+
+    Importing JAX and diffrax, and tracing and lowering a lane program, allocate
+    millions of objects that live to the end of the block; the collector, run every
+    700 allocations, went through them again and again for nothing: 0.11 s of
+    `import samflow`'s 0.9 s, and 0.12-0.13 s of the first `samflow.solve`'s 3.3 s,
+    1.5 s of a four-sample linf program's 19 s (docs/benchmarks.md, "Issue 34,
+    eighth round"). What such a block leaves as garbage is collected by the next
+    run of the collector after it (the four-sample program's peak memory: 780 ->
+    790 MB). Reference counting, which frees most objects, is not affected."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()

@@ -23,11 +23,12 @@ or anything compiled, `memory_preflight` refuses results that cannot fit in
 memory.
 """
 
-from .._util.startup import command_start as _command_start
+from .._util.startup import command_start as _command_start, paused_gc as _paused_gc
 
 # `python -m samflow.sweep` imports this package before its __main__: a Ctrl-C during
-# these imports (pydantic, xarray, the engine) is one line and exit 130, not a traceback.
-with _command_start():
+# these imports (pydantic, xarray, the engine) is one line and exit 130, not a traceback;
+# the garbage collector waits until they are done (`paused_gc`).
+with _command_start(), _paused_gc():
     from ._checkpoint import (
         _KEY_FILE as _KEY_FILE,
         _STAMP_FILE as _STAMP_FILE,
@@ -61,7 +62,7 @@ with _command_start():
         run_sweep as run_sweep,
     )
 
-del _command_start
+del _command_start, _paused_gc
 
 __all__ = ["build_data", "solve_grid", "run_sweep", "results_layout", "memory_preflight", "config_key", "main",
            "DEFAULT_BATCH_SIZE", "DEFAULT_MEMORY_BUDGET_MB", "available_memory_bytes", "batch_width", "cell_bytes",

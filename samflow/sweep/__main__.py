@@ -2,10 +2,10 @@
 
 import sys
 
-from .._util.startup import command_start
+from .._util.startup import command_start, paused_gc
 
 if __name__ == "__main__":
-    with command_start(always=True):  # Ctrl-C while importing and setting up: one line, exit 130
+    with command_start(always=True), paused_gc():  # Ctrl-C while importing and setting up: one line, exit 130
         from .._util.x64 import prepare_process
         from ._cli import main
         from ._devices import use_cpu_cores
