@@ -330,10 +330,13 @@ def plot_trajectories(ds, path: "str | Path", rho: float | None = None, alphas=N
         rf"$|\beta_j(t)|$ at $\rho={rho_v:g}$, depth {ds.attrs.get('depth', '?')}: feature {minor_feature(ds)} is the "
         f"most minor, {major_feature(ds)} the major one\n(linear time, each panel up to 1.6 x the time of its last change: "
         "switch, collapse, slide or the fall of the loss)",
-        y=1.02, fontsize=11,
+        y=1.0, fontsize=11,
     )
     plain_log_labels(fig)  # before the layout: it lays out the tick labels
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    # The title hangs from the figure's top (y = 1, its top edge), and tight_layout keeps its
+    # height free under the top of `rect`: with the title above the figure (y = 1.02) and the
+    # rect ending at 0.97, the height was kept free twice, a blank band under the title.
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 5), frameon=False,
                bbox_to_anchor=(0.5, 0.0), fontsize=8.5)
     save_png_pdf(fig, path, dpi=110)
