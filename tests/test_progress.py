@@ -98,7 +98,7 @@ def test_sweep_into_a_log_prints_whole_progress_lines(tmp_path, capsys):
 # Issue 35, fault 4: a cold sweep into a log printed nothing for its first 86 s (the
 # compilation of the solver), then its first progress line. Now a line says it is
 # compiling, before the program's first call, then the progress as before.
-COMPILING = "compiling the solver for 6 cells (first run on this machine: up to a minute) ..."
+COMPILING = "compiling the solver for 6 cells, or loading it from the compile cache (first run on this machine: up to a minute) ..."
 
 
 def test_a_sweep_into_a_log_says_it_is_compiling_before_it_compiles(tmp_path, capsys, monkeypatch):

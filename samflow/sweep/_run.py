@@ -422,9 +422,10 @@ def _refined(plan: SweepPlan, method, W0, rho, sw, p):
     return refine_with(sw, plan.settings, REFINE_TO, solve)
 
 
-#: The line a sweep's progress starts with, before the solver's first compilation (or its load
-#: from the compile cache, `samflow._util.cache`): `n` the cells of the run.
-COMPILING = "compiling the solver for {n} cells (first run on this machine: up to a minute) ..."
+#: The line a sweep's progress starts with, before the solver's first call, which compiles it or
+#: loads it from the compile cache (`samflow._util.cache`): `n` the cells of the run. It names both:
+#: a warm run that loaded its program in a second said only "compiling ... up to a minute".
+COMPILING = "compiling the solver for {n} cells, or loading it from the compile cache (first run on this machine: up to a minute) ..."
 
 
 def _n_cells(plan: SweepPlan, grid_slice: "tuple[int, int] | None") -> int:
