@@ -257,7 +257,9 @@ class StoredProgram:
     `programs_dir()` (see the module docstring), so that a second process neither
     traces nor compiles it. Call it as the jitted function; with the stored
     programs off (a library process, `SAMFLOW_STORED_PROGRAMS=off`, or a
-    `jax.distributed` run of several processes) it is the jitted function.
+    `jax.distributed` run of several processes) it is the jitted function. Every
+    call runs with Python's garbage collector paused (`samflow._util.startup.paused_gc`:
+    a trace allocates millions of objects that live until it is compiled).
 
     **Arguments:** `jitted` a `jax.jit`-ed function of positional arguments;
     `what` its static arguments (see `program_key`), which with the arguments'
