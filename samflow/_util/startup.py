@@ -86,9 +86,10 @@ def paused_gc() -> Iterator[None]:
     every 700 net allocations of container objects, went through them again and
     again for nothing: 0.11 s of `import samflow`'s 0.9 s, 0.12-0.13 s of the first
     `samflow.solve`'s 3.3 s and 1.5 s of a four-sample linf program's 19 s
-    (docs/benchmarks.md, "Issue 34, eighth round"). What such a block leaves as garbage is collected by the next
-    run of the collector after it (the four-sample program's peak memory: 780 ->
-    790 MB). Reference counting, which frees most objects, is not affected."""
+    (docs/benchmarks.md, "Issue 34, eighth round"). What such a block leaves as
+    garbage is collected by the next run of the collector after it (the
+    four-sample program's peak memory: 780 -> 790 MB). Reference counting, which
+    frees most objects, is not affected."""
     was_on = gc.isenabled()
     gc.disable()
     try:
