@@ -296,8 +296,9 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
 
     rho = np.linspace(0.05, 0.4, 7)
     ts16 = np.linspace(0.5, 8.0, 16)
-    # a program no other test compiles (rtol and atol are data: they would not make one)
-    settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10, max_steps=12_345)
+    # a program no other test compiles (rtol, atol and max_steps are data: they would not
+    # make one; a max_runs above the default changes no result)
+    settings = sf.SolverSettings(rtol=1.2345e-7, atol=1e-10, max_runs=41)
     solve = lambda r, ts: sf.solve("l2", mu12, alpha=0.3, rho=r, ts=ts, depth=2, settings=settings)
     assert [_integrate.bucket(n) for n in (1, 2, 3, 5, 8, 9, 64, 65)] == [1, 2, 4, 8, 8, 16, 64, 128]
     with compilations("_solve_batch") as seen:
@@ -312,6 +313,41 @@ def test_canonical_shapes_share_one_program_and_keep_the_bits(mu12):
     # The horizon differs from `full`'s, but the cells' paths up to it are the same solve:
     # equal to the solver's accuracy at the shared save times.
     np.testing.assert_allclose(np.asarray(b.beta), np.asarray(full.beta)[:7, :13], rtol=1e-5, atol=1e-9)
+
+
+def test_max_steps_is_data_one_program_and_the_bits_of_a_static_budget(mu12):
+    """A run's step budget reaches the lane engine traced, as the tolerances do
+    (`SolverSettings.program_key`): a solve again with another `max_steps` (after cells
+    ended as MAX_STEPS) compiles nothing, stops the cells over the budget, and gives the
+    bits of the program made for that budget as a constant (`solve_lanes` without `tol`)."""
+    import jax
+    import jax.numpy as jnp
+
+    from samflow._engine.lanes import solve_lanes
+    from samflow.flows import Clock
+
+    ts = np.geomspace(1e-2, 1e3, 16)
+    alphas, rhos = np.array([0.2, 0.5, 3.0]), np.full(3, 0.05)
+    base = dict(max_runs=47, reduce="off")  # a program no other test compiles (max_runs above the default)
+    solve = lambda **kw: sf.solve("l2", mu12, alphas, rhos, ts, depth=2, clock="t", alpha_batched=True,
+                                  settings=sf.SolverSettings(**base, **kw))
+    with compilations("_solve_batch") as seen:
+        full = solve()
+        steps = np.asarray(full.num_steps)
+        assert np.all(np.asarray(full.num_runs) == 1) and steps.min() < steps.max()
+        budget = (int(steps.min()) + int(steps.max())) // 2
+        cut = solve(max_steps=budget)
+    assert len(seen) == 1, seen
+    over = steps > budget
+    assert over.any() and (~over).any()
+    np.testing.assert_array_equal(np.asarray(cut.status)[over], int(Status.MAX_STEPS))
+    np.testing.assert_array_equal(np.asarray(cut.status)[~over], np.asarray(full.status)[~over])
+    W0 = np.broadcast_to(alphas[:, None, None], (3, 2, 2)).copy()
+    st = sf.SolverSettings(**base, max_steps=budget).resolved("l2", W0, mu12)
+    static, _, _ = jax.jit(lambda W, r: solve_lanes(W, r, mu12, jnp.asarray(ts), method="l2", clock=Clock.T,
+                                                    settings=st, width=3))(jnp.asarray(W0), jnp.asarray(rhos))
+    for x, y in zip(jax.tree.leaves(cut), jax.tree.leaves(static)):
+        assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
 
 
 def test_a_solve_compiles_no_program_but_its_own():
@@ -347,7 +383,7 @@ def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12
 
     rho = np.linspace(0.05, 0.4, 8)
     ts = np.linspace(0.5, 8.0, 16)
-    base = dict(max_steps=12_346, capture_radius=1e-6)  # a program no other test compiles
+    base = dict(max_runs=43)  # a program no other test compiles (above the default: no result changes)
     outs = {}
     with compilations("_solve_batch") as seen:
         for rtol in (1e-6, 1e-9, 1e-12):

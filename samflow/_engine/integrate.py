@@ -65,8 +65,8 @@ def solve_cell(
 @eqx.filter_jit
 def _solve_batch(W0, rho, data, ts, family, index, clock, settings, p, tol):
     """The cells solved by the program of `family` (static), the method `family[index]`
-    (`index` a traced int32: one program serves the family) at the tolerances `tol`
-    (traced; `settings` is a `program_key()`)."""
+    (`index` a traced int32: one program serves the family) at the tolerances and step
+    budget `tol` (traced, `SolverSettings.tolerances`; `settings` is a `program_key()`)."""
     out, _, _ = solve_lanes(W0, rho, data, ts, method=index, clock=clock, settings=settings, p=p,
                             width=min(W0.shape[0], DEFAULT_LANES), family=family, tol=tol)
     return out
@@ -267,7 +267,7 @@ def solve(
     index = device_array(family.index(method), np.int32)
     n, n_save = W0.shape[0], ts.shape[0]
     W0, rho_b, ts = canonical_shapes(W0, rho_b, ts)
-    # rtol and atol traced (`SolverSettings.program_key`): one program for every tolerance.
+    # rtol, atol and max_steps traced (`SolverSettings.program_key`): one program for every tolerance and budget.
     key, tol = settings.program_key(), device_array(settings.tolerances())
     # A stored program (samflow._util.cache): loaded, not traced, when a session has made it before.
     out = _stored_solve(family, clock, key)(W0, rho_b, data, ts, p_array(method, p), index, tol)

@@ -161,7 +161,7 @@ class _Engine(eqx.Module):
     ts: Float[Array, " n_save"]
     p: "Float[Array, ''] | None"
     r_scale: "Float[Array, ''] | None"
-    tol: "Float[Array, ' 2'] | None" = None
+    tol: "Float[Array, ' 3'] | None" = None
 
     @property
     def rtol(self):
@@ -172,6 +172,11 @@ class _Engine(eqx.Module):
     @property
     def atol(self):
         return self.settings.with_tolerances(self.L).atol if self.tol is None else self.tol[1]
+
+    @property
+    def max_steps(self):
+        """A run's step budget: traced (`tol`) or the settings'."""
+        return self.settings.max_steps if self.tol is None else self.tol[2]
 
     @property
     def solver(self):
@@ -252,7 +257,7 @@ class _Engine(eqx.Module):
         event = keep & (lane.v > 0) & (v1 <= 0)
         failed = cres != diffrax.RESULTS.successful  # the step itself (`_erk_step`) cannot fail
         horizon = keep & ~event & (t_new >= t_final)
-        out_of_steps = (lane.run_steps + 1 >= self.settings.max_steps) & ~event & ~horizon
+        out_of_steps = (lane.run_steps + 1 >= self.max_steps) & ~event & ~horizon
         return _Tried(
             t0=t0, t1=t1, y1=y1, dense=dense, keep=keep, tnext=tnext, t_new=t_new,
             pid=jax.tree.map(jnp.asarray, pid), f1=f1, v1=v1, event=event & ~failed,
@@ -627,7 +632,7 @@ def solve_lanes(
     slots: "int | None" = None,
     switches: int = 0,
     family: "tuple[Method, ...] | None" = None,
-    tol: "Float[Array, ' 2'] | None" = None,
+    tol: "Float[Array, ' 3'] | None" = None,
 ) -> tuple[Trajectory, Int[Array, ""], "tuple | None"]:
     """Solve `n` cells in `width` lanes; traceable (call it inside `jax.jit`).
 
@@ -658,9 +663,10 @@ def solve_lanes(
     log|beta_from|)/dclock at the switches, docs/theory.md s.5; the check of
     `samflow.switches` is not applied here), else None.
 
-    `tol`: `(2,)` float64 `[rtol, atol]`, traced: the controller's tolerances
-    instead of `settings.rtol` and `settings.atol` (then one program serves
-    every tolerance: give `settings.program_key()` and `settings.tolerances()`).
+    `tol`: `(3,)` float64 `[rtol, atol, max_steps]`, traced: the controller's
+    tolerances and a run's step budget instead of `settings.rtol`, `settings.atol`
+    and `settings.max_steps` (then one program serves every tolerance and budget:
+    give `settings.program_key()` and `settings.tolerances()`).
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
     multi-sample linf data (as `samflow.solve_cell`), a `family` whose members

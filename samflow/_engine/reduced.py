@@ -436,7 +436,7 @@ class _ReducedLoop(LaneProblem):
         failed = (cres != diffrax.RESULTS.successful) | ~jnp.all(jnp.isfinite(y1)) & keep
         event = keep & ~failed & (lane.v > 0) & (v1 <= 0)
         horizon = keep & ~failed & ~event & (t_new >= t_final)
-        out_of_steps = (lane.steps + 1 >= self.eng.settings.max_steps) & ~event & ~horizon
+        out_of_steps = (lane.steps + 1 >= self.eng.max_steps) & ~event & ~horizon
         return _RTried(t0=t0, t1=lane.tnext, y1=y1, dense=dense, f1=f1, keep=keep, t_new=t_new, tnext=tn,
                        pid=jax.tree.map(jnp.asarray, pid), v1=v1, event=event, horizon=horizon,
                        out_of_steps=out_of_steps, failed=failed)
@@ -505,7 +505,7 @@ class _ReducedLoop(LaneProblem):
         keep, failed = tried.keep, tried.failed
         horizon = keep & ~failed & (~event | whole) & (tried.t_new >= self.t_final)
         other = tried.event & ~root_ok  # a root that failed
-        out_of_steps = (lane.steps + 1 >= self.eng.settings.max_steps) & ~event & ~horizon
+        out_of_steps = (lane.steps + 1 >= self.eng.max_steps) & ~event & ~horizon
         stop = (event & ~switch) | horizon | out_of_steps | failed | other
         t_limit = jnp.where(cut, t_ev, jnp.where(keep & ~failed, tried.t_new, tried.t0))
         adv = keep & ~stop & ~restart

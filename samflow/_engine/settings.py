@@ -274,21 +274,25 @@ class SolverSettings:
             raise ValueError(f"solver.reduce must be 'auto', 'all' or 'off', got {self.reduce!r}")
 
     def program_key(self) -> "SolverSettings":
-        """These settings with the tolerances at their defaults: what a compiled program
-        depends on. rtol and atol reach the lane engine traced (`tolerances`), so that
-        solves at every tolerance share one program (`samflow._engine.lanes.solve_lanes`'s
-        `tol`; the switch refinement re-solves at three rtols)."""
-        return dataclasses.replace(self, rtol=SolverSettings.rtol, atol=SolverSettings.atol)
+        """These settings with the tolerances and the step budget at their defaults: what
+        a compiled program depends on. rtol, atol and max_steps reach the lane engine
+        traced (`tolerances`), so that solves at every tolerance and budget share one
+        program (`samflow._engine.lanes.solve_lanes`'s `tol`; the switch refinement
+        re-solves at three rtols; a run again with a larger `max_steps`, after cells
+        ended as `MAX_STEPS`, compiles nothing)."""
+        return dataclasses.replace(self, rtol=SolverSettings.rtol, atol=SolverSettings.atol,
+                                   max_steps=SolverSettings.max_steps)
 
     def tolerances(self):
-        """`(2,)` float64 `[rtol, atol]`, the traced tolerances of a program made for
-        `program_key()`."""
+        """`(3,)` float64 `[rtol, atol, max_steps]`, the traced tolerances and step
+        budget of a program made for `program_key()` (max_steps <= 10**7 is exact in
+        float64)."""
         import numpy as np
 
         if self.rtol is None or self.atol is None:
             raise ValueError("SolverSettings.tolerances: rtol and atol are chosen by depth; call with_tolerances(depth) "
                              "or resolved(...) first")
-        return np.asarray([self.rtol, self.atol], np.float64)
+        return np.asarray([self.rtol, self.atol, self.max_steps], np.float64)
 
     def resolved(self, method: "str | Method", W0, data: Dataset, clock: "str | Clock" = Clock.T, p=None) -> "SolverSettings":
         """These settings, checked against a batch of inits `W0` ((L, d) or
