@@ -399,3 +399,18 @@ def test_tolerances_are_data_one_program_and_the_bits_of_a_static_tolerance(mu12
                                                         settings=st, width=8))(jnp.asarray(W0), jnp.asarray(rho))
         for x, y in zip(jax.tree.leaves(outs[rtol]), jax.tree.leaves(static)):
             assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+
+
+def test_lane_engine_refuses_tolerances_of_another_shape(mu12):
+    """`tol` is `[rtol, atol, max_steps]`: a `(2,)` `[rtol, atol]` (its shape before
+    max_steps was data) would have its budget read from `tol[2]`, which JAX clamps to
+    atol, so every run would end at its first step. It is refused in one line."""
+    import jax.numpy as jnp
+
+    from samflow._engine.lanes import solve_lanes
+    from samflow.flows import Clock
+
+    st = sf.SolverSettings().resolved("l2", np.full((1, 2, 2), 0.3), mu12)
+    with pytest.raises(ValueError, match=r"tol must be settings.tolerances\(\).*got shape \(2,\)"):
+        solve_lanes(jnp.full((1, 2, 2), 0.3), jnp.asarray([0.1]), mu12, jnp.asarray([1.0]), method="l2",
+                    clock=Clock.T, settings=st.program_key(), tol=st.tolerances()[:2])

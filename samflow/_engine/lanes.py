@@ -670,9 +670,13 @@ def solve_lanes(
 
     **Raises:** `ValueError` for log coordinates with linf-SAM or the tau clock on
     multi-sample linf data (as `samflow.solve_cell`), a `family` whose members
-    do not share one state structure (`program_family`), or a `Method` not in
-    `family`.
+    do not share one state structure (`program_family`), a `Method` not in
+    `family`, or a `tol` not of shape `(3,)` (an index past its end would read
+    another entry: JAX clamps it).
     """
+    if tol is not None and jnp.shape(tol) != (3,):
+        raise ValueError(f"solve_lanes: tol must be settings.tolerances(), [rtol, atol, max_steps] of shape (3,); "
+                         f"got shape {jnp.shape(tol)}")
     clock = Clock.parse(clock)
     n, L, d = W0.shape
     family, index = _family_index(method, family)
